@@ -1,0 +1,1 @@
+"""Batch-system adapters. Each turns one batch system into ClusterSnapshots and reservations."""

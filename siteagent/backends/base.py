@@ -1,0 +1,57 @@
+"""The interface every batch-system adapter implements, and the errors it may raise.
+
+The core only ever talks to a Backend, so the reservation lifecycle, the agent loop and the tests
+run unchanged on the SWF replay, a real Slurm, or the PBS stand-in.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import List
+
+from siteagent.model import BatchReservation, ClusterSnapshot, ReservationSpec
+
+
+class BackendError(Exception):
+    """The batch system could not do what was asked; the message is the batch system's own."""
+
+
+class BackendUnavailable(BackendError):
+    """The batch system did not answer (controller down, command hung, garbage output).
+
+    Distinct from an empty cluster: callers answer 503 and retry, they never plan on it.
+    """
+
+
+class ReservationRefused(BackendError):
+    """The batch system refused a reservation (capacity gone, invalid user, ...)."""
+
+
+class Backend(abc.ABC):
+    """A batch system, seen through the four operations the agent needs."""
+
+    #: short name used in logs, metrics labels and the API ("swf", "slurm", "pbs", ...)
+    name: str = "backend"
+
+    @abc.abstractmethod
+    def snapshot(self) -> ClusterSnapshot:
+        """The cluster now: nodes, running and pending jobs, reservations."""
+
+    @abc.abstractmethod
+    def create_reservation(self, spec: ReservationSpec) -> BatchReservation:
+        """Create a reservation and return it as the batch system reports it afterwards.
+
+        The returned record is read back from the batch system, so a reservation that was
+        silently shrunk shows its real size; the caller compares it with ``spec``.
+        """
+
+    @abc.abstractmethod
+    def delete_reservation(self, name: str) -> None:
+        """Delete a reservation; deleting one that does not exist is not an error."""
+
+    @abc.abstractmethod
+    def list_reservations(self) -> List[BatchReservation]:
+        """Every reservation the batch system holds, ours and others'."""
+
+    def close(self) -> None:
+        """Release whatever the backend holds (processes, sockets). Default: nothing."""

@@ -1,0 +1,146 @@
+"""Value types shared by the planner, the backends, the simulator and the API.
+
+Units everywhere: times are integer seconds since the Unix epoch (UTC), durations are integer
+seconds, capacity is counted in the snapshot's unit (cores, or whole nodes for partitions that
+allocate whole nodes). Backends translate their batch system's view into these types and
+nothing else crosses the boundary, so the core never sees a Slurm or PBS string.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
+
+#: A year of seconds: stands in for "no time limit" so that unlimited jobs still end somewhere
+#: in the plan (Slurm stores UNLIMITED reservations as 365 days for the same reason).
+UNLIMITED_S = 365 * 86400
+
+
+class CapacityUnit(str, enum.Enum):
+    """What one unit of capacity is: a core, or a whole node for node-exclusive partitions."""
+
+    CORE = "core"
+    NODE = "node"
+
+
+class Source(str, enum.Enum):
+    """Where a pending job's planned start came from: the batch system's own plan or ours."""
+
+    BATCH = "batch"
+    PREDICTED = "predicted"
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job as the planner needs it.
+
+    ``limit`` is the requested wall time (the estimate the scheduler plans with). A running job
+    has ``start``; a pending one has ``start is None``. ``expected_start`` is the batch system's
+    own prediction for a pending job, when it published one (Slurm's backfill does).
+    ``eligible`` is False for jobs that cannot start whatever the capacity (held, waiting on a
+    dependency); they are reported but not planned.
+    """
+
+    id: str
+    cores: int
+    submit: int
+    limit: int
+    start: Optional[int] = None
+    nodes: int = 0
+    user: str = ""
+    account: str = ""
+    partition: str = ""
+    expected_start: Optional[int] = None
+    eligible: bool = True
+
+    @property
+    def running(self) -> bool:
+        return self.start is not None
+
+    def demand(self, unit: CapacityUnit) -> int:
+        """Capacity this job takes, in the snapshot's unit."""
+        if unit is CapacityUnit.NODE:
+            return max(1, self.nodes)
+        return self.cores
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """One compute node: total and allocated cores, and whether new work may use it."""
+
+    name: str
+    cores: int
+    alloc_cores: int = 0
+    state: str = "idle"
+    usable: bool = True
+    memory_mb: int = 0
+    partitions: Tuple[str, ...] = ()
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class BatchReservation:
+    """A reservation as the batch system reports it (ours or anybody's): it holds capacity."""
+
+    name: str
+    start: int
+    end: int
+    cores: int
+    nodes: int = 0
+    node_list: str = ""
+    users: Tuple[str, ...] = ()
+    accounts: Tuple[str, ...] = ()
+    partition: str = ""
+    flags: Tuple[str, ...] = ()
+    state: str = ""
+
+    def demand(self, unit: CapacityUnit) -> int:
+        if unit is CapacityUnit.NODE:
+            return max(1, self.nodes)
+        return self.cores
+
+
+@dataclass(frozen=True)
+class ClusterSnapshot:
+    """Everything the planner needs to know about a cluster at one instant.
+
+    ``pending`` is in the batch system's priority order: the planner lays jobs out in this order.
+    ``capacity`` is the usable capacity (down and drained nodes excluded) in ``unit``.
+    """
+
+    now: int
+    capacity: int
+    running: Tuple[Job, ...] = ()
+    pending: Tuple[Job, ...] = ()
+    reservations: Tuple[BatchReservation, ...] = ()
+    nodes: Tuple[NodeState, ...] = ()
+    unit: CapacityUnit = CapacityUnit.CORE
+    cores_per_node: int = 1
+    backend: str = ""
+    extra: dict = field(default_factory=dict, compare=False)  # type: ignore[type-arg]
+
+    def demand(self, job: Job) -> int:
+        return job.demand(self.unit)
+
+
+@dataclass(frozen=True)
+class ReservationSpec:
+    """What the agent asks a batch system to reserve: ``size`` units for [start, start+duration).
+
+    ``name`` carries the agent's prefix so that reconciliation can tell its reservations apart
+    from everybody else's. ``users``/``accounts`` are the scheduler identities the buyer maps to.
+    """
+
+    name: str
+    start: int
+    duration: int
+    size: int
+    unit: CapacityUnit = CapacityUnit.CORE
+    users: Tuple[str, ...] = ()
+    accounts: Tuple[str, ...] = ()
+    partition: str = ""
+
+    @property
+    def end(self) -> int:
+        return self.start + self.duration

@@ -1,0 +1,1 @@
+"""Pricing policies: what a reservation costs, by load and by the delay it imposes."""

@@ -1,0 +1,1 @@
+"""Test suite: unit, property and integration tests (real Slurm, real Prometheus)."""
