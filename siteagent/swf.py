@@ -1,0 +1,285 @@
+"""Standard Workload Format (SWF) reader and writer.
+
+SWF (Parallel Workloads Archive) is a header of ``; Key: value`` comment lines followed by one
+line per job of 18 whitespace-separated numbers, -1 meaning unknown. Logs reach 450,000 jobs,
+so the reader streams: it keeps one line in hand, never a list of records. Plain and gzipped
+files are told apart by their first bytes, not their names.
+
+A line that is not 18 numbers is a :class:`SwfError` naming the file, the line and the field,
+unless the caller asked to skip such lines, in which case they are counted by reason.
+"""
+
+from __future__ import annotations
+
+import collections
+import gzip
+import io
+import os
+from typing import IO, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union, cast
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+FIELD_NAMES = (
+    "job number",
+    "submit time",
+    "wait time",
+    "run time",
+    "allocated processors",
+    "average CPU time",
+    "used memory",
+    "requested processors",
+    "requested time",
+    "requested memory",
+    "status",
+    "user id",
+    "group id",
+    "executable number",
+    "queue number",
+    "partition number",
+    "preceding job number",
+    "think time",
+)
+
+#: Fields the standard allows to be fractional (averages); every other field is an integer.
+_FRACTIONAL = frozenset({5, 6})
+
+
+class SwfRecord(NamedTuple):
+    """One job line; field names follow the SWF definition, -1 means unknown."""
+
+    job: int
+    submit: int
+    wait: int
+    run: int
+    procs: int
+    cpu_time: float
+    used_mem: float
+    req_procs: int
+    req_time: int
+    req_mem: int
+    status: int
+    user: int
+    group: int
+    app: int
+    queue: int
+    partition: int
+    prev_job: int
+    think_time: int
+
+
+class SwfError(ValueError):
+    """A line of an SWF file that is not a job record; says where and what."""
+
+    def __init__(self, path: str, line: int, message: str) -> None:
+        super().__init__(f"{path}:{line}: {message}")
+        self.path = path
+        self.line = line
+        self.reason = message
+
+
+class SwfHeader:
+    """The comment lines before the first job, kept verbatim and parsed into ``fields``."""
+
+    def __init__(self, lines: List[str]) -> None:
+        self.lines = lines
+        self.fields: Dict[str, str] = {}
+        for line in lines:
+            key, sep, value = line.lstrip(";").partition(":")
+            if sep and key.strip() and " " not in key.strip():
+                self.fields.setdefault(key.strip(), value.strip())
+
+    def integer(self, key: str) -> Optional[int]:
+        """The leading integer of a header value (``MaxNodes: 338 (batch partition)`` -> 338)."""
+        value = self.fields.get(key, "").split()
+        if not value:
+            return None
+        try:
+            return int(value[0])
+        except ValueError:
+            return None
+
+    @property
+    def max_procs(self) -> Optional[int]:
+        return self.integer("MaxProcs")
+
+    @property
+    def max_nodes(self) -> Optional[int]:
+        return self.integer("MaxNodes")
+
+    @property
+    def unix_start_time(self) -> Optional[int]:
+        return self.integer("UnixStartTime")
+
+    @property
+    def max_jobs(self) -> Optional[int]:
+        return self.integer("MaxJobs") or self.integer("MaxRecords")
+
+
+def _open_binary(path: PathLike) -> Tuple[IO[bytes], IO[bytes]]:
+    """(stream of the file's content, the file itself): gunzipped if it starts like gzip."""
+    raw: IO[bytes] = open(path, "rb")  # noqa: SIM115 - closed by the reader
+    magic = raw.read(2)
+    raw.seek(0)
+    if magic == b"\x1f\x8b":
+        return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb")), raw
+    return raw, raw
+
+
+class SwfReader:
+    """Streams the records of an SWF file (plain or gzipped).
+
+    ``skip_malformed`` turns malformed lines into counted skips (``skipped``) instead of
+    errors. ``progress`` reports how far through the file reading has got (0..1), from the
+    position in the (compressed) file, so it costs nothing and needs no first pass.
+    """
+
+    def __init__(self, path: PathLike, skip_malformed: bool = False) -> None:
+        self.path = os.fspath(path)
+        self.skip_malformed = skip_malformed
+        self.skipped: Dict[str, int] = collections.Counter()
+        self._size = max(os.path.getsize(self.path), 1)
+        content, self._raw = _open_binary(self.path)
+        self._text = io.TextIOWrapper(content, encoding="latin-1")
+        self._line_no = 0
+        self._pending: Optional[str] = None
+        self.header = SwfHeader(self._read_header())
+
+    def _read_header(self) -> List[str]:
+        lines = []
+        for line in self._text:
+            self._line_no += 1
+            stripped = line.strip()
+            if not stripped:
+                continue
+            if stripped.startswith(";"):
+                lines.append(line.rstrip("\n"))
+                continue
+            self._pending = line
+            break
+        return lines
+
+    @property
+    def progress(self) -> float:
+        """Fraction of the file read so far."""
+        try:
+            position = self._raw.tell()
+        except (OSError, ValueError):
+            return 1.0
+        return min(position / self._size, 1.0)
+
+    def close(self) -> None:
+        self._text.close()
+        self._raw.close()
+
+    def __enter__(self) -> SwfReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterator[SwfRecord]:
+        make = SwfRecord._make
+        line_no = self._line_no
+        lines = self._text
+        if self._pending is not None:
+            lines = _chain_first(self._pending, lines)  # type: ignore[assignment]
+            line_no -= 1
+            self._pending = None
+        for line in lines:
+            line_no += 1
+            parts = line.split()
+            if not parts or parts[0].startswith(";"):
+                continue
+            try:
+                if len(parts) != 18:
+                    raise ValueError
+                yield make(
+                    (
+                        int(parts[0]),
+                        int(parts[1]),
+                        int(parts[2]),
+                        int(parts[3]),
+                        int(parts[4]),
+                        float(parts[5]),
+                        float(parts[6]),
+                        int(parts[7]),
+                        int(parts[8]),
+                        int(parts[9]),
+                        int(parts[10]),
+                        int(parts[11]),
+                        int(parts[12]),
+                        int(parts[13]),
+                        int(parts[14]),
+                        int(parts[15]),
+                        int(parts[16]),
+                        int(parts[17]),
+                    )
+                )
+            except ValueError:
+                self._line_no = line_no
+                reason = _diagnose(parts)
+                if not self.skip_malformed:
+                    raise SwfError(self.path, line_no, reason) from None
+                self.skipped[reason.split(":")[0]] += 1
+        self._line_no = line_no
+
+
+def _chain_first(first: str, rest: Iterator[str]) -> Iterator[str]:
+    yield first
+    yield from rest
+
+
+def _diagnose(parts: List[str]) -> str:
+    """Say exactly what is wrong with a line that failed the fast parse."""
+    if len(parts) != 18:
+        return f"malformed line: expected 18 fields, found {len(parts)}"
+    for index, value in enumerate(parts):
+        kind = "a number" if index in _FRACTIONAL else "an integer"
+        try:
+            float(value) if index in _FRACTIONAL else int(value)
+        except ValueError:
+            return f"bad field: field {index + 1} ({FIELD_NAMES[index]}) is {value!r}, not {kind}"
+    return "malformed line"
+
+
+def format_record(record: SwfRecord) -> str:
+    """One SWF line, in the archive's column layout."""
+    cells = []
+    for index, value in enumerate(record):
+        if index in _FRACTIONAL and value != int(value):
+            cells.append(f"{value:.2f}")
+        else:
+            cells.append(str(int(value)))
+    return " ".join(cells)
+
+
+class SwfWriter:
+    """Writes an SWF file: header lines verbatim, then records. ``.gz`` names are gzipped."""
+
+    def __init__(self, path: PathLike, header_lines: List[str]) -> None:
+        self.path = os.fspath(path)
+        if self.path.endswith(".gz"):
+            self._file: IO[str] = gzip.open(self.path, "wt", encoding="latin-1")
+        else:
+            self._file = open(self.path, "w", encoding="latin-1")  # noqa: SIM115
+        for line in header_lines:
+            self._file.write(line + "\n")
+
+    def write(self, record: SwfRecord) -> None:
+        self._file.write(format_record(record) + "\n")
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> SwfWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_records(path: PathLike) -> Iterator[SwfRecord]:
+    """All records of a file, strictly (convenience for tests and small tools)."""
+    with SwfReader(path) as reader:
+        yield from reader
+
