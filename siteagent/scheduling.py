@@ -196,7 +196,7 @@ class Engine(abc.ABC):
             self.profile.reserve(planned, planned + task.estimate, task.size)
             task.planned = planned
 
-    def _replan(self, withdrawn: List[Tuple[Task, int]]) -> None:
+    def _replan(self, withdrawn: List[Tuple[Task, int]]) -> None:  # noqa: B027 - optional hook
         """After a reservation was added: policies with plans recompute them at the next pass."""
 
 
@@ -226,35 +226,27 @@ class FcfsEngine(Engine):
 class EasyEngine(Engine):
     """EASY (aggressive) backfilling: only the first waiting task is protected.
 
-    The protected head holds a real rectangle in the profile at its shadow time, so "fits now
-    without delaying the head" is a profile query, and tasks also keep out of reservations.
-    Without reservations the profile has a known shape (free capacity only rises after now,
-    except where the head's window sits), and the query reduces to the textbook counters: a
-    later task starts if it fits now and either ends by the shadow time or uses no more than
-    the ``extra`` units free at the shadow time. That is the fast path; both give the same
-    answers (tests hold them to it).
+    The protected head's window is not written into the profile (it moves with every
+    completion); a later task may start now if it fits now and, where it overlaps the head's
+    window, leaves the head its units: exactly "fits with the head's window in place", and it
+    keeps tasks out of reservations too. Without reservations free capacity only rises after
+    now, and the test reduces to the textbook counters: the task ends by the shadow time or uses
+    no more than the ``extra`` units free then beyond the head's need. That is the fast path;
+    tests hold the two to the same answers.
     """
 
     policy = Policy.EASY
 
     def _withdraw_plans(self) -> List[Tuple[Task, int]]:
-        queue = self.queue
-        if not queue or queue[0].planned is None:
-            return []
-        head = queue[0]
-        planned = head.planned
-        assert planned is not None
-        self.profile.release(planned, planned + head.estimate, head.size)
-        head.planned = None
-        return [(head, planned)]
+        """The head's window is not in the profile; forgetting the shadow time is enough."""
+        if self.queue:
+            self.queue[0].planned = None
+        return []
 
     def _pass(self, now: int) -> List[Task]:
         queue = self.queue
         profile = self.profile
-        protected = bool(queue) and queue[0].planned is not None
-        if self._dirty and protected:
-            self._withdraw_plans()
-            protected = False
+        protected = bool(queue) and queue[0].planned is not None and not self._dirty
         first_new = len(queue) if protected else 1
         queue.extend(self._arrivals)
         self._arrivals.clear()
@@ -267,21 +259,16 @@ class EasyEngine(Engine):
                 started.append(task)
             if not queue:
                 return started
-            self._protect(queue[0], now)
+            head = queue[0]
+            head.planned = profile.earliest_fit(head.size, head.estimate, now)
+            if head.planned is None:
+                raise ValueError(f"{head!r} can never fit in capacity {self.capacity}")
         if first_new < len(queue):
             backfilled = self._backfill(queue, first_new, now)
             if backfilled:
                 started.extend(backfilled)
                 self.queue = [task for task in queue if task.start is None]
         return started
-
-    def _protect(self, head: Task, now: int) -> None:
-        """Reserve the head's window at its shadow time: the earliest it can start."""
-        shadow = self.profile.earliest_fit(head.size, head.estimate, now)
-        if shadow is None:
-            raise ValueError(f"{head!r} can never fit in capacity {self.capacity}")
-        self.profile.reserve(shadow, shadow + head.estimate, head.size)
-        head.planned = shadow
 
     def _backfill(self, queue: List[Task], first: int, now: int) -> List[Task]:
         """Start the tasks from ``queue[first:]`` that fit now without delaying the head."""
@@ -290,19 +277,30 @@ class EasyEngine(Engine):
         started: List[Task] = []
         if free_now <= 0:
             return started
+        head = queue[0]
+        shadow = head.planned
+        assert shadow is not None
         if self._reservations:
+            head_end = shadow + head.estimate
             for i in range(first, len(queue)):
                 task = queue[i]
-                if task.size <= free_now and profile.fits(task.size, now, task.estimate):
+                size = task.size
+                end = now + task.estimate
+                if (
+                    size <= free_now
+                    and profile.fits(size, now, task.estimate)
+                    and (
+                        end <= shadow
+                        or profile.min_free(shadow, min(end, head_end)) >= size + head.size
+                    )
+                ):
                     started.append(task)
-                    free_now -= task.size
+                    free_now -= size
                     self._begin(task, now)
                     if free_now <= 0:
                         break
             return started
-        shadow = queue[0].planned
-        assert shadow is not None
-        extra = profile.free_at(shadow)
+        extra = profile.free_at(shadow) - head.size
         for i in range(first, len(queue)):
             task = queue[i]
             size = task.size
@@ -448,10 +446,14 @@ def plan(
         running.append(task)
     for res in snapshot.reservations:
         if res.end > now:
-            engine.add_reservation(("batch", res.name), res.start, res.end, res.demand(snapshot.unit))
+            engine.add_reservation(
+                ("batch", res.name), res.start, res.end, res.demand(snapshot.unit)
+            )
     for key, start, end, size in extra_reservations:
         engine.add_reservation(key, start, end, size)
-    result = Plan(now=now, capacity=snapshot.capacity, policy=Policy(policy), profile=engine.profile)
+    result = Plan(
+        now=now, capacity=snapshot.capacity, policy=Policy(policy), profile=engine.profile
+    )
     pending: List[Task] = []
     for job in snapshot.pending:
         task = _task_of(snapshot, job)

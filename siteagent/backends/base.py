@@ -53,5 +53,5 @@ class Backend(abc.ABC):
     def list_reservations(self) -> List[BatchReservation]:
         """Every reservation the batch system holds, ours and others'."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release whatever the backend holds (processes, sockets). Default: nothing."""

@@ -14,10 +14,10 @@ from __future__ import annotations
 import collections
 import random
 from dataclasses import dataclass
-from typing import Deque, Dict, Iterator, Optional, Tuple
+from typing import Deque, Dict, Iterator, Optional
 
 from siteagent.scheduling import Task
-from siteagent.swf import SwfReader, SwfRecord
+from siteagent.swf import SwfJob, SwfReader
 
 WEEK_S = 7 * 86400
 
@@ -42,7 +42,9 @@ class LoadScaling:
         if self.interarrival_factor <= 0:
             raise ValueError(f"interarrival factor must be > 0, got {self.interarrival_factor}")
         if not 0.0 <= self.overlay_probability <= 1.0:
-            raise ValueError(f"overlay probability must be in [0, 1], got {self.overlay_probability}")
+            raise ValueError(
+                f"overlay probability must be in [0, 1], got {self.overlay_probability}"
+            )
 
 
 class Workload:
@@ -58,16 +60,18 @@ class Workload:
         path: str,
         cores: Optional[int] = None,
         skip_invalid: bool = False,
-        scaling: LoadScaling = LoadScaling(),
+        scaling: Optional[LoadScaling] = None,
     ) -> None:
         self.path = path
         self.skip_invalid = skip_invalid
-        self.scaling = scaling
+        self.scaling = scaling or LoadScaling()
         self._reader = SwfReader(path, skip_malformed=skip_invalid)
         header_cores = self._reader.header.max_procs
         if cores is None:
             if not header_cores:
-                raise ValueError(f"{path}: the header has no MaxProcs; give the cluster size (--cores)")
+                raise ValueError(
+                    f"{path}: the header has no MaxProcs; give the cluster size (--cores)"
+                )
             cores = header_cores
         if cores <= 0:
             raise ValueError(f"cluster size must be positive, got {cores}")
@@ -75,7 +79,6 @@ class Workload:
         self.skipped: Dict[str, int] = collections.Counter()
         self.dropped = 0
         self.header = self._reader.header
-        self._first_submit = 0
 
     @property
     def progress(self) -> float:
@@ -94,81 +97,71 @@ class Workload:
         self._reader.close()
 
     def tasks(self) -> Iterator[Task]:
-        """Tasks in arrival order (ties in trace order, the original before the overlay copy)."""
-        for order, (record, copy) in enumerate(self._arrivals()):
-            yield self._task(record, order, copy)
+        """Tasks in arrival order (ties in trace order, the original before the overlay copy).
 
-    def _arrivals(self) -> Iterator[Tuple[SwfRecord, int]]:
-        """Records with their copy number (0 original, 1 overlay), merged by submit time.
-
-        Overlay copies wait in a FIFO, already in order because the shift is constant, so the
-        merge holds at most one shift's worth of jobs.
+        Task keys count arrivals from 0; the payload is the record's SwfJob (job number shifted
+        by OVERLAY_JOB_OFFSET for overlay copies). This loop runs once per job of traces with
+        hundreds of thousands of them, so the rules are written out in it.
         """
         scaling = self.scaling
-        if scaling.overlay_probability <= 0:
-            for record in self._valid_records():
-                yield record, 0
-            return
+        overlay = scaling.overlay_probability > 0
         rng = random.Random(scaling.seed)
-        shifted: Deque[Tuple[int, SwfRecord]] = collections.deque()
-        for record in self._valid_records():
-            submit = self._scaled_submit(record.submit)
-            while shifted and shifted[0][0] < submit:
-                yield shifted.popleft()[1], 1
-            yield record, 0
-            if rng.random() < scaling.overlay_probability:
-                shifted.append((submit + scaling.overlay_shift_s, record))
-            else:
-                self.dropped += 1
-        while shifted:
-            yield shifted.popleft()[1], 1
-
-    def _valid_records(self) -> Iterator[SwfRecord]:
-        first = True
+        shifted: Deque[Task] = collections.deque()
+        factor = scaling.interarrival_factor
+        first_submit: Optional[int] = None
         last_submit = -1
-        for record in self._reader:
-            reason = self._unsimulable(record)
-            if reason is None and record.submit < last_submit:
-                reason = "submit time earlier than the previous job's"
-            if reason is not None:
-                if not self.skip_invalid:
-                    raise UnsimulableJob(
-                        f"{self.path}: job {record.job}: {reason} "
-                        "(use --skip-invalid to skip records that cannot be simulated)"
-                    )
-                self.skipped[reason] += 1
+        order = 0
+        for record in self._reader.jobs():
+            procs = record.procs if record.procs > 0 else record.req_procs
+            run = record.run
+            submit = record.submit
+            if procs <= 0 or run < 0 or submit < last_submit or procs > self.cores:
+                self._skip(record, procs, last_submit)
                 continue
-            if first:
-                first = False
-                self._first_submit = record.submit
-            last_submit = record.submit
-            yield record
+            last_submit = submit
+            if factor != 1.0:
+                if first_submit is None:
+                    first_submit = submit
+                submit = first_submit + round((submit - first_submit) * factor)
+            estimate = record.req_time if record.req_time > 0 else run
+            if overlay:
+                while shifted and shifted[0].submit < submit:
+                    task = shifted.popleft()
+                    task.key = order
+                    order += 1
+                    yield task
+                if rng.random() < scaling.overlay_probability:
+                    shifted.append(self._overlay_copy(record, procs, estimate, submit))
+                else:
+                    self.dropped += 1
+            yield Task(order, procs, estimate, submit, run if run < estimate else estimate, record)
+            order += 1
+        while shifted:
+            task = shifted.popleft()
+            task.key = order
+            order += 1
+            yield task
 
-    def _unsimulable(self, record: SwfRecord) -> Optional[str]:
-        procs = record.procs if record.procs > 0 else record.req_procs
+    def _overlay_copy(self, record: SwfJob, procs: int, estimate: int, submit: int) -> Task:
+        copy = record._replace(job=record.job + OVERLAY_JOB_OFFSET)
+        run = min(record.run, estimate)
+        return Task(-1, procs, estimate, submit + self.scaling.overlay_shift_s, run, copy)
+
+    def _skip(self, record: SwfJob, procs: int, last_submit: int) -> None:
+        """Count a record the simulator cannot run, or stop with where and why."""
         if procs <= 0:
-            return "no processors"
-        if record.submit < 0:
-            return "negative submit time"
-        if record.run < 0:
-            return "negative run time"
-        if procs > self.cores:
-            return f"more processors than the cluster's {self.cores}"
-        return None
-
-    def _scaled_submit(self, submit: int) -> int:
-        factor = self.scaling.interarrival_factor
-        if factor == 1.0:
-            return submit
-        first = self._first_submit
-        return first + int(round((submit - first) * factor))
-
-    def _task(self, record: SwfRecord, seq: int, copy: int) -> Task:
-        procs = record.procs if record.procs > 0 else record.req_procs
-        estimate = record.req_time if record.req_time > 0 else record.run
-        submit = self._scaled_submit(record.submit)
-        if copy:
-            submit += self.scaling.overlay_shift_s
-            record = record._replace(job=record.job + OVERLAY_JOB_OFFSET)
-        return Task(seq, procs, estimate, submit, run=min(record.run, estimate), payload=record)
-
+            reason = "no processors"
+        elif record.submit < 0:
+            reason = "negative submit time"
+        elif record.run < 0:
+            reason = "negative run time"
+        elif record.submit < last_submit:
+            reason = "submit time earlier than the previous job's"
+        else:
+            reason = f"more processors than the cluster's {self.cores}"
+        if not self.skip_invalid:
+            raise UnsimulableJob(
+                f"{self.path}:{self._reader.line}: job {record.job}: {reason} "
+                "(use --skip-invalid to skip records that cannot be simulated)"
+            )
+        self.skipped[reason] += 1

@@ -1,0 +1,1 @@
+"""Benchmarks and reproductions of the papers' results: `python -m bench NAME`."""

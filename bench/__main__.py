@@ -1,0 +1,24 @@
+"""`python -m bench NAME [options]`: run one benchmark; results go to bench/results/NAME.*"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHMARKS = {
+    "simulate": "bench.simulate",
+}
+
+
+def main() -> int:
+    if len(sys.argv) < 2 or sys.argv[1] not in BENCHMARKS:
+        names = ", ".join(BENCHMARKS)
+        print(f"usage: python -m bench NAME [options]   (NAME: {names}; NAME --help for options)")
+        return 2
+    module = importlib.import_module(BENCHMARKS[sys.argv[1]])
+    code: int = module.main(sys.argv[2:])
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""What every benchmark shares: running a measured child process, medians, result files."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Sequence
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+TRACES = ROOT / "traces"
+
+
+@dataclass
+class Measured:
+    """A child process's output, wall time and peak resident memory."""
+
+    stdout: str
+    stderr: str
+    returncode: int
+    wall_s: float
+    peak_rss_mb: float
+
+
+def run_measured(
+    argv: Sequence[str], timeout: float = 3600.0, env: Optional[Dict[str, str]] = None
+) -> Measured:
+    """Run a command; its own peak RSS comes from wait4 on it (not the largest child so far).
+
+    Output goes through temporary files so that nothing reaps the child before wait4 does.
+    """
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        began = time.perf_counter()
+        proc = subprocess.Popen(list(argv), stdout=out, stderr=err, text=True, env=env)
+        deadline = began + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.perf_counter() > deadline:
+                proc.kill()
+                os.wait4(proc.pid, 0)
+                raise subprocess.TimeoutExpired(list(argv), timeout)
+            time.sleep(0.01)
+        wall = time.perf_counter() - began
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return Measured(out.read(), err.read(), proc.returncode, wall, usage.ru_maxrss / 1024)
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def machine() -> Dict[str, Any]:
+    """Where the figures were measured (they mean little without it)."""
+    load = os.getloadavg()
+    return {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_average_1m_at_start": round(load[0], 2),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+
+
+def write_results(name: str, data: Mapping[str, Any], markdown: str) -> None:
+    """bench/results/<name>.json (figures) and bench/results/<name>.md (for people)."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    (RESULTS / f"{name}.md").write_text(markdown)
+    print(f"wrote {RESULTS / (name + '.json')} and {RESULTS / (name + '.md')}")
+
+
+def md_table(rows: List[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """A Markdown table; floats with 3 significant decimals."""
+
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            return f"{value:,.3f}" if abs(value) < 100 else f"{value:,.0f}"
+        if isinstance(value, int):
+            return f"{value:,}"
+        return str(value)
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(row.get(c, "")) for c in columns) + " |" for row in rows]
+    return "\n".join(lines) + "\n"

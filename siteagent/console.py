@@ -1,0 +1,85 @@
+"""How every command talks to a person or a program: tables, JSON, progress bars, errors.
+
+Tables go to stdout for people; ``--json`` prints one JSON object on stdout for programs;
+progress bars and errors go to stderr so they never mix with either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+stdout = Console()
+stderr = Console(stderr=True)
+
+
+def print_json(obj: Any) -> None:
+    """One JSON document on stdout (keys sorted, so output diffs cleanly)."""
+    sys.stdout.write(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def print_table(
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[str],
+    title: Optional[str] = None,
+    headers: Optional[Mapping[str, str]] = None,
+) -> None:
+    """A table with one row per mapping; ``headers`` renames columns for people."""
+    headers = headers or {}
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(headers.get(column, column), overflow="fold")
+    for row in rows:
+        table.add_row(*(format_value(row.get(column)) for column in columns))
+    stdout.print(table)
+
+
+def print_pairs(pairs: Sequence[tuple[str, Any]], title: Optional[str] = None) -> None:
+    """A two-column table of names and values (a summary)."""
+    table = Table(title=title, title_justify="left", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    for name, value in pairs:
+        table.add_row(name, format_value(value))
+    stdout.print(table)
+
+
+def format_value(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:,.3f}" if abs(value) < 1000 else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def error(message: str) -> None:
+    """An error for a person: what went wrong and, where we know it, how to fix it."""
+    stderr.print(f"[bold red]siteagent: error:[/] {message}", highlight=False)
+
+
+@contextlib.contextmanager
+def progress_bar(description: str, enabled: bool = True) -> Iterator[Callable[[float], None]]:
+    """A progress bar on stderr; yields ``update(fraction)``. Silent when not on a terminal."""
+    if not enabled or not stderr.is_terminal:
+        yield lambda fraction: None
+        return
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>5.1f}%"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=stderr, transient=True) as bar:
+        task = bar.add_task(description, total=1.0)
+        yield lambda fraction: bar.update(task, completed=fraction)
