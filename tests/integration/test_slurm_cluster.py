@@ -1,0 +1,66 @@
+"""Smoke tests of the test cluster itself: they fail unless real Slurm daemons run jobs.
+
+If these fail, every other Slurm integration test is meaningless, so they check the two things
+the backend relies on: a submitted job really runs (seen in ``squeue --json``), and scontrol
+really creates and deletes reservations.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.slurm_cluster import SlurmTestCluster
+
+pytestmark = pytest.mark.slurm
+
+
+def _job_state(cluster: SlurmTestCluster, job_id: str) -> str:
+    data = json.loads(cluster.run(["squeue", "--json"]).stdout)
+    assert data["errors"] == []
+    for job in data["jobs"]:
+        if str(job["job_id"]) == job_id:
+            state = job["job_state"]
+            return state if isinstance(state, str) else ",".join(state)
+    return ""
+
+
+def test_all_nodes_idle_with_configured_cores(slurm: SlurmTestCluster) -> None:
+    data = json.loads(slurm.run(["sinfo", "--json"]).stdout)
+    assert data["errors"] == []
+    nodes = {n["name"]: n for n in data["nodes"]}
+    assert sorted(nodes) == ["n1", "n2", "n3", "n4"]
+    assert all(n["cpus"] == 16 for n in nodes.values())
+
+
+def test_sleep_job_runs(slurm: SlurmTestCluster) -> None:
+    job_id = slurm.submit("-n", "2", "-t", "5", wrap="sleep 300")
+    deadline = time.monotonic() + 30
+    state = ""
+    while time.monotonic() < deadline:
+        state = _job_state(slurm, job_id)
+        if state == "RUNNING":
+            break
+        time.sleep(0.3)
+    assert state == "RUNNING", f"job {job_id} is {state or 'missing'}"
+    slurm.run(["scancel", job_id])
+
+
+def test_reservation_create_show_delete(slurm: SlurmTestCluster) -> None:
+    created = slurm.run(
+        [
+            "scontrol", "create", "reservation", "ReservationName=smoke", "StartTime=now+1hour",
+            "Duration=30", "NodeCnt=1", "Users=root",
+        ]
+    )
+    assert "Reservation created: smoke" in created.stdout
+    shown = slurm.run(["scontrol", "show", "reservation", "-o"]).stdout
+    assert any(
+        line.startswith("ReservationName=smoke ") and "NodeCnt=1" in line
+        for line in shown.splitlines()
+    ), shown
+    slurm.run(["scontrol", "delete", "ReservationName=smoke"])
+    shown = slurm.run(["scontrol", "show", "reservation", "-o"]).stdout
+    assert "ReservationName=smoke" not in shown
