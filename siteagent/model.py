@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Optional, Tuple
 
 #: A year of seconds: stands in for "no time limit" so that unlimited jobs still end somewhere
 #: in the plan (Slurm stores UNLIMITED reservations as 365 days for the same reason).
 UNLIMITED_S = 365 * 86400
+
+#: Money is decimal, never float, and kept to the cent.
+CENT = Decimal("0.01")
 
 
 class CapacityUnit(str, enum.Enum):
@@ -39,7 +43,9 @@ class Job:
     has ``start``; a pending one has ``start is None``. ``expected_start`` is the batch system's
     own prediction for a pending job, when it published one (Slurm's backfill does).
     ``eligible`` is False for jobs that cannot start whatever the capacity (held, waiting on a
-    dependency); they are reported but not planned.
+    dependency); they are reported but not planned. ``not_before`` is the earliest start the
+    user asked for (Slurm ``--begin``, PBS ``-a``). ``reservation`` names the reservation the
+    job runs in or waits for: its units are that reservation's, not the open machine's.
     """
 
     id: str
@@ -53,6 +59,8 @@ class Job:
     partition: str = ""
     expected_start: Optional[int] = None
     eligible: bool = True
+    not_before: Optional[int] = None
+    reservation: str = ""
 
     @property
     def running(self) -> bool:
@@ -144,3 +152,58 @@ class ReservationSpec:
     @property
     def end(self) -> int:
         return self.start + self.duration
+
+
+@dataclass(frozen=True)
+class Request:
+    """A request for quotes (the marketplace paper's RFQL): what a buyer needs, and limits.
+
+    ``cores`` for ``duration`` seconds, starting no earlier than ``earliest`` and ending by
+    ``deadline`` (epoch seconds). Optional fields mean "don't care"; a present field the site
+    cannot satisfy makes it refuse. ``max_price`` is per core-hour. ``round`` counts the
+    reverse auction's rounds (1 = first call). ``best_price`` is the best price so far, which
+    a site's load-based pricing undercuts in later rounds.
+    """
+
+    cores: int
+    duration: int
+    earliest: Optional[int] = None
+    deadline: Optional[int] = None
+    max_price: Optional[Decimal] = None
+    nodes: Optional[int] = None
+    cores_per_node: Optional[int] = None
+    memory_per_core_mb: Optional[int] = None
+    architecture: Optional[str] = None
+    os: Optional[str] = None
+    cpu_speed_mhz: Optional[int] = None
+    disk_gb: Optional[int] = None
+    round: int = 1
+    best_price: Optional[Decimal] = None
+
+
+@dataclass(frozen=True)
+class Offer:
+    """A priced alternative a site proposes for a request, valid until ``expires``.
+
+    Cost is ``size`` x hours x ``unit_price`` + ``fee`` (the thesis' n·d·c + f), in the
+    site's virtual currency; ``fee`` is the harm done to queued jobs (0 for a free slot).
+    """
+
+    id: str
+    request: Request
+    start: int
+    duration: int
+    size: int
+    unit_price: Decimal
+    fee: Decimal
+    expires: int
+    site: str = ""
+
+    @property
+    def end(self) -> int:
+        return self.start + self.duration
+
+    @property
+    def total(self) -> Decimal:
+        hours = Decimal(self.duration) / Decimal(3600)
+        return (Decimal(self.size) * hours * self.unit_price + self.fee).quantize(CENT)

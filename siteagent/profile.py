@@ -185,7 +185,7 @@ class Profile:
             return
         k = bisect_right(times, now) - 1
         if k > 0:
-            value = self._free()[k]
-            del times[:k], self._deltas[:k], self._values[:k]
-            self._deltas[0] = value
+            deltas = self._deltas
+            deltas[k] = sum(deltas[: k + 1])
+            del times[:k], deltas[:k], self._values[:k]
         times[0] = now

@@ -24,8 +24,9 @@ from __future__ import annotations
 import abc
 import enum
 import heapq
+import itertools
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from siteagent.model import UNLIMITED_S, ClusterSnapshot, Job, Source
 from siteagent.profile import Profile
@@ -42,10 +43,22 @@ class Task:
 
     ``planned`` is the start the engine currently holds for a queued task (its reservation
     under conservative backfilling, the shadow time of EASY's protected head), else None.
-    ``payload`` is whatever the driver wants back (the SWF record, the snapshot's Job).
+    ``window_end`` is where the window the task holds in the profile ends (planned or
+    running), so that a completion gives back exactly what was taken. ``payload`` is whatever
+    the driver wants back (the SWF record, the snapshot's Job).
     """
 
-    __slots__ = ("estimate", "key", "payload", "planned", "run", "size", "start", "submit")
+    __slots__ = (
+        "estimate",
+        "key",
+        "payload",
+        "planned",
+        "run",
+        "size",
+        "start",
+        "submit",
+        "window_end",
+    )
 
     def __init__(
         self,
@@ -64,14 +77,20 @@ class Task:
         self.payload = payload
         self.start: Optional[int] = None
         self.planned: Optional[int] = None
-
-    @property
-    def end_estimate(self) -> int:
-        assert self.start is not None
-        return self.start + self.estimate
+        self.window_end = 0
 
     def __repr__(self) -> str:
         return f"Task({self.key!r}, size={self.size}, est={self.estimate}, start={self.start})"
+
+
+def planned_hold(task: Task) -> int:
+    """How long a planned window (a reservation, EASY's claim) holds a task's units.
+
+    Its estimate, and at least the instant it starts: a zero-length task needs its units free
+    when it starts, so nothing else may be planned onto them at that instant. Once started it
+    is already over and holds nothing.
+    """
+    return task.estimate if task.estimate > 0 else 1
 
 
 class ReservationConflict(Exception):
@@ -106,7 +125,8 @@ class Engine(abc.ABC):
         A task past its estimate is still running, so it holds its units for at least a second.
         """
         task.start = start
-        self.profile.reserve(self.now, max(start + task.estimate, self.now + 1), task.size)
+        task.window_end = max(start + task.estimate, self.now + 1)
+        self.profile.reserve(self.now, task.window_end, task.size)
 
     def submit(self, task: Task) -> None:
         """Queue a task; it is considered at the next pass, after the tasks already queued."""
@@ -118,11 +138,9 @@ class Engine(abc.ABC):
         return len(self.queue) + len(self._arrivals)
 
     def complete(self, task: Task, now: int) -> None:
-        """A running task ended at ``now``; give back what remains of its estimated window."""
-        assert task.start is not None
-        end = task.start + task.estimate
-        if now < end:
-            self.profile.release(now, end, task.size)
+        """A running task ended at ``now``; give back what remains of the window it held."""
+        if now < task.window_end:
+            self.profile.release(now, task.window_end, task.size)
         self._dirty = True
 
     def add_reservation(self, key: object, start: int, end: int, size: int) -> None:
@@ -186,14 +204,15 @@ class Engine(abc.ABC):
         withdrawn = []
         for task in self.queue:
             if task.planned is not None:
-                profile.release(task.planned, task.planned + task.estimate, task.size)
+                profile.release(task.planned, task.planned + planned_hold(task), task.size)
                 withdrawn.append((task, task.planned))
                 task.planned = None
         return withdrawn
 
     def _restore_plans(self, withdrawn: List[Tuple[Task, int]]) -> None:
         for task, planned in withdrawn:
-            self.profile.reserve(planned, planned + task.estimate, task.size)
+            task.window_end = planned + planned_hold(task)
+            self.profile.reserve(planned, task.window_end, task.size)
             task.planned = planned
 
     def _replan(self, withdrawn: List[Tuple[Task, int]]) -> None:  # noqa: B027 - optional hook
@@ -216,7 +235,8 @@ class FcfsEngine(Engine):
             task = queue[count]
             if not profile.fits(task.size, now, task.estimate):
                 break
-            profile.reserve(now, now + task.estimate, task.size)
+            task.window_end = now + task.estimate
+            profile.reserve(now, task.window_end, task.size)
             count += 1
         started = queue[:count]
         del queue[:count]
@@ -255,7 +275,7 @@ class EasyEngine(Engine):
         if not protected:
             while queue and profile.fits(queue[0].size, now, queue[0].estimate):
                 task = queue.pop(0)
-                profile.reserve(now, now + task.estimate, task.size)
+                self._begin(task, now)
                 started.append(task)
             if not queue:
                 return started
@@ -281,7 +301,7 @@ class EasyEngine(Engine):
         shadow = head.planned
         assert shadow is not None
         if self._reservations:
-            head_end = shadow + head.estimate
+            head_end = shadow + planned_hold(head)
             for i in range(first, len(queue)):
                 task = queue[i]
                 size = task.size
@@ -319,7 +339,8 @@ class EasyEngine(Engine):
         return started
 
     def _begin(self, task: Task, now: int) -> None:
-        self.profile.reserve(now, now + task.estimate, task.size)
+        task.window_end = now + task.estimate
+        self.profile.reserve(now, task.window_end, task.size)
         task.start = now
 
 
@@ -343,17 +364,23 @@ class ConservativeEngine(Engine):
         return started
 
     def _place(self, task: Task, now: int) -> None:
-        start = self.profile.earliest_fit(task.size, task.estimate, now)
+        hold = planned_hold(task)
+        start = self.profile.earliest_fit(task.size, hold, now)
         if start is None:
             raise ValueError(f"{task!r} can never fit in capacity {self.capacity}")
-        self.profile.reserve(start, start + task.estimate, task.size)
+        task.window_end = start + hold
+        self.profile.reserve(start, task.window_end, task.size)
         task.planned = start
 
     def _compress(self, now: int) -> None:
         """Revisit queued tasks in order; each moves to its earliest fit if that is earlier.
 
         Most tasks cannot move, and many share a shape, so the question "where would a task of
-        this shape fit?" is answered once per shape while the profile stays unchanged.
+        this shape fit?" is answered once per shape and kept while it stays exact. A move
+        frees capacity only from ``freed_from`` on; a shape's earliest fit s of duration d can
+        only get earlier through a window reaching past ``freed_from``, and every window
+        starting before s ends before s + d. So an answer survives a move if its window ends by
+        ``freed_from`` and does not overlap the window the task moved into.
         """
         profile = self.profile
         fit_of_shape: Dict[Tuple[int, int], Optional[int]] = {}
@@ -362,7 +389,8 @@ class ConservativeEngine(Engine):
             assert planned is not None
             if planned <= now:
                 continue
-            shape = (task.size, task.estimate)
+            hold = planned_hold(task)
+            shape = (task.size, hold)
             if shape in fit_of_shape:
                 unclipped = fit_of_shape[shape]
             else:
@@ -371,13 +399,22 @@ class ConservativeEngine(Engine):
                 task.size, planned, now
             ) is None:
                 continue
-            profile.release(planned, planned + task.estimate, task.size)
-            earlier = profile.earliest_fit(task.size, task.estimate, now, before=planned)
+            profile.release(planned, planned + hold, task.size)
+            earlier = profile.earliest_fit(task.size, hold, now, before=planned)
             start = planned if earlier is None else earlier
-            profile.reserve(start, start + task.estimate, task.size)
+            profile.reserve(start, start + hold, task.size)
             if start != planned:
                 task.planned = start
-                fit_of_shape.clear()
+                task.window_end = start + hold
+                taken_end = start + hold
+                freed_from = max(planned, taken_end)
+                fit_of_shape = {
+                    shape: fit
+                    for shape, fit in fit_of_shape.items()
+                    if fit is not None
+                    and fit + shape[1] <= freed_from
+                    and (fit + shape[1] <= start or fit >= taken_end)
+                }
                 self._dirty = True
 
     def _replan(self, withdrawn: List[Tuple[Task, int]]) -> None:
@@ -430,16 +467,22 @@ def plan(
 ) -> Plan:
     """Predict when each pending job starts, and the free capacity that leaves.
 
-    Running jobs hold their units until start + time limit, reservations hold theirs, pending
-    jobs are laid out in priority order by ``policy`` with every task running to its estimate.
-    ``extra_reservations`` (key, start, end, size) are added as if they existed: pricing asks
-    "and with this reservation in place?". Raises ReservationConflict if one of them collides
-    with running work or an existing reservation.
+    Running jobs hold their units until start + time limit (those running inside a reservation
+    of the snapshot are covered by it), reservations hold theirs, and pending jobs are laid out
+    in priority order by ``policy``, every task running to its estimate. A job with a
+    ``not_before`` in the future joins the queue then. Jobs that cannot start (held, bound to a
+    reservation, larger than the machine) are listed in ``unplanned``. ``extra_reservations``
+    (key, start, end, size) are added as if they existed: pricing asks "and with this
+    reservation in place?". Raises ReservationConflict if one of them collides with running
+    work or an existing reservation.
     """
     now = snapshot.now
     engine = make_engine(policy, snapshot.capacity, now)
+    held = {res.name for res in snapshot.reservations if res.start <= now < res.end}
     running = []
     for job in snapshot.running:
+        if job.reservation in held:
+            continue
         assert job.start is not None
         task = _task_of(snapshot, job)
         engine.add_running(task, job.start)
@@ -457,14 +500,13 @@ def plan(
     pending: List[Task] = []
     for job in snapshot.pending:
         task = _task_of(snapshot, job)
-        if not job.eligible or not 0 < task.size <= snapshot.capacity:
+        if not job.eligible or job.reservation or not 0 < task.size <= snapshot.capacity:
             result.unplanned.append(job.id)
             continue
         pending.append(task)
-        engine.submit(task)
     reserved = list(engine.reservations.values())
-    starts = _predict_starts(engine, now, running)
-    result.profile = _profile_of(snapshot, reserved, pending, starts)
+    starts = _predict_starts(engine, now, running, pending)
+    result.profile = _profile_of(snapshot, held, reserved, pending, starts)
     for task in pending:
         key = str(task.key)
         result.starts[key] = starts[task.key]
@@ -477,48 +519,72 @@ def plan(
 
 
 def _task_of(snapshot: ClusterSnapshot, job: Job) -> Task:
-    return Task(job.id, snapshot.demand(job), job.limit or UNLIMITED_S, job.submit, payload=job)
+    submit = max(job.not_before or 0, snapshot.now) if job.start is None else job.submit
+    return Task(job.id, snapshot.demand(job), job.limit or UNLIMITED_S, submit, payload=job)
 
 
-def _predict_starts(engine: Engine, now: int, running: List[Task]) -> Dict[object, int]:
-    """Run the engine forward, every task ending at its estimate, until nothing waits.
+#: Event kinds of the prediction, in the order they are handled within one instant.
+_COMPLETION, _RESERVATION_END, _ARRIVAL = 0, 1, 2
 
-    Under conservative backfilling the first pass already fixes every start (reservations are
-    never moved later, and with exact estimates nothing frees early to move them earlier).
-    The other policies decide only at the instant, so their future is replayed event by event:
-    running tasks and reservations ending are the events.
+
+def _predict_starts(
+    engine: Engine, now: int, running: List[Task], pending: List[Task]
+) -> Dict[object, int]:
+    """Run the engine forward, every task ending at its estimate, until every task started.
+
+    Events are what the simulator has: completions, reservation ends, arrivals (jobs whose
+    ``not_before`` is in the future). Under conservative backfilling the prediction may stop
+    once every task has arrived: with exact estimates nothing frees early, so reservations
+    never move again and are the starts.
     """
     starts: Dict[object, int] = {}
-    events: List[Tuple[int, int, object]] = []
+    events: List[Tuple[int, int, int, object]] = []
+    order = itertools.count()
+
+    def push(t: int, kind: int, item: object) -> None:
+        heapq.heappush(events, (t, kind, next(order), item))
+
     for task in running:
-        heapq.heappush(events, (max(task.end_estimate, now + 1), len(events), task))
+        push(task.window_end, _COMPLETION, task)
     for key, (_, end, _) in engine.reservations.items():
-        heapq.heappush(events, (end, len(events), key))
+        push(end, _RESERVATION_END, key)
+    for task in pending:
+        if task.submit > now:
+            push(task.submit, _ARRIVAL, task)
+        else:
+            engine.submit(task)
+    arrivals_left = sum(1 for task in pending if task.submit > now)
     t = now
     while True:
         for task in engine.schedule(t):
             starts[task.key] = t
-            heapq.heappush(events, (t + task.estimate, len(events), task))
-        if isinstance(engine, ConservativeEngine):
+            push(t + task.estimate, _COMPLETION, task)
+        if isinstance(engine, ConservativeEngine) and not arrivals_left:
             for task in engine.queue:
                 assert task.planned is not None
                 starts[task.key] = task.planned
             return starts
-        if not engine.waiting:
+        if not engine.waiting and not arrivals_left:
             return starts
         if not events:
             raise RuntimeError("tasks wait but nothing runs or ends: the engine stalled")
         t = events[0][0]
         while events and events[0][0] == t:
-            item = heapq.heappop(events)[2]
-            if isinstance(item, Task):
+            _, kind, _, item = heapq.heappop(events)
+            if kind == _COMPLETION:
+                assert isinstance(item, Task)
                 engine.complete(item, t)
-            else:
+            elif kind == _RESERVATION_END:
                 engine.reservation_ended(item)
+            else:
+                assert isinstance(item, Task)
+                engine.submit(item)
+                arrivals_left -= 1
 
 
 def _profile_of(
     snapshot: ClusterSnapshot,
+    covered: Set[str],
     reservations: Iterable[Tuple[int, int, int]],
     pending: List[Task],
     starts: Dict[object, int],
@@ -527,6 +593,8 @@ def _profile_of(
     now = snapshot.now
     profile = Profile(snapshot.capacity, now)
     for job in snapshot.running:
+        if job.reservation in covered:
+            continue
         assert job.start is not None
         end = max(job.start + (job.limit or UNLIMITED_S), now + 1)
         profile.reserve(now, end, snapshot.demand(job))

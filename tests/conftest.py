@@ -9,7 +9,8 @@ Slurm packages the same tests are skipped with the reason instead.
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from pathlib import Path
+from typing import Iterator, List
 
 import pytest
 
@@ -56,8 +57,42 @@ def slurm(slurm_cluster: SlurmTestCluster) -> Iterator[SlurmTestCluster]:
     slurm_cluster.reset()
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that uses the cluster ``slurm`` so that ``-m 'not slurm'`` works."""
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--slow",
+        action="store_true",
+        help="also run the slow tests (every trace in traces/ replayed end to end)",
+    )
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Refuse to test compiled modules older than their sources: they are not the code."""
+    stale = stale_compiled_modules(Path(__file__).resolve().parent.parent / "siteagent")
+    if stale:
+        pytest.exit(
+            "compiled modules are older than their sources: "
+            + ", ".join(stale)
+            + ". Rebuild them (./test does, or `pip install -e .`), or remove them "
+            "(`git clean -fX siteagent`) to test the pure Python sources.",
+            returncode=2,
+        )
+
+
+def stale_compiled_modules(package: Path) -> List[str]:
+    """Modules whose mypyc extension (``name.cpython-*.so``) is older than ``name.py``."""
+    stale = []
+    for extension in package.rglob("*.so"):
+        source = extension.with_name(extension.name.split(".")[0] + ".py")
+        if source.exists() and source.stat().st_mtime > extension.stat().st_mtime:
+            stale.append(str(source.relative_to(package.parent)))
+    return sorted(stale)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
+    """Mark tests that use the cluster ``slurm``; skip ``slow`` ones unless asked with --slow."""
+    run_slow = config.getoption("--slow")
     for item in items:
         if "slurm_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slurm)
+        if "slow" in item.keywords and not run_slow:
+            item.add_marker(pytest.mark.skip(reason="slow; run with --slow"))

@@ -305,16 +305,12 @@ PENDING_STATES = frozenset({"pending", "requeued", "requeue_hold", "requeue_fed"
 class SlurmJobs:
     """Jobs read from ``squeue --json``, already normalised and ordered.
 
-    ``pending`` is in Slurm's order (priority descending, then submit time). ``not_before``
-    maps a pending job to the time before which it may not start (``--begin``), and
-    ``in_reservation`` a job to the reservation it runs in or waits for; ``nodes_of`` holds
-    running jobs' node names; ``array_throttle`` an array id to its ``%N`` limit.
+    ``pending`` is in Slurm's order (priority descending, then submit time). ``nodes_of``
+    holds running jobs' node names; ``array_throttle`` an array id to its ``%N`` limit.
     """
 
     running: List[Job] = field(default_factory=list)
     pending: List[Job] = field(default_factory=list)
-    not_before: Dict[str, int] = field(default_factory=dict)
-    in_reservation: Dict[str, str] = field(default_factory=dict)
     nodes_of: Dict[str, List[str]] = field(default_factory=dict)
     array_throttle: Dict[str, int] = field(default_factory=dict)
     finished: int = 0
@@ -360,9 +356,6 @@ def parse_jobs(doc: Mapping[str, Any], now: int, cores_per_node: int = 1) -> Slu
             job = _running_job(rec)
             out.running.append(job)
             out.nodes_of[job.id] = expand_hostlist(_text(rec.get("nodes")))
-            resv = _text(rec.get("resv_name") or rec.get("reservation"))
-            if resv:
-                out.in_reservation[job.id] = resv
         elif base in PENDING_STATES:
             priority = number(rec.get("priority")) or 0
             for idx, job in enumerate(_pending_jobs(rec, now, cores_per_node, out)):
@@ -387,6 +380,7 @@ def _running_job(rec: Mapping[str, Any]) -> Job:
         user=_text(rec.get("user_name")),
         account=_text(rec.get("account")),
         partition=_text(rec.get("partition")),
+        reservation=_text(rec.get("resv_name") or rec.get("reservation")),
     )
 
 
@@ -397,17 +391,15 @@ def _pending_jobs(
     priority = number(rec.get("priority"))
     reason = _text(rec.get("state_reason"))
     resv = _text(rec.get("resv_name") or rec.get("reservation"))
-    held = priority == 0 or reason in BLOCKED_REASONS or reason.startswith("Dependency")
-    # A job bound to a reservation runs inside capacity the reservation already holds, so
-    # planning it outside as well would count it twice.
-    eligible = not held and not resv
+    eligible = not (priority == 0 or reason in BLOCKED_REASONS or reason.startswith("Dependency"))
     nodes = number(rec.get("node_count")) or 1
     cores = number(rec.get("cpus")) or 1
     if _is_exclusive(rec):
         cores = max(cores, nodes * max(1, cores_per_node))
     start = number(rec.get("start_time")) or 0
-    expected = start if eligible and start > 0 else None
+    expected = start if eligible and not resv and start > 0 else None
     eligible_time = number(rec.get("eligible_time")) or 0
+    not_before = eligible_time if eligible and eligible_time > now else None
     array_id = number(rec.get("array_job_id")) or 0
     task_string = _text(rec.get("array_task_string"))
     if array_id and number(rec.get("array_task_id")) is None and task_string:
@@ -431,12 +423,10 @@ def _pending_jobs(
                 partition=_text(rec.get("partition")),
                 expected_start=expected if i == 0 else None,
                 eligible=eligible,
+                not_before=not_before,
+                reservation=resv,
             )
         )
-        if eligible and eligible_time > now:
-            out.not_before[job_id] = eligible_time
-        if resv:
-            out.in_reservation[job_id] = resv
     return jobs
 
 
@@ -447,8 +437,19 @@ UNUSABLE_STATES = frozenset({"down", "unknown", "future", "error", "fail", "drai
 #: Flags that take a node out of service. RESERVED and MAINTENANCE are not among them: the
 #: reservation holding the node is part of the snapshot and takes its capacity there.
 UNUSABLE_FLAGS = frozenset(
-    {"DRAIN", "DRAINING", "DRAINED", "FAIL", "FAILING", "NOT_RESPONDING", "NO_RESPOND",
-     "INVALID", "INVALID_REG", "REBOOT_ISSUED", "POWERING_DOWN"}
+    {
+        "DRAIN",
+        "DRAINING",
+        "DRAINED",
+        "FAIL",
+        "FAILING",
+        "NOT_RESPONDING",
+        "NO_RESPOND",
+        "INVALID",
+        "INVALID_REG",
+        "REBOOT_ISSUED",
+        "POWERING_DOWN",
+    }
 )
 
 
@@ -619,8 +620,9 @@ def reservation_args(spec: ReservationSpec, config: SlurmConfig, now: int) -> Li
         raise ValueError(f"reservation window ends in the past ({_iso_utc(spec.end)}Z)")
     unit = CapacityUnit(spec.unit)
     if unit is not config.unit:
-        raise ValueError(f"reservation unit {unit.value} differs from the backend's "
-                         f"{config.unit.value}")
+        raise ValueError(
+            f"reservation unit {unit.value} differs from the backend's {config.unit.value}"
+        )
     users = tuple(spec.users) or (config.users if not spec.accounts else ())
     for user in users:
         _check_user(user)
@@ -634,7 +636,9 @@ def reservation_args(spec: ReservationSpec, config: SlurmConfig, now: int) -> Li
     minutes = max(1, math.ceil((spec.end - start) / 60))
     size_key = "NodeCnt" if unit is CapacityUnit.NODE else "CoreCnt"
     args = [
-        "scontrol", "create", "reservation",
+        "scontrol",
+        "create",
+        "reservation",
         f"ReservationName={spec.name}",
         f"StartTime={_iso_utc(start)}",
         f"Duration={minutes}",
@@ -706,8 +710,12 @@ class SlurmBackend(Backend):
         """Run a Slurm client with the timeout; a hang or a missing binary is "unavailable"."""
         try:
             return subprocess.run(
-                list(args), env=self._env(), capture_output=True, text=True,
-                timeout=self.config.timeout, check=False,
+                list(args),
+                env=self._env(),
+                capture_output=True,
+                text=True,
+                timeout=self.config.timeout,
+                check=False,
             )
         except subprocess.TimeoutExpired as exc:
             raise BackendUnavailable(
@@ -893,7 +901,8 @@ def build_snapshot(
         running.append(job)
     pending = [j for j in jobs.pending if in_partition(j)]
     held = [
-        r for r in reservations
+        r
+        for r in reservations
         if r.end > now
         and (
             not config.partition
@@ -901,11 +910,8 @@ def build_snapshot(
             or set(expand_hostlist(r.node_list)) & scope_names
         )
     ]
-    ids = {j.id for j in running} | {j.id for j in pending}
     extra: Dict[str, Any] = {
         "layout": layout,
-        "not_before": {k: v for k, v in jobs.not_before.items() if k in ids},
-        "in_reservation": {k: v for k, v in jobs.in_reservation.items() if k in ids},
         "array_throttle": dict(jobs.array_throttle),
         "running_on_unusable_nodes": dropped,
         "finished_jobs_ignored": jobs.finished,

@@ -121,14 +121,12 @@ class Simulator:
 
     def next_event_time(self) -> Optional[int]:
         """When the next thing happens (arrival, completion, reservation end), None if never."""
-        candidates = []
-        if self._next is not None:
-            candidates.append(self._next.submit)
-        if self._running:
-            candidates.append(self._running[0][0])
-        if self._reservation_ends:
-            candidates.append(self._reservation_ends[0][0])
-        return min(candidates) if candidates else None
+        t = self._next.submit if self._next is not None else None
+        if self._running and (t is None or self._running[0][0] < t):
+            t = self._running[0][0]
+        if self._reservation_ends and (t is None or self._reservation_ends[0][0] < t):
+            t = self._reservation_ends[0][0]
+        return t
 
     # -- reservations ------------------------------------------------------------------------------
 

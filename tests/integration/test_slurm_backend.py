@@ -103,7 +103,8 @@ def test_snapshot_matches_squeue_and_sinfo(slurm: SlurmTestCluster) -> None:
     jobs = {j.id: j for j in snap.pending}
     assert not jobs[held].eligible and not jobs[dep].eligible
     assert jobs[blocked].eligible and jobs[blocked].expected_start is not None
-    assert jobs[begin].eligible and snap.extra["not_before"][begin] > snap.now + 3000
+    begin_time = jobs[begin].not_before
+    assert jobs[begin].eligible and begin_time is not None and begin_time > snap.now + 3000
     assert jobs[blocked].nodes == 4
 
     nodes = slurm.run(["sinfo", "-h", "-N", "-o", "%N|%C"]).stdout.split()
