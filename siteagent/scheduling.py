@@ -258,10 +258,13 @@ class EasyEngine(Engine):
     policy = Policy.EASY
 
     def _withdraw_plans(self) -> List[Tuple[Task, int]]:
-        """The head's window is not in the profile; forgetting the shadow time is enough."""
+        """The head's window is not in the profile: nothing to take out (or put back)."""
+        return []
+
+    def _replan(self, withdrawn: List[Tuple[Task, int]]) -> None:
+        """A reservation was added: the head's shadow time is stale until the next pass."""
         if self.queue:
             self.queue[0].planned = None
-        return []
 
     def _pass(self, now: int) -> List[Task]:
         queue = self.queue

@@ -246,12 +246,12 @@ class SwfReader:
                 yield record
 
     def jobs(self) -> Iterator[SwfJob]:
-        """Scheduling views of the records, at a third of the cost of full records.
+        """Scheduling views of the records, at about half the cost of full records.
 
-        Every line is held to 18 fields of digits, signs and points, and the six fields a
-        scheduler uses are converted; anything else is the same SwfError as for full records.
+        A line that passes a few C-speed checks that guarantee 16 integers and 2 numbers
+        (:func:`_plainly_numeric`) has only the six scheduling fields converted; any other
+        line gets the full parse, which accepts it or names the offending field.
         """
-        numeric_only = _NON_NUMERIC
         for line_no, lines in self._batches():
             for line in lines:
                 line_no += 1
@@ -259,23 +259,56 @@ class SwfReader:
                 if not parts or parts[0][0] == ";":
                     continue
                 self.line = line_no
-                if len(parts) == 18 and not line.translate(numeric_only):
-                    try:
-                        job = SwfJob(
-                            int(parts[0]),
-                            int(parts[1]),
-                            int(parts[3]),
-                            int(parts[4]),
-                            int(parts[7]),
-                            int(parts[8]),
-                            line,
-                        )
-                    except ValueError:
-                        pass
-                    else:
-                        yield job
-                        continue
-                self._malformed(line_no, parts)
+                if _plainly_numeric(line, parts):
+                    yield SwfJob(
+                        int(parts[0]),
+                        int(parts[1]),
+                        int(parts[3]),
+                        int(parts[4]),
+                        int(parts[7]),
+                        int(parts[8]),
+                        line,
+                    )
+                    continue
+                try:
+                    record = _record_of(parts)
+                except ValueError:
+                    self._malformed(line_no, parts)
+                    continue
+                yield SwfJob(
+                    record.job,
+                    record.submit,
+                    record.run,
+                    record.procs,
+                    record.req_procs,
+                    record.req_time,
+                    line,
+                )
+
+
+def _plainly_numeric(line: str, parts: List[str]) -> bool:
+    """A sufficient test that a line is 16 integers and 2 fractional numbers, in C calls.
+
+    Only digits, points, minus signs and blanks; points only in the two fractional fields;
+    every minus sign starts a field and is followed by a digit. False means "look closer",
+    not "invalid".
+    """
+    if len(parts) != 18 or line.translate(_NON_NUMERIC):
+        return False
+    if line.count(".") != parts[5].count(".") + parts[6].count("."):
+        return False
+    minus = line.count("-")
+    if minus:
+        leading = line.count(" -") + line.count("\t-") + (line[0] == "-")
+        before_digit = sum(line.count("-" + digit) for digit in "0123456789")
+        if not minus == leading == before_digit:
+            return False
+    try:
+        float(parts[5])
+        float(parts[6])
+    except ValueError:
+        return False
+    return True
 
 
 #: str.translate table deleting every character a line of numbers may hold; what survives is

@@ -109,7 +109,7 @@ class Workload:
         shifted: Deque[Task] = collections.deque()
         factor = scaling.interarrival_factor
         first_submit: Optional[int] = None
-        last_submit = -1
+        last_submit = 0  # submits below it are skipped: negative, or out of order
         order = 0
         for record in self._reader.jobs():
             procs = record.procs if record.procs > 0 else record.req_procs
