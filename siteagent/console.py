@@ -15,7 +15,12 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+#: Width when stdout is a file or a pipe: wide enough that tables keep one line per row.
+PIPE_WIDTH = 160
+
 stdout = Console()
+if not stdout.is_terminal:
+    stdout = Console(width=PIPE_WIDTH)
 stderr = Console(stderr=True)
 
 

@@ -207,3 +207,25 @@ class Offer:
     def total(self) -> Decimal:
         hours = Decimal(self.duration) / Decimal(3600)
         return (Decimal(self.size) * hours * self.unit_price + self.fee).quantize(CENT)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """An advertised hole ``<s, n, d, c, f, b, e>`` (Singh, thesis ch. 3).
+
+    ``cores`` units free from ``start`` for ``duration`` seconds, at ``unit_price`` per
+    core-hour plus a fixed ``fee``. ``divisible``: a part may be taken; ``extensible``: it may
+    be used past its end (it is free up to the horizon).
+    """
+
+    start: int
+    duration: int
+    cores: int
+    unit_price: Decimal
+    fee: Decimal
+    divisible: bool
+    extensible: bool
+
+    @property
+    def end(self) -> int:
+        return self.start + self.duration

@@ -353,22 +353,37 @@ class ConservativeEngine(Engine):
     policy = Policy.CONSERVATIVE
 
     def _pass(self, now: int) -> List[Task]:
-        queue = self.queue
         if self._dirty:
             self._dirty = False
             self._compress(now)
-        for task in self._arrivals:
-            self._place(task, now)
-            queue.append(task)
-        self._arrivals.clear()
+        self._place_arrivals(now)
+        queue = self.queue
         started = [task for task in queue if task.planned == now]
         if started:
             self.queue = [task for task in queue if task.planned != now]
         return started
 
-    def _place(self, task: Task, now: int) -> None:
+    def _place_arrivals(self, now: int) -> None:
+        """Reserve each arrival's earliest fit, in arrival order.
+
+        Placing only takes capacity away, so the earliest fit of a task can only be later than
+        that of an earlier task of the same size and no longer hold: the search starts there.
+        (A planner placing a whole queue at once scans the profile once per shape, not per job.)
+        """
+        fit_by_hold: Dict[int, Dict[int, int]] = {}
+        for task in self._arrivals:
+            hold = planned_hold(task)
+            same_size = fit_by_hold.setdefault(task.size, {})
+            after = max((fit for shorter, fit in same_size.items() if shorter <= hold), default=now)
+            self._place(task, after)
+            assert task.planned is not None
+            same_size[hold] = task.planned
+            self.queue.append(task)
+        self._arrivals.clear()
+
+    def _place(self, task: Task, after: int) -> None:
         hold = planned_hold(task)
-        start = self.profile.earliest_fit(task.size, hold, now)
+        start = self.profile.earliest_fit(task.size, hold, after)
         if start is None:
             raise ValueError(f"{task!r} can never fit in capacity {self.capacity}")
         task.window_end = start + hold

@@ -1,0 +1,149 @@
+"""What every pricing policy shares: the question, the answer, and the refusal.
+
+A price is a unit price per core-hour ``c`` and a fixed fee ``f``; a window of ``n`` units for
+``d`` seconds costs ``n·d·c + f`` (Singh's slot model). Policies come in two kinds, composed by
+:class:`Pricing`: a unit-price policy (flat, load-based) and a fee policy (none, externality).
+
+Admissibility is the same for all: a reservation may not conflict with running jobs or existing
+reservations (queued jobs may be pushed back; that is what the externality fee charges for).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Optional
+
+from siteagent.model import CENT, ClusterSnapshot, Request
+from siteagent.profile import Profile
+from siteagent.scheduling import Plan, Policy, plan
+
+HOUR = Decimal(3600)
+
+
+class Refused(Exception):
+    """The site will not offer this window; ``reason`` says why, for the buyer."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Window:
+    """``size`` units over [start, start + duration)."""
+
+    start: int
+    size: int
+    duration: int
+
+    @property
+    def end(self) -> int:
+        return self.start + self.duration
+
+    @property
+    def core_hours(self) -> Decimal:
+        return Decimal(self.size) * Decimal(self.duration) / HOUR
+
+
+@dataclass(frozen=True)
+class Price:
+    """The price of one window: ``unit_price`` per core-hour and a fixed ``fee``."""
+
+    window: Window
+    unit_price: Decimal
+    fee: Decimal
+
+    @property
+    def total(self) -> Decimal:
+        return (self.window.core_hours * self.unit_price + self.fee).quantize(CENT)
+
+
+class Context:
+    """One quote's view of the cluster, computed once and shared by every price it asks for.
+
+    ``plan`` is the predicted schedule under ``policy`` (load and fees are read from it);
+    ``hard`` is free capacity with only running jobs and reservations, which decides whether a
+    window is admissible at all.
+    """
+
+    def __init__(
+        self,
+        snapshot: ClusterSnapshot,
+        policy: Policy = Policy.CONSERVATIVE,
+        base: Optional[Plan] = None,
+    ) -> None:
+        self.snapshot = snapshot
+        self.policy = Policy(policy)
+        self.plan = (
+            base if base is not None and base.policy is self.policy else plan(snapshot, policy)
+        )
+        self.hard = _hard_profile(self.plan)
+
+    @property
+    def now(self) -> int:
+        return self.snapshot.now
+
+    @property
+    def capacity(self) -> int:
+        return self.snapshot.capacity
+
+    def admissible(self, window: Window) -> None:
+        """Refuse a window that running jobs or reservations leave no room for."""
+        if window.size <= 0 or window.duration <= 0:
+            raise Refused("a reservation needs at least one unit for at least one second")
+        if window.size > self.capacity:
+            raise Refused(
+                f"{window.size} {self.snapshot.unit.value}s asked, the site has {self.capacity}"
+            )
+        if window.start < self.now:
+            raise Refused("the window starts in the past")
+        if not self.hard.fits(window.size, window.start, window.duration):
+            raise Refused(
+                "running jobs or existing reservations leave too few units in that window"
+            )
+
+    def load(self, window: Window) -> float:
+        """Fraction of the machine allocated in the predicted schedule over the window."""
+        free = 0
+        for start, end, units in self.plan.profile.segments():
+            stop = window.end if end is None else min(end, window.end)
+            begin = max(start, window.start)
+            if stop > begin:
+                free += max(units, 0) * (stop - begin)
+            if end is None or end >= window.end:
+                break
+        return 1.0 - free / (self.capacity * window.duration)
+
+
+def _hard_profile(base: Plan) -> Profile:
+    """The plan's profile with every pending job's window given back."""
+    hard = base.profile.copy()
+    for job_id, start in base.starts.items():
+        hard.release(start, base.ends[job_id], base.sizes[job_id])
+    return hard
+
+
+class UnitPricePolicy(abc.ABC):
+    """Decides ``c``, the price per core-hour, for a window (and an auction round)."""
+
+    @abc.abstractmethod
+    def unit_price(self, context: Context, window: Window, request: Optional[Request]) -> Decimal:
+        """The unit price, or Refused."""
+
+    @abc.abstractmethod
+    def describe(self) -> dict:  # type: ignore[type-arg]
+        """The parameters a buyer may see (GET /v1/info)."""
+
+
+class FeePolicy(abc.ABC):
+    """Decides ``f``, the fixed part of the price, for a window."""
+
+    @abc.abstractmethod
+    def fee(self, context: Context, window: Window) -> Decimal:
+        """The fee, or Refused."""
+
+    @abc.abstractmethod
+    def describe(self) -> dict:  # type: ignore[type-arg]
+        """The parameters a buyer may see."""

@@ -1,0 +1,60 @@
+"""Adaptive (externality) pricing: the fee is the harm a reservation does to the queue.
+
+Singh, thesis ch. 5: plan the queue without and with the reservation in place, under the site's
+policy (conservative or EASY), and charge ``f = Σ_q max(0, v'_q - v_q) · n_q`` over queued jobs
+q, where v and v' are q's planned starts without and with it: delay times size, in core-hours,
+at ``rate`` per core-hour. A reservation in a hole of the schedule delays nobody and costs no
+fee: those are the advertised slots.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Dict
+
+from siteagent.model import CENT
+from siteagent.pricing.base import HOUR, Context, FeePolicy, Refused, Window
+from siteagent.scheduling import Policy, ReservationConflict, plan
+
+
+class ExternalityFee(FeePolicy):
+    """``f`` = the queued jobs' total delay (core-hours) caused by the window, times ``rate``."""
+
+    def __init__(self, rate: Decimal = Decimal(1)) -> None:
+        if rate < 0:
+            raise ValueError(f"the externality rate must be >= 0, got {rate}")
+        self.rate = rate
+
+    def fee(self, context: Context, window: Window) -> Decimal:
+        if context.policy is Policy.CONSERVATIVE and context.plan.profile.fits(
+            window.size, window.start, window.duration
+        ):
+            # Conservative plans place jobs in order at their earliest fit; capacity that is
+            # free in the final plan was free at every step, so no placement changes.
+            return Decimal(0)
+        delays = self.delays(context, window)
+        core_seconds = sum(delay * context.plan.sizes[job_id] for job_id, delay in delays.items())
+        return (Decimal(core_seconds) / HOUR * self.rate).quantize(CENT)
+
+    def delays(self, context: Context, window: Window) -> Dict[str, int]:
+        """Seconds each queued job would start later with the window reserved."""
+        key = ("quote", window.start, window.size, window.duration)
+        try:
+            with_it = plan(
+                context.snapshot,
+                context.policy,
+                extra_reservations=[(key, window.start, window.end, window.size)],
+            )
+        except ReservationConflict as exc:
+            raise Refused(
+                f"the window conflicts with running jobs or reservations: {exc}"
+            ) from None
+        before = context.plan.starts
+        return {
+            job_id: with_it.starts[job_id] - start
+            for job_id, start in before.items()
+            if with_it.starts[job_id] > start
+        }
+
+    def describe(self) -> dict:  # type: ignore[type-arg]
+        return {"policy": "externality", "rate_per_core_hour_of_delay": str(self.rate)}
