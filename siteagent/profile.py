@@ -7,9 +7,10 @@ simulator asks it hundreds of thousands of times per trace and the agent on ever
 Representation: sorted breakpoints ``times`` with the *change* of free capacity at each
 (``deltas``; the first is the free capacity at the origin). Taking or giving back a window is
 then two point updates, however many breakpoints it spans. The free capacity of each segment
-(``values``) is rebuilt lazily, with ``itertools.accumulate`` from the first changed breakpoint
-on, so a burst of updates between two queries costs one C-speed pass. Breakpoints whose change
-drops to zero are removed, so the profile never holds two equal neighbouring segments.
+(``values``) is a cache of their running sum, valid up to its length: a narrow window updates
+it in place, a wide one cuts it, and it is rebuilt with ``itertools.accumulate`` (one C-speed
+pass) when next read. Breakpoints whose change drops to zero are removed, so the profile never
+holds two equal neighbouring segments.
 
 The last segment extends to infinity. Free capacity may go negative where the caller
 overcommits (a snapshot in which running jobs exceed usable capacity); such segments never fit.
@@ -154,29 +155,44 @@ class Profile:
         self._add(start, end, size)
 
     def _add(self, start: int, end: int, delta: int) -> None:
-        origin = self._times[0]
-        if start < origin:
-            start = origin
+        """Change the free capacity over [start, end) by ``delta``.
+
+        Two point changes, at ``start`` and ``end``; the cached free values change only
+        inside the window. A narrow window has them updated in place; a wide one has them
+        dropped from ``start`` on, to be rebuilt in one pass when next needed.
+        """
+        if start < self._times[0]:
+            start = self._times[0]
         if end <= start:
             return
-        self._bump(end, -delta)
-        self._bump(start, delta)
+        times, deltas, values = self._times, self._deltas, self._values
+        i = self._split(start)
+        j = self._split(end)
+        deltas[i] += delta
+        deltas[j] -= delta
+        known = len(values)
+        top = min(j, known)
+        if top > i and (top - i) * 3 < known - i:
+            values[i:top] = [value + delta for value in values[i:top]]
+        elif i < known:
+            del values[i:]
+        if deltas[j] == 0:
+            del times[j], deltas[j], values[j : j + 1]
+        if i > 0 and deltas[i] == 0:
+            del times[i], deltas[i], values[i : i + 1]
 
-    def _bump(self, t: int, delta: int) -> None:
-        """Change the free capacity from t on by ``delta``."""
-        times, deltas = self._times, self._deltas
+    def _split(self, t: int) -> int:
+        """Index of the breakpoint at t (t > origin or t == origin), inserted if missing."""
+        times = self._times
         k = bisect_left(times, t)
         if k < len(times) and times[k] == t:
-            changed = deltas[k] + delta
-            if changed or k == 0:
-                deltas[k] = changed
-            else:
-                del times[k], deltas[k]
-        else:
-            times.insert(k, t)
-            deltas.insert(k, delta)
-        if k < len(self._values):
-            del self._values[k:]
+            return k
+        times.insert(k, t)
+        self._deltas.insert(k, 0)
+        values = self._values
+        if k < len(values):
+            values.insert(k, values[k - 1])
+        return k
 
     def advance(self, now: int) -> None:
         """Forget everything before ``now``: the past cannot be scheduled and only slows scans."""

@@ -347,6 +347,26 @@ class EasyEngine(Engine):
         task.start = now
 
 
+class FitBound:
+    """Lower bounds for earliest fits while a profile only loses capacity.
+
+    Once a task of some size and hold fits earliest at s, a task of the same size and a hold
+    no shorter cannot fit before s until capacity is given back; searches start there.
+    """
+
+    def __init__(self) -> None:
+        self._fits: Dict[int, Dict[int, int]] = {}
+
+    def after(self, size: int, hold: int, default: int) -> int:
+        same_size = self._fits.get(size)
+        if not same_size:
+            return default
+        return max([default, *(fit for shorter, fit in same_size.items() if shorter <= hold)])
+
+    def found(self, size: int, hold: int, fit: int) -> None:
+        self._fits.setdefault(size, {})[hold] = fit
+
+
 class ConservativeEngine(Engine):
     """Conservative backfilling: every queued task holds a reservation at its earliest fit."""
 
@@ -370,14 +390,12 @@ class ConservativeEngine(Engine):
         that of an earlier task of the same size and no longer hold: the search starts there.
         (A planner placing a whole queue at once scans the profile once per shape, not per job.)
         """
-        fit_by_hold: Dict[int, Dict[int, int]] = {}
+        bound = FitBound()
         for task in self._arrivals:
             hold = planned_hold(task)
-            same_size = fit_by_hold.setdefault(task.size, {})
-            after = max((fit for shorter, fit in same_size.items() if shorter <= hold), default=now)
-            self._place(task, after)
+            self._place(task, bound.after(task.size, hold, now))
             assert task.planned is not None
-            same_size[hold] = task.planned
+            bound.found(task.size, hold, task.planned)
             self.queue.append(task)
         self._arrivals.clear()
 
@@ -462,7 +480,9 @@ class Plan:
     its planned start; ``starts``/``ends`` map pending job ids to their planned windows;
     ``sources`` says for each whether the start is the batch system's own estimate or ours;
     ``unplanned`` lists pending jobs that cannot start whatever happens (held, or larger than
-    the machine).
+    the machine). ``placed_at_once`` is true for a conservative plan whose pending jobs were
+    all placed in one pass at ``now``, in the order of ``starts``: such a plan can be re-used
+    by :func:`replan_with_reservation`.
     """
 
     now: int
@@ -475,6 +495,7 @@ class Plan:
     sources: Dict[str, Source] = field(default_factory=dict)
     unplanned: List[str] = field(default_factory=list)
     horizon: int = 0
+    placed_at_once: bool = False
 
 
 def plan(
@@ -533,7 +554,60 @@ def plan(
         result.sources[key] = Source.PREDICTED
     last_end = max(result.ends.values(), default=now)
     result.horizon = max(now + horizon, last_end + 300)
+    result.placed_at_once = isinstance(engine, ConservativeEngine) and all(
+        task.submit <= now for task in pending
+    )
     return result
+
+
+def replan_with_reservation(
+    base: Plan, hard: Profile, start: int, end: int, size: int
+) -> Optional[Dict[str, int]]:
+    """The starts ``plan()`` would give with one more reservation, reusing a conservative plan.
+
+    ``hard`` is the free capacity with running jobs and reservations only. Jobs are placed in
+    the base plan's order; job k keeps its start unless the new reservation, or a job moved
+    before it, took capacity inside its window, or a job moved before it freed capacity early
+    enough for k to start earlier. Only those jobs are searched for. Returns None when the
+    plan cannot be re-used (not conservative, or jobs joining later); raises
+    ReservationConflict like ``plan()`` when the reservation collides with running work.
+    """
+    if base.policy is not Policy.CONSERVATIVE or not base.placed_at_once:
+        return None
+    now = base.now
+    start = max(start, now)
+    profile = hard.copy()
+    if end <= start or not profile.fits(size, start, end - start):
+        raise ReservationConflict(
+            f"{size} units over [{start}, {end}) conflict with running work or reservations"
+        )
+    profile.reserve(start, end, size)
+    taken: List[Tuple[int, int]] = [(start, end)]
+    freed_from: Optional[int] = None
+    bound = FitBound()
+    starts: Dict[str, int] = {}
+    for job_id, planned in base.starts.items():
+        job_size = base.sizes[job_id]
+        hold = max(base.ends[job_id] - planned, 1)
+        window_end = planned + hold
+        if freed_from is not None and freed_from < window_end:
+            moved = profile.earliest_fit(job_size, hold, bound.after(job_size, hold, now))
+        elif _overlaps(taken, planned, window_end) and not profile.fits(job_size, planned, hold):
+            moved = profile.earliest_fit(job_size, hold, bound.after(job_size, hold, planned))
+        else:
+            moved = planned
+        assert moved is not None
+        bound.found(job_size, hold, moved)
+        profile.reserve(moved, moved + hold, job_size)
+        if moved != planned:
+            taken.append((moved, moved + hold))
+            freed_from = planned if freed_from is None else min(freed_from, planned)
+        starts[job_id] = moved
+    return starts
+
+
+def _overlaps(intervals: List[Tuple[int, int]], start: int, end: int) -> bool:
+    return any(low < end and start < high for low, high in intervals)
 
 
 def _task_of(snapshot: ClusterSnapshot, job: Job) -> Task:

@@ -14,7 +14,7 @@ from typing import Dict
 
 from siteagent.model import CENT
 from siteagent.pricing.base import HOUR, Context, FeePolicy, Refused, Window
-from siteagent.scheduling import Policy, ReservationConflict, plan
+from siteagent.scheduling import Policy, ReservationConflict, plan, replan_with_reservation
 
 
 class ExternalityFee(FeePolicy):
@@ -38,22 +38,25 @@ class ExternalityFee(FeePolicy):
 
     def delays(self, context: Context, window: Window) -> Dict[str, int]:
         """Seconds each queued job would start later with the window reserved."""
-        key = ("quote", window.start, window.size, window.duration)
         try:
-            with_it = plan(
-                context.snapshot,
-                context.policy,
-                extra_reservations=[(key, window.start, window.end, window.size)],
+            after = replan_with_reservation(
+                context.plan, context.hard, window.start, window.end, window.size
             )
+            if after is None:
+                key = ("quote", window.start, window.size, window.duration)
+                after = plan(
+                    context.snapshot,
+                    context.policy,
+                    extra_reservations=[(key, window.start, window.end, window.size)],
+                ).starts
         except ReservationConflict as exc:
             raise Refused(
                 f"the window conflicts with running jobs or reservations: {exc}"
             ) from None
-        before = context.plan.starts
         return {
-            job_id: with_it.starts[job_id] - start
-            for job_id, start in before.items()
-            if with_it.starts[job_id] > start
+            job_id: after[job_id] - start
+            for job_id, start in context.plan.starts.items()
+            if after[job_id] > start
         }
 
     def describe(self) -> dict:  # type: ignore[type-arg]
