@@ -31,7 +31,10 @@ class Measured:
 
 
 def run_measured(
-    argv: Sequence[str], timeout: float = 3600.0, env: Optional[Dict[str, str]] = None
+    argv: Sequence[str],
+    timeout: float = 3600.0,
+    env: Optional[Dict[str, str]] = None,
+    cwd: Optional[str] = None,
 ) -> Measured:
     """Run a command; its own peak RSS comes from wait4 on it (not the largest child so far).
 
@@ -39,7 +42,7 @@ def run_measured(
     """
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         began = time.perf_counter()
-        proc = subprocess.Popen(list(argv), stdout=out, stderr=err, text=True, env=env)
+        proc = subprocess.Popen(list(argv), stdout=out, stderr=err, text=True, env=env, cwd=cwd)
         deadline = began + timeout
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -55,6 +58,48 @@ def run_measured(
         out.seek(0)
         err.seek(0)
         return Measured(out.read(), err.read(), proc.returncode, wall, usage.ru_maxrss / 1024)
+
+
+INSTALLED_VENV = ROOT / "bench" / ".work" / "venv-siteagent"
+
+
+def installed_siteagent() -> str:
+    """Python of a venv holding this tree installed as users get it (compiled when possible).
+
+    Benchmarks measure the package as installed, whatever the development venv holds, so the
+    current tree is (re)installed there on every run; children run it from outside the source
+    tree so that the installed modules, not the sources, are imported.
+    """
+    python = INSTALLED_VENV / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(INSTALLED_VENV)], check=True)
+    subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--force-reinstall",
+            "--no-deps",
+            str(ROOT),
+        ],
+        check=True,
+    )
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", str(ROOT)], check=True)
+    return str(python)
+
+
+def compiled(python: str) -> bool:
+    """Whether that Python imports the mypyc-compiled scheduling engines."""
+    probe = run_measured(
+        [python, "-c", "import siteagent.scheduling as s; print(s.__file__)"], cwd=OUTSIDE
+    )
+    return not probe.stdout.strip().endswith(".py")
+
+
+#: Where children run, so that ``import siteagent`` finds the installed package.
+OUTSIDE = tempfile.gettempdir()
 
 
 def median(values: Sequence[float]) -> float:

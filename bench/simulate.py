@@ -12,13 +12,23 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, List
 
 from bench.accasim import ensure_accasim_venv, run_accasim
-from bench.common import TRACES, Measured, machine, md_table, median, run_measured, write_results
+from bench.common import (
+    OUTSIDE,
+    TRACES,
+    Measured,
+    compiled,
+    installed_siteagent,
+    machine,
+    md_table,
+    median,
+    run_measured,
+    write_results,
+)
 
 CASES = {
     "CTC-SP2": ("CTC-SP2-1996-3.1-cln.swf.gz", 338),
@@ -29,10 +39,10 @@ TARGET_CONSERVATIVE_CTC_S = 20.0
 TARGET_RSS_MB = 300.0
 
 
-def ours(trace: Path, policy: str, out: str = "") -> Dict[str, Any]:
-    argv = [sys.executable, "-m", "siteagent.cli", "simulate", str(trace), "--policy", policy]
+def ours(python: str, trace: Path, policy: str, out: str = "") -> Dict[str, Any]:
+    argv = [python, "-m", "siteagent.cli", "simulate", str(trace), "--policy", policy]
     argv += ["--skip-invalid", "--json"] + (["--out", out] if out else [])
-    measured = run_measured(argv)
+    measured = run_measured(argv, cwd=OUTSIDE)
     _check(measured, argv)
     result: Dict[str, Any] = json.loads(measured.stdout)
     result["process_wall_s"] = measured.wall_s
@@ -44,13 +54,6 @@ def ours(trace: Path, policy: str, out: str = "") -> Dict[str, Any]:
 def _check(measured: Measured, argv: List[str]) -> None:
     if measured.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed ({measured.returncode}): {measured.stderr}")
-
-
-def compiled() -> bool:
-    """Whether the replay runs the mypyc-compiled modules (the default install) or pure Python."""
-    import siteagent.scheduling
-
-    return not str(siteagent.scheduling.__file__).endswith(".py")
 
 
 def starts_from_swf(path: str) -> Dict[int, int]:
@@ -71,7 +74,8 @@ def starts_from_csv(path: str) -> Dict[int, int]:
 
 def run(repeats: int, accasim_repeats: int) -> Dict[str, Any]:
     python = ensure_accasim_venv()
-    results: Dict[str, Any] = {"machine": machine(), "compiled": compiled(), "cases": {}}
+    mine = installed_siteagent()
+    results: Dict[str, Any] = {"machine": machine(), "compiled": compiled(mine), "cases": {}}
     work = Path(tempfile.mkdtemp(prefix="bench-simulate-"))
     for name, (file, cores) in CASES.items():
         trace = TRACES / file
@@ -80,8 +84,8 @@ def run(repeats: int, accasim_repeats: int) -> Dict[str, Any]:
             last = i == max(repeats, accasim_repeats) - 1
             if i < repeats or last:
                 out = str(work / f"{name}-easy.swf") if last else ""
-                runs["easy"].append(ours(trace, "easy", out))
-                runs["conservative"].append(ours(trace, "conservative"))
+                runs["easy"].append(ours(mine, trace, "easy", out))
+                runs["conservative"].append(ours(mine, trace, "conservative"))
             if i < accasim_repeats:
                 out_jobs = str(work / f"{name}-accasim.csv") if i == accasim_repeats - 1 else None
                 runs["accasim"].append(run_accasim(trace, cores, out_jobs=out_jobs, python=python))

@@ -503,6 +503,7 @@ def plan(
     policy: Policy = Policy.CONSERVATIVE,
     extra_reservations: Iterable[Tuple[object, int, int, int]] = (),
     horizon: int = 48 * 3600,
+    batch_estimates: bool = True,
 ) -> Plan:
     """Predict when each pending job starts, and the free capacity that leaves.
 
@@ -514,6 +515,11 @@ def plan(
     (key, start, end, size) are added as if they existed: pricing asks "and with this
     reservation in place?". Raises ReservationConflict if one of them collides with running
     work or an existing reservation.
+
+    With ``batch_estimates``, a job whose batch system published an expected start (Slurm's
+    backfill does) is held at that start, if it fits there after the reservations, and its
+    source is BATCH; the rest are predicted around it. Those estimates are not a consistent
+    plan (two jobs may be promised the same nodes), so one that does not fit is predicted.
     """
     now = snapshot.now
     engine = make_engine(policy, snapshot.capacity, now)
@@ -537,27 +543,54 @@ def plan(
         now=now, capacity=snapshot.capacity, policy=Policy(policy), profile=engine.profile
     )
     pending: List[Task] = []
+    pinned: List[Task] = []
     for job in snapshot.pending:
         task = _task_of(snapshot, job)
         if not job.eligible or job.reservation or not 0 < task.size <= snapshot.capacity:
             result.unplanned.append(job.id)
             continue
+        if batch_estimates and _pin(engine, task, job.expected_start):
+            pinned.append(task)
+            continue
         pending.append(task)
-    reserved = list(engine.reservations.values())
+    reserved = [window for key, window in engine.reservations.items() if not _is_pin(key)]
     starts = _predict_starts(engine, now, running, pending)
-    result.profile = _profile_of(snapshot, held, reserved, pending, starts)
-    for task in pending:
+    pinned_keys = {task.key for task in pinned}
+    for task in pinned:
+        starts[task.key] = engine.reservations[("pinned", task.key)][0]
+    result.profile = _profile_of(snapshot, held, reserved, pinned + pending, starts)
+    for task in pending + pinned:
         key = str(task.key)
         result.starts[key] = starts[task.key]
         result.ends[key] = starts[task.key] + task.estimate
         result.sizes[key] = task.size
-        result.sources[key] = Source.PREDICTED
+        result.sources[key] = Source.BATCH if task.key in pinned_keys else Source.PREDICTED
     last_end = max(result.ends.values(), default=now)
     result.horizon = max(now + horizon, last_end + 300)
-    result.placed_at_once = isinstance(engine, ConservativeEngine) and all(
-        task.submit <= now for task in pending
+    result.placed_at_once = (
+        isinstance(engine, ConservativeEngine)
+        and not pinned
+        and all(task.submit <= now for task in pending)
     )
     return result
+
+
+def _pin(engine: Engine, task: Task, expected_start: Optional[int]) -> bool:
+    """Hold a job at the batch system's expected start, if it has one and fits there."""
+    if expected_start is None or expected_start < engine.now:
+        return False
+    hold = planned_hold(task)
+    try:
+        engine.add_reservation(
+            ("pinned", task.key), expected_start, expected_start + hold, task.size
+        )
+    except ReservationConflict:
+        return False
+    return True
+
+
+def _is_pin(key: object) -> bool:
+    return isinstance(key, tuple) and len(key) == 2 and key[0] == "pinned"
 
 
 def replan_with_reservation(

@@ -290,19 +290,21 @@ def _plainly_numeric(line: str, parts: List[str]) -> bool:
     """A sufficient test that a line is 16 integers and 2 fractional numbers, in C calls.
 
     Only digits, points, minus signs and blanks; points only in the two fractional fields;
-    every minus sign starts a field and is followed by a digit. False means "look closer",
-    not "invalid".
+    every minus sign starts a field and is followed by something else than a minus sign (a
+    lone ``-`` is no number; ``-.`` fails the point or the float check). False means "look
+    closer", not "invalid".
     """
     if len(parts) != 18 or line.translate(_NON_NUMERIC):
         return False
     if line.count(".") != parts[5].count(".") + parts[6].count("."):
         return False
     minus = line.count("-")
-    if minus:
-        leading = line.count(" -") + line.count("\t-") + (line[0] == "-")
-        before_digit = sum(line.count("-" + digit) for digit in "0123456789")
-        if not minus == leading == before_digit:
-            return False
+    if minus and (
+        "--" in line
+        or "-" in parts
+        or minus != line.count(" -") + line.count("\t-") + (line[0] == "-")
+    ):
+        return False
     try:
         float(parts[5])
         float(parts[6])

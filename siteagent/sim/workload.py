@@ -111,11 +111,12 @@ class Workload:
         first_submit: Optional[int] = None
         last_submit = 0  # submits below it are skipped: negative, or out of order
         order = 0
+        cores = self.cores
         for record in self._reader.jobs():
-            procs = record.procs if record.procs > 0 else record.req_procs
-            run = record.run
-            submit = record.submit
-            if procs <= 0 or run < 0 or submit < last_submit or procs > self.cores:
+            _, submit, run, procs, req_procs, req_time, _ = record
+            if procs <= 0:
+                procs = req_procs
+            if procs <= 0 or run < 0 or submit < last_submit or procs > cores:
                 self._skip(record, procs, last_submit)
                 continue
             last_submit = submit
@@ -123,7 +124,7 @@ class Workload:
                 if first_submit is None:
                     first_submit = submit
                 submit = first_submit + round((submit - first_submit) * factor)
-            estimate = record.req_time if record.req_time > 0 else run
+            estimate = req_time if req_time > 0 else run
             if overlay:
                 while shifted and shifted[0].submit < submit:
                     task = shifted.popleft()
