@@ -3,6 +3,11 @@
 Everything the agent serves (slots, quotes, metrics) is read from the latest :class:`State`,
 computed once per cycle, so that a burst of requests never multiplies the planning work and a
 slow batch system never blocks a request: readers see the last good state and its age.
+
+With a reservation manager, each cycle also does the lifecycle's housekeeping (reservations
+started or ended, unconfirmed ones expired, the store reconciled with the batch system); the
+first cycle's reconciliation is the start-up one that repairs whatever a crash left. With a
+store, each cycle records the queue waits it observed (for wait prediction).
 """
 
 from __future__ import annotations
@@ -11,11 +16,13 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, List, Optional, Set
 
 from siteagent.backends.base import Backend, BackendError
 from siteagent.model import ClusterSnapshot
+from siteagent.reservations import ReservationManager
 from siteagent.scheduling import Plan, Policy, plan
+from siteagent.store import QueueWait, Store, StoreError
 
 log = logging.getLogger("siteagent.agent")
 
@@ -37,7 +44,11 @@ class State:
 
 
 class Agent:
-    """Keeps a fresh :class:`State` of one cluster, polling its backend."""
+    """Keeps a fresh :class:`State` of one cluster, polling its backend.
+
+    ``manager`` (optional) carries the reservations along each cycle; ``store`` (optional)
+    receives the queue waits observed between cycles.
+    """
 
     def __init__(
         self,
@@ -45,6 +56,8 @@ class Agent:
         policy: Policy = Policy.CONSERVATIVE,
         poll_interval_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        manager: Optional[ReservationManager] = None,
+        store: Optional[Store] = None,
     ) -> None:
         if poll_interval_s <= 0:
             raise ValueError(f"poll interval must be > 0 s, got {poll_interval_s}")
@@ -52,6 +65,9 @@ class Agent:
         self.policy = Policy(policy)
         self.poll_interval_s = poll_interval_s
         self._clock = clock
+        self.manager = manager
+        self.store = store
+        self._waits = WaitObserver()
         self.state: Optional[State] = None
         self.last_error: Optional[str] = None
 
@@ -67,7 +83,8 @@ class Agent:
         return self.state
 
     def cycle(self) -> Optional[State]:
-        """One poll: refresh, log what was seen, keep the last good state on failure."""
+        """One poll: refresh, log what was seen, keep the last good state on failure; then
+        record queue waits and look after the reservations."""
         try:
             state = self.refresh()
         except BackendError as exc:
@@ -77,20 +94,56 @@ class Agent:
             )
             return None
         log.info(describe(state))
+        try:
+            if self.store is not None:
+                self.store.record_waits(self._waits.observe(state.snapshot))
+            if self.manager is not None:
+                log.info(self.manager.housekeeping().describe())
+        except (BackendError, StoreError) as exc:
+            self.last_error = str(exc)
+            log.error("recording waits or reservation housekeeping failed: %s", exc)
         return state
 
     def run(self, stop: threading.Event) -> None:
         """Poll until ``stop`` is set."""
         log.info(
-            "agent started: backend %s, policy %s, polling every %.0f s",
+            "agent started: backend %s, policy %s, polling every %g s",
             self.backend.name,
             self.policy.value,
             self.poll_interval_s,
         )
+        if self.manager is not None:
+            log.info(
+                "reservations: names %s*, confirm within %g s, state in %s; the first cycle "
+                "reconciles them with the batch system",
+                self.manager.name_prefix,
+                self.manager.confirm_timeout,
+                self.manager.store.path,
+            )
         while not stop.is_set():
             self.cycle()
             stop.wait(self.poll_interval_s)
         log.info("agent stopped")
+
+
+class WaitObserver:
+    """Queue waits from successive snapshots: a job seen pending, then seen running.
+
+    Only the start is observed, so a job that starts and ends between two polls is missed,
+    and the first snapshot after a restart only seeds the pending set.
+    """
+
+    def __init__(self) -> None:
+        self._pending: Set[str] = set()
+
+    def observe(self, snapshot: ClusterSnapshot) -> List[QueueWait]:
+        started = [
+            QueueWait(job.id, job.cores, job.limit, job.submit, job.start)
+            for job in snapshot.running
+            if job.id in self._pending and job.start is not None
+        ]
+        self._pending = {job.id for job in snapshot.pending}
+        return started
 
 
 def describe(state: State) -> str:

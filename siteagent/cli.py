@@ -15,18 +15,24 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 
-from siteagent import __version__, console
+from siteagent import __version__, cli_market, cli_reservations, cli_setup, console
 from siteagent.agent import Agent, State
-from siteagent.backends.swf import SwfReplayBackend
+from siteagent.backends.base import BackendError, BackendUnavailable
+from siteagent.reservations import LifecycleError
 from siteagent.scheduling import Policy
 from siteagent.sim import LoadScaling, replay_trace
 from siteagent.sim.workload import UnsimulableJob
+from siteagent.store import StoreError
 from siteagent.swf import SwfError
 
 Command = Callable[[argparse.Namespace], int]
 
 #: Exit code for input a user must fix (bad trace, bad configuration); argparse uses 2.
 EXIT_BAD_INPUT = 1
+#: The site refused, or the request is not allowed now (offer expired, not the owner, ...).
+EXIT_REFUSED = 3
+#: The batch system did not answer: retry later (with the same --key). sysexits' EX_TEMPFAIL.
+EXIT_UNAVAILABLE = 75
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -36,8 +42,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     command: Command = args.command
     try:
         return command(args)
-    except (SwfError, UnsimulableJob, FileNotFoundError, ValueError) as exc:
+    except (SwfError, UnsimulableJob, FileNotFoundError, ValueError, StoreError) as exc:
         console.error(str(exc))
+        return EXIT_BAD_INPUT
+    except LifecycleError as exc:
+        console.error(str(exc))
+        return EXIT_REFUSED
+    except BackendUnavailable as exc:
+        console.error(f"the batch system did not answer: {exc}; retry later")
+        return EXIT_UNAVAILABLE
+    except BackendError as exc:
+        console.error(f"the batch system failed: {exc}")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         console.error("interrupted")
@@ -68,6 +83,9 @@ def _site_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     _add_serve(commands)
     _add_simulate(commands)
+    cli_reservations.add_commands(commands)
+    cli_market.add_commands(commands)
+    cli_setup.add_commands(commands)
     return parser
 
 
@@ -76,21 +94,25 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "serve",
         help="run the agent (default: replay of the bundled SDSC-SP2 slice, no configuration)",
         description=(
-            "Run the site agent: poll the cluster, predict its schedule, log what it sees. "
+            "Run the site agent: poll the cluster, predict its schedule, log what it sees, "
+            "expire unconfirmed reservations and reconcile its records with the batch system. "
             "With no options it replays a bundled slice of a real trace (SDSC-SP2, 128 cores) "
-            "in real time as a simulated cluster."
+            "in real time as a simulated cluster, kept in the state directory so that a "
+            "restarted agent finds the same cluster and reservations."
         ),
     )
     sub.add_argument("--trace", help="SWF trace to replay instead of the bundled one")
     sub.add_argument(
-        "--speed", type=float, default=1.0, help="replay N times faster than real time (default 1)"
+        "--speed",
+        type=float,
+        help="replay N times faster than real time (default 1, or the saved cluster's)",
     )
     sub.add_argument(
         "--offset",
         type=int,
-        default=2 * 86400,
         metavar="SECONDS",
-        help="start this far into the trace, so the queue has built up (default 2 days)",
+        help="start this far into the trace, so the queue has built up (default 2 days, or "
+        "the saved cluster's)",
     )
     sub.add_argument(
         "--policy",
@@ -103,6 +125,8 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     sub.add_argument("--once", action="store_true", help="take one snapshot, print it and exit")
     sub.add_argument("--json", action="store_true", help="with --once: print one JSON object")
+    cli_reservations.add_state_dir(sub)
+    cli_reservations.add_lifecycle_options(sub)
     sub.set_defaults(command=_serve)
 
 
@@ -153,16 +177,25 @@ def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    backend = SwfReplayBackend(trace=args.trace, speed=args.speed, offset_s=args.offset)
-    agent = Agent(backend, Policy(args.policy), poll_interval_s=args.poll_interval)
-    if args.once:
-        state = agent.refresh()
-        _print_state(state, args.json)
-        return 0
-    stop = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
-    agent.run(stop)
+    site = cli_reservations.open_site(args, args.trace, args.speed, args.offset)
+    try:
+        agent = Agent(
+            site.backend,
+            Policy(args.policy),
+            poll_interval_s=args.poll_interval,
+            manager=site.manager,
+            store=site.store,
+        )
+        if args.once:
+            state = agent.refresh()
+            _print_state(state, args.json)
+            return 0
+        stop = threading.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+        agent.run(stop)
+    finally:
+        site.close()
     return 0
 
 

@@ -1,0 +1,150 @@
+"""``siteagent offer`` and ``siteagent reservations``, and the agent cycle that serves them.
+
+The commands run in-process on a temporary state directory holding a small simulated cluster
+(16 cores, 8 of them busy for ten hours), as an administrator would run them next to
+``siteagent serve``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from siteagent.agent import Agent, WaitObserver
+from siteagent.backends.swf import SwfReplayBackend
+from siteagent.cli import EXIT_REFUSED, main
+from siteagent.model import ClusterSnapshot, Job
+from siteagent.reservations import ReservationManager
+from siteagent.store import QueueWait, ReservationState, Store
+from tests.lifecycle import FakeClock, record_offer, write_trace
+
+S = ReservationState
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> str:
+    trace = write_trace(tmp_path / "t.swf", [(0, 36000, 8, 36000), (500000, 10, 1, 10)], 16)
+    directory = str(tmp_path / "state")
+    assert (
+        main(["serve", "--once", "--trace", trace, "--offset", "0", "--state-dir", directory]) == 0
+    )
+    return directory
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> Dict[str, Any]:
+    assert main([*argv]) == 0
+    return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
+
+
+def test_offer_accept_confirm_cancel(state_dir: str, capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    where = ["--state-dir", state_dir]
+    offer = run(capsys, "offer", "--cores", "4", "--duration", "1h", "--json", *where)["offer"]
+    assert offer["cores"] == 4 and offer["end"] - offer["start"] == 3600
+    assert offer["total"] == "4.00"
+    accept = ["reservations", "accept", offer["id"], "--key", "k1", "--client", "alice", "--json"]
+    record = run(capsys, *accept, *where)["reservation"]
+    assert record["state"] == "TENTATIVE" and record["start"] == offer["start"]
+    assert run(capsys, *accept, *where)["reservation"] == record  # a retry: the same answer
+    rid = record["id"]
+    confirm = ["reservations", "confirm", rid, "--client", "alice", "--json", *where]
+    assert run(capsys, *confirm)["reservation"]["state"] == "CONFIRMED"
+    cancel = ["reservations", "cancel", rid, "--client", "alice", "--json", *where]
+    assert run(capsys, *cancel)["reservation"]["penalty"] == "0.00"
+    listed = run(capsys, "reservations", "list", "--json", *where)["reservations"]
+    assert [(r["id"], r["state"]) for r in listed] == [(rid, "CANCELLED")]
+    shown = run(capsys, "reservations", "show", rid, "--json", *where)
+    assert [step["to"] for step in shown["history"]] == [
+        "REQUESTED",
+        "TENTATIVE",
+        "CONFIRMED",
+        "CANCELLED",
+    ]
+    assert main(["reservations", "list", "--state", "TENTATIVE", *where]) == 0
+    assert "Reservations (0)" in capsys.readouterr().out
+
+
+def test_refusals_are_one_line_and_exit_3(
+    state_dir: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    where = ["--state-dir", state_dir]
+    assert main(["reservations", "accept", "nope", *where]) == EXIT_REFUSED
+    assert "never issued" in capsys.readouterr().err
+    capsys.readouterr()
+    big = run(capsys, "offer", "--cores", "9", "--duration", "60", "--json", *where)["offer"]
+    now = big["expires"] - 60
+    assert big["start"] - now > 36000 - 60  # only once the 10-hour job has ended
+    assert main(["reservations", "confirm", "nope", "--client", "a", *where]) == EXIT_REFUSED
+    assert "no reservation 'nope'" in capsys.readouterr().err
+
+
+def test_bad_input_names_the_problem(state_dir: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["offer", "--cores", "2", "--duration", "ten", "--state-dir", state_dir])
+    assert "invalid duration 'ten'" in capsys.readouterr().err
+    assert main(["offer", "--cores", "99", "--duration", "60", "--state-dir", state_dir]) == 1
+    assert "99 cores never fit" in capsys.readouterr().err
+    assert main(["reservations", "show", "nope", "--state-dir", state_dir]) == 1
+
+
+def test_offer_honours_the_earliest_start(
+    state_dir: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    where = ["--state-dir", state_dir]
+    soon = run(capsys, "offer", "--cores", "8", "--duration", "60", "--json", *where)["offer"]
+    later = run(
+        capsys, "offer", "--cores", "8", "--duration", "60", "--start", "+2h", "--json", *where
+    )["offer"]
+    assert abs(later["start"] - soon["start"] - (2 * 3600 - 60)) <= 1  # a second may tick
+
+
+# --------------------------------------------------------------------------- the agent cycle
+
+
+def test_each_cycle_expires_and_reports(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    clock = FakeClock()
+    trace = write_trace(tmp_path / "t.swf", [(0, 36000, 8, 36000), (500000, 10, 1, 10)], 16)
+    backend = SwfReplayBackend(trace, offset_s=0, clock=clock)
+    store = Store(":memory:")
+    manager = ReservationManager(store, backend, clock=backend.now, confirm_timeout=60)
+    agent = Agent(backend, poll_interval_s=1, manager=manager, store=store)
+    bid = record_offer(manager, 2, start=backend.now() + 600, duration=600)
+    record = manager.accept(bid.id, "alice", "k")
+    caplog.set_level(logging.INFO)
+    agent.cycle()
+    assert "reservations: 1 tentative, 0 confirmed, 0 active" in caplog.text
+    clock.advance(60)
+    agent.cycle()
+    assert "this cycle: 1 expired" in caplog.text
+    assert store.get_reservation(record.id).state is S.EXPIRED  # type: ignore[union-attr]
+    assert backend.list_reservations() == []
+
+
+def test_waits_are_observed_from_pending_to_running() -> None:
+    observer = WaitObserver()
+    pending = Job("7", cores=4, submit=100, limit=3600)
+    started = Job("7", cores=4, submit=100, limit=3600, start=250)
+    other = Job("8", cores=1, submit=0, limit=60, start=50)
+    assert observer.observe(ClusterSnapshot(now=200, capacity=8, pending=(pending,))) == []
+    seen = observer.observe(ClusterSnapshot(now=300, capacity=8, running=(started, other)))
+    assert seen == [QueueWait("7", 4, 3600, 100, 250)]
+    assert observer.observe(ClusterSnapshot(now=400, capacity=8, running=(started,))) == []
+
+
+def test_the_agent_records_observed_waits(tmp_path: Path) -> None:
+    clock = FakeClock()
+    jobs = [(0, 100, 4, 100), (10, 50, 4, 50), (500000, 10, 1, 10)]
+    backend = SwfReplayBackend(write_trace(tmp_path / "t.swf", jobs, 4), offset_s=0, clock=clock)
+    store = Store(":memory:")
+    agent = Agent(backend, poll_interval_s=1, store=store)
+    waits: List[QueueWait] = []
+    for _ in range(4):
+        agent.cycle()
+        clock.advance(40)
+        waits = store.queue_waits()
+    assert [(w.job_id, w.wait) for w in waits] == [("2", 90)]
