@@ -27,11 +27,8 @@ from typing import Any, Callable, Dict, Optional
 from siteagent import console
 from siteagent.backends.swf import SwfReplayBackend
 from siteagent.model import Offer, Request
-from siteagent.reservations import (
-    DEFAULT_CONFIRM_TIMEOUT_S,
-    DEFAULT_PENALTY_FACTOR,
-    ReservationManager,
-)
+from siteagent.pricing.quote import DEFAULT_PENALTY_FACTOR
+from siteagent.reservations import DEFAULT_CONFIRM_TIMEOUT_S, ReservationManager
 from siteagent.scheduling import plan
 from siteagent.store import ReservationRecord, ReservationState, Store
 

@@ -67,6 +67,7 @@ from siteagent.model import (
     Offer,
     ReservationSpec,
 )
+from siteagent.pricing.quote import DEFAULT_PENALTY_FACTOR
 from siteagent.scheduling import Policy, ReservationConflict, plan
 from siteagent.store import (
     Remember,
@@ -82,15 +83,6 @@ S = ReservationState
 
 #: Seconds a buyer has to confirm a tentative reservation (the paper's step 10 timer).
 DEFAULT_CONFIRM_TIMEOUT_S = 120.0
-
-#: Cancelling a confirmed reservation costs p x f, f being its fee (the harm it did to queued
-#: jobs). 0.1 is the one value the thesis evaluates (Singh, ch. 6.4: "a penalty factor of 0.1
-#: (i.e. 10%)"), so the reproductions of its results run on the defaults. It is low on purpose:
-#: cancelling gives the capacity back and conservative backfilling moves the delayed jobs up
-#: again, so most of the harm f measured is undone; the penalty charges for the part that is
-#: not (the disturbed plan, a hole too late to fill) and deters reserve-and-cancel games.
-#: Free slots (f = 0) cancel free. Sites wanting a stronger deterrent raise it.
-DEFAULT_PENALTY_FACTOR = Decimal("0.1")
 
 #: The actor named in the history for the agent's own moves (expiry, reconciliation, time).
 AGENT = "agent"

@@ -7,6 +7,7 @@ run unchanged on the SWF replay, a real Slurm, or the PBS stand-in.
 from __future__ import annotations
 
 import abc
+import time
 from typing import List
 
 from siteagent.model import BatchReservation, ClusterSnapshot, ReservationSpec
@@ -52,6 +53,10 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def list_reservations(self) -> List[BatchReservation]:
         """Every reservation the batch system holds, ours and others'."""
+
+    def now(self) -> int:
+        """The batch system's clock (epoch seconds): wall time, except on a replayed cluster."""
+        return int(time.time())
 
     def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release whatever the backend holds (processes, sockets). Default: nothing."""

@@ -15,6 +15,7 @@ from siteagent import config, reservations
 from siteagent.cli import main
 from siteagent.config import BackendType, ConfigError, PricingPolicy
 from siteagent.model import CapacityUnit
+from siteagent.pricing import quote
 from siteagent.scheduling import Policy
 
 
@@ -71,7 +72,7 @@ def test_systemd_state_directory_wins(tmp_path: Path, monkeypatch: pytest.Monkey
 
 def test_defaults_agree_with_the_reservation_lifecycle() -> None:
     effective = config.load()
-    assert effective.pricing.cancellation_penalty == reservations.DEFAULT_PENALTY_FACTOR
+    assert effective.pricing.cancellation_penalty == quote.DEFAULT_PENALTY_FACTOR
     assert effective.reservations.confirm_timeout_s == reservations.DEFAULT_CONFIRM_TIMEOUT_S
 
 

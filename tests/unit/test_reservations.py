@@ -18,8 +18,8 @@ import pytest
 from siteagent.backends.base import BackendUnavailable
 from siteagent.backends.swf import SwfReplayBackend
 from siteagent.model import CapacityUnit, Offer, ReservationSpec
+from siteagent.pricing.quote import DEFAULT_PENALTY_FACTOR
 from siteagent.reservations import (
-    DEFAULT_PENALTY_FACTOR,
     LIVE,
     TRANSITIONS,
     IdempotencyKeyReused,
