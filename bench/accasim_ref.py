@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
                 def stop(self) -> None:
                     pass
 
-            t1 = time.perf_counter()
+            t1, c1 = time.perf_counter(), time.process_time()
             sim = Simulator(
                 swf,
                 sys_path,
@@ -280,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             sim.start_simulation()
             wall_s = time.perf_counter() - t1
+            cpu_s = time.process_time() - c1
             loop_s = sim.end_simulation_time - sim.start_simulation_time
             rejected = sim.rejected_jobs
             loaded = sim.loaded_jobs
@@ -332,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             "jobs_rejected": rejected,
             "skipped": pf["skipped"],
             "wall_s": round(wall_s, 4),
+            "cpu_s": round(cpu_s, 4),
             "jobs_per_s": round(n / wall_s, 1) if wall_s > 0 else None,
             "accasim_loop_s": round(loop_s, 4),
             "prefilter_s": round(prefilter_s, 4),

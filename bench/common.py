@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import platform
@@ -60,34 +62,41 @@ def run_measured(
         return Measured(out.read(), err.read(), proc.returncode, wall, usage.ru_maxrss / 1024)
 
 
-INSTALLED_VENV = ROOT / "bench" / ".work" / "venv-siteagent"
+#: Where the benchmarks' installed copies of the tree live, one venv per version of the sources.
+INSTALLS = ROOT / "bench" / ".work"
 
 
 def installed_siteagent() -> str:
     """Python of a venv holding this tree installed as users get it (compiled when possible).
 
-    Benchmarks measure the package as installed, whatever the development venv holds, so the
-    current tree is (re)installed there on every run; children run it from outside the source
-    tree so that the installed modules, not the sources, are imported.
+    Benchmarks measure the package as installed, whatever the development venv holds; children
+    run it from outside the source tree so that the installed modules, not the sources, are
+    imported. Each version of the sources gets its own venv, built once under a lock, so that
+    benchmarks running at the same time never reinstall a package another one is importing.
     """
-    python = INSTALLED_VENV / "bin" / "python"
-    if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(INSTALLED_VENV)], check=True)
-    subprocess.run(
-        [
-            str(python),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--force-reinstall",
-            "--no-deps",
-            str(ROOT),
-        ],
-        check=True,
-    )
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", str(ROOT)], check=True)
+    venv = INSTALLS / f"venv-siteagent-{_sources_digest()}"
+    python, done = venv / "bin" / "python", venv / ".installed"
+    INSTALLS.mkdir(parents=True, exist_ok=True)
+    with open(INSTALLS / "install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+            pip = [str(python), "-m", "pip", "install", "--quiet"]
+            subprocess.run([*pip, "--upgrade", "pip"], check=True)
+            subprocess.run([*pip, str(ROOT)], check=True)
+            done.touch()
     return str(python)
+
+
+def _sources_digest() -> str:
+    """A digest of everything that goes into the installed package."""
+    digest = hashlib.sha256()
+    files = [*sorted((ROOT / "siteagent").rglob("*")), ROOT / "setup.py", ROOT / "pyproject.toml"]
+    for path in files:
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".so":
+            digest.update(str(path.relative_to(ROOT)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 def compiled(python: str) -> bool:

@@ -106,6 +106,8 @@ def summarise(name: str, runs: Dict[str, List[Dict[str, Any]]], work: Path) -> D
             "jobs": first["jobs"],
             "wall_s_median": med(side, "wall_s"),
             "wall_s_all": [round(float(r["wall_s"]), 3) for r in runs[side]],
+            "cpu_s_median": med(side, "cpu_s"),
+            "cpu_s_all": [round(float(r["cpu_s"]), 3) for r in runs[side]],
             "jobs_per_s_median": med(side, "jobs_per_s"),
             "peak_rss_mb_max": max(float(r["peak_rss_mb"]) for r in runs[side]),
             "mean_wait_s": first["mean_wait_s"],
@@ -115,6 +117,10 @@ def summarise(name: str, runs: Dict[str, List[Dict[str, Any]]], work: Path) -> D
         }
     case["easy_vs_accasim_jobs_per_s"] = (
         case["easy"]["jobs_per_s_median"] / case["accasim"]["jobs_per_s_median"]
+    )
+    # the same jobs either way, so the jobs/s ratio by CPU time is the CPU-time ratio inverted
+    case["easy_vs_accasim_by_cpu_time"] = (
+        case["accasim"]["cpu_s_median"] / case["easy"]["cpu_s_median"]
     )
     mine = starts_from_swf(str(work / f"{name}-easy.swf"))
     theirs = starts_from_csv(str(work / f"{name}-accasim.csv"))
@@ -153,6 +159,7 @@ def markdown(results: Dict[str, Any]) -> str:
                     "simulator": label,
                     "jobs": entry["jobs"],
                     "wall s (median)": entry["wall_s_median"],
+                    "CPU s (median)": entry["cpu_s_median"],
                     "jobs/s (median)": entry["jobs_per_s_median"],
                     "peak RSS MB": entry["peak_rss_mb_max"],
                     "mean wait s": entry["mean_wait_s"],
@@ -165,6 +172,7 @@ def markdown(results: Dict[str, Any]) -> str:
         "simulator",
         "jobs",
         "wall s (median)",
+        "CPU s (median)",
         "jobs/s (median)",
         "peak RSS MB",
         "mean wait s",
@@ -177,14 +185,15 @@ def markdown(results: Dict[str, Any]) -> str:
         _measured_line(results),
         "",
         md_table(rows, columns),
-        "| trace | EASY jobs/s ratio (siteagent / AccaSim) | target | same start (EASY) "
-        "| AccaSim earlier | AccaSim later |",
-        "|---|---|---|---|---|---|",
+        "| trace | EASY jobs/s ratio (siteagent / AccaSim), wall | by CPU time | target "
+        "| same start (EASY) | AccaSim earlier | AccaSim later |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name, case in results["cases"].items():
         comparison = case["schedule_comparison"]
         lines.append(
-            f"| {name} | {case['easy_vs_accasim_jobs_per_s']:.1f}x | >= {TARGET_RATIO:.0f}x | "
+            f"| {name} | {case['easy_vs_accasim_jobs_per_s']:.1f}x | "
+            f"{case['easy_vs_accasim_by_cpu_time']:.1f}x | >= {TARGET_RATIO:.0f}x | "
             f"{comparison['same_start']:,} of {comparison['jobs_compared']:,} | "
             f"{comparison['accasim_earlier']:,} | {comparison['accasim_later']:,} |"
         )
@@ -199,6 +208,10 @@ def markdown(results: Dict[str, Any]) -> str:
         f"Conservative backfilling of CTC-SP2: {ctc:.1f} s "
         f"(target < {TARGET_CONSERVATIVE_CTC_S:.0f} s). "
         f"Peak RSS of any siteagent replay: {rss:.0f} MB (target < {TARGET_RSS_MB:.0f} MB).",
+        "",
+        "Wall time is the replay loop's elapsed time; CPU time is the same loop's process "
+        "time, which other work on this shared machine barely moves: the ratio by CPU time is "
+        "the one to trust when the load average was high.",
         "",
         "Why the schedules differ: AccaSim's EASY never checks a backfilled job against the head "
         "job's reservation (it passes no reserved nodes to its allocator), computes that "
