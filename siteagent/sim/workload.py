@@ -113,7 +113,8 @@ class Workload:
         order = 0
         cores = self.cores
         for record in self._reader.jobs():
-            _, submit, run, procs, req_procs, req_time, _ = record
+            submit, run, procs = record.submit, record.run, record.procs
+            req_procs, req_time = record.req_procs, record.req_time
             if procs <= 0:
                 procs = req_procs
             if procs <= 0 or run < 0 or submit < last_submit or procs > cores:
@@ -144,7 +145,7 @@ class Workload:
             yield task
 
     def _overlay_copy(self, record: SwfJob, procs: int, estimate: int, submit: int) -> Task:
-        copy = record._replace(job=record.job + OVERLAY_JOB_OFFSET)
+        copy = record.renumbered(record.job + OVERLAY_JOB_OFFSET)
         run = min(record.run, estimate)
         return Task(-1, procs, estimate, submit + self.scaling.overlay_shift_s, run, copy)
 

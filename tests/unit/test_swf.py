@@ -331,7 +331,37 @@ def test_full_records_and_scheduling_view_agree_on_kth() -> None:
             record.req_procs,
             record.req_time,
         )
-        assert fields == job[:6]
+        assert fields == (job.job, job.submit, job.run, job.procs, job.req_procs, job.req_time)
+
+
+#: Tokens that are numbers, almost numbers, or neither: where the fast checks could go wrong.
+TRICKY_TOKENS = st.sampled_from(
+    ["0", "7", "-1", "12", "3.5", "-2.25", ".5", "-.5", "1.", "-", "--1", "1-2", "1.2.3", ".", "x"]
+)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lines=st.lists(
+        st.lists(TRICKY_TOKENS, min_size=16, max_size=19).map(" ".join), min_size=1, max_size=6
+    )
+)
+def test_scheduling_view_accepts_exactly_what_the_full_parse_accepts(
+    tmp_path: Path, lines: List[str]
+) -> None:
+    """Block-wise and line-wise fast checks never accept a line the full parse rejects, and
+    agree with it on every value."""
+    path = tmp_path / "tricky.swf"
+    path.write_text("; MaxProcs: 8\n" + "\n".join(lines) + "\n", encoding="latin-1")
+    with SwfReader(path, skip_malformed=True) as reader:
+        records = list(reader)
+    with SwfReader(path, skip_malformed=True) as reader:
+        jobs = list(reader.jobs())
+    assert [(r.job, r.submit, r.run, r.procs, r.req_procs, r.req_time) for r in records] == [
+        (j.job, j.submit, j.run, j.procs, j.req_procs, j.req_time) for j in jobs
+    ]
 
 
 def test_sdsc_sp2_negative_run_times_are_skipped() -> None:
