@@ -173,7 +173,8 @@ class Profile:
         known = len(values)
         top = min(j, known)
         if top > i and (top - i) * 3 < known - i:
-            values[i:top] = [value + delta for value in values[i:top]]
+            for k in range(i, top):
+                values[k] += delta
         elif i < known:
             del values[i:]
         if deltas[j] == 0:
