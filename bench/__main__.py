@@ -7,6 +7,8 @@ import sys
 
 BENCHMARKS = {
     "simulate": "bench.simulate",
+    "slots": "bench.slots",
+    "thesis": "bench.thesis",
 }
 
 

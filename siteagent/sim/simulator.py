@@ -23,6 +23,7 @@ from siteagent.scheduling import Engine, Policy, Task, make_engine
 BOUNDED_SLOWDOWN_TAU_S = 10
 
 TaskCallback = Callable[[Task], None]
+ArrivalCallback = Callable[[Task], bool]
 
 
 @dataclass
@@ -81,7 +82,12 @@ class Simulator:
     """Replays ``tasks`` (in arrival order) on ``cores`` cores under ``policy``.
 
     ``on_start`` is called for every task when it starts (its ``start`` set), ``on_finish``
-    when it ends. ``start_time`` is where the clock begins (default: the first arrival).
+    when it ends. ``on_arrival`` sees every task as it arrives, before it joins the queue, with
+    the simulator at that instant (completions done, and the tasks queued before it started if
+    they start now; the arrivals join behind them, so the order of the pass is unchanged):
+    returning False keeps it out of the
+    queue, for a caller that turns it into something else (an advance reservation, through
+    ``add_reservation``). ``start_time`` is where the clock begins (default: the first arrival).
     """
 
     def __init__(
@@ -92,6 +98,7 @@ class Simulator:
         start_time: Optional[int] = None,
         on_start: Optional[TaskCallback] = None,
         on_finish: Optional[TaskCallback] = None,
+        on_arrival: Optional[ArrivalCallback] = None,
     ) -> None:
         self._tasks = tasks
         self._next: Optional[Task] = next(tasks, None)
@@ -106,6 +113,7 @@ class Simulator:
         self._seq = 0
         self._on_start = on_start
         self._on_finish = on_finish
+        self._on_arrival = on_arrival
         self._stats = _Accumulator()
 
     # -- state the replay backend reads ----------------------------------------------------------
@@ -137,7 +145,11 @@ class Simulator:
         """Inject an advance reservation; the pass at the current instant honours it at once.
 
         Raises scheduling.ReservationConflict if running work or reservations leave no room.
+        The engine's clock is brought to the simulator's first (by a pass at this instant):
+        after ``advance_to`` past the last event, or from ``on_arrival`` within an instant, it
+        still reads an earlier instant, and queued tasks would be re-planned into the past.
         """
+        self._start(self.engine.schedule(self.now), self.now)
         self.engine.add_reservation(key, start, end, size)
         heapq.heappush(self._reservation_ends, (end, self._bump(), key))
         self._start(self.engine.schedule(self.now), self.now)
@@ -222,8 +234,11 @@ class Simulator:
         while ends and ends[0][0] == t:
             engine.reservation_ended(heapq.heappop(ends)[2])
         arrival = self._next
+        if self._on_arrival is not None and arrival is not None and arrival.submit == t:
+            self._start(engine.schedule(t), t)
         while arrival is not None and arrival.submit == t:
-            engine.submit(arrival)
+            if self._on_arrival is None or self._on_arrival(arrival):
+                engine.submit(arrival)
             arrival = next(self._tasks, None)
         self._next = arrival
         self._start(engine.schedule(t), t)

@@ -52,7 +52,8 @@ class Workload:
 
     ``skip_invalid`` skips records the simulator cannot run (and malformed lines), counting
     them in ``skipped`` by reason; without it the first such record is an error that names the
-    file, line and reason. ``dropped`` counts overlay jobs not admitted.
+    file, line and reason. ``dropped`` counts overlay jobs not admitted. ``exact_estimates``
+    takes each job's run time as its estimate (the thesis' "accurate estimates" experiments).
     """
 
     def __init__(
@@ -61,8 +62,10 @@ class Workload:
         cores: Optional[int] = None,
         skip_invalid: bool = False,
         scaling: Optional[LoadScaling] = None,
+        exact_estimates: bool = False,
     ) -> None:
         self.path = path
+        self.exact_estimates = exact_estimates
         self.skip_invalid = skip_invalid
         self.scaling = scaling or LoadScaling()
         self._reader = SwfReader(path, skip_malformed=skip_invalid)
@@ -125,7 +128,7 @@ class Workload:
                 if first_submit is None:
                     first_submit = submit
                 submit = first_submit + round((submit - first_submit) * factor)
-            estimate = req_time if req_time > 0 else run
+            estimate = req_time if req_time > 0 and not self.exact_estimates else run
             if overlay:
                 while shifted and shifted[0].submit < submit:
                     task = shifted.popleft()

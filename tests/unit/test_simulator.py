@@ -699,6 +699,49 @@ def test_removing_a_reservation_starts_the_waiting_job_at_once(policy: Policy) -
     assert sim.finished
 
 
+def test_exact_estimates_take_the_run_time(tmp_path: Path) -> None:
+    """Job 1 asks 100 s and runs 30 s; job 2 gives no estimate. With exact estimates both
+    estimates are the run times; without, job 1 keeps its 100 s."""
+    path = write_swf(
+        tmp_path / "t.swf", [swf_row(1, 0, 30, 2, req_time=100), swf_row(2, 5, 7, 1)], 4
+    )
+    exact = [(t.estimate, t.run) for t in Workload(str(path), exact_estimates=True).tasks()]
+    asked = [(t.estimate, t.run) for t in Workload(str(path)).tasks()]
+    assert exact == [(30, 30), (7, 7)]
+    assert asked == [(100, 30), (7, 7)]
+
+
+def test_reservation_from_on_arrival_replans_from_that_instant() -> None:
+    """P=2, conservative. A (1 core, 100 s) runs from 0; B (2 cores, 10 s) is planned at 100;
+    C (1 core, 150 s) waits behind B, planned at 110. D arrives at 50 and the on_arrival hook
+    turns it into a reservation of 1 core over [100, 300) instead of queueing it: B moves to
+    300 and C now fits at 50, when the reservation is made (not at 0, the engine's previous
+    instant, where it would never start)."""
+    starts: Dict[str, int] = {}
+    seen: List[Tuple[str, int]] = []
+
+    def on_arrival(task: Task) -> bool:
+        seen.append((task.key, sim.now))
+        if task.key != "D":
+            return True
+        sim.add_reservation("r", 100, 300, 1)
+        return False
+
+    tasks = [Task("A", 1, 100, 0), Task("B", 2, 10, 0), Task("C", 1, 150, 0), Task("D", 1, 5, 50)]
+    sim = Simulator(
+        iter(tasks),
+        2,
+        Policy.CONSERVATIVE,
+        start_time=0,
+        on_start=lambda task: starts.update({task.key: task.start}),
+        on_arrival=on_arrival,
+    )
+    sim.run()
+    assert seen == [("A", 0), ("B", 0), ("C", 0), ("D", 50)]
+    assert starts == {"A": 0, "C": 50, "B": 300}
+    assert sim.finished
+
+
 def test_summary_of_a_replay() -> None:
     """P=4, FCFS. A (3, 10 s) at 0; B (2, 5 s) at 1; C (1, 5 s) at 2: A 0-10, B and C 10-15.
     Waits 0, 9, 8. Bounded slowdowns (tau 10 s): 1, (9+5)/10, (8+5)/10. Core-seconds
