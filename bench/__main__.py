@@ -9,6 +9,7 @@ BENCHMARKS = {
     "simulate": "bench.simulate",
     "slots": "bench.slots",
     "thesis": "bench.thesis",
+    "slurm": "bench.slurm",
 }
 
 

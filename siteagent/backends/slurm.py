@@ -29,6 +29,7 @@ import os
 import re
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -762,15 +763,20 @@ class SlurmBackend(Backend):
             raise BackendUnavailable(f"{' '.join(self._node_source)}: {exc}") from exc
 
     def snapshot(self) -> ClusterSnapshot:
+        """Nodes, queue and reservations, the three commands run at once: an accept re-checks
+        against a fresh snapshot, so its latency is the slowest command's, not their sum."""
         now = int(time.time())
-        nodes = self.nodes()
+        with ThreadPoolExecutor(max_workers=3, thread_name_prefix="slurm-snapshot") as pool:
+            asked_nodes = pool.submit(self.nodes)
+            asked_queue = pool.submit(self._json, ["squeue", "--json"])
+            asked_reservations = pool.submit(self.list_reservations)
+            nodes, doc = asked_nodes.result(), asked_queue.result()
+            reservations = asked_reservations.result()
         scope = _in_scope(nodes, self.config.partition)
         usable = [n for n in scope if n.usable]
         cores_per_node = max((n.cores for n in usable or scope), default=1)
-        doc = self._json(["squeue", "--json"])
         layout = detect_layout(doc)
         jobs = parse_jobs(doc, now, cores_per_node)
-        reservations = self.list_reservations()
         return build_snapshot(now, nodes, jobs, reservations, self.config, layout)
 
     def list_reservations(self) -> List[BatchReservation]:

@@ -1,0 +1,203 @@
+"""The agent on a real slurmctld: accept latency, snapshot cost, and agreement with Slurm's starts.
+
+Starts the test suite's four-node Slurm cluster (tests/slurm_cluster.py: Debian's slurmctld and
+four slurmd on localhost, 64 cores) and measures, in one run:
+
+- **accept**: ``ReservationManager.accept`` of a recorded offer, up to a verified TENTATIVE
+  reservation (re-check against a fresh snapshot, intent written, ``scontrol create``, read
+  back, record moved), next to the bare ``scontrol create reservation`` + ``delete`` with the
+  very argument list the backend builds; rounds interleaved so both see the same load. Target:
+  median < 50 ms and at most 10x the bare command. Measured on an idle queue and again with the
+  queue full.
+- **snapshot**: ``SlurmBackend.snapshot`` (squeue --json, sinfo --json, scontrol show
+  reservation, parsed) and a conservative ``plan`` of it with 2,000 jobs queued, next to the
+  bare ``squeue --json`` it starts with.
+- **agreement**: for a random queue, how many of Slurm's published expected starts the planner
+  predicts within a minute (``siteagent.estimates.compare_starts``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Sequence
+
+from bench.common import machine, md_table, median, write_results
+from siteagent import config as site_config
+from siteagent.backends.slurm import SlurmBackend, reservation_args
+from siteagent.estimates import compare_starts
+from siteagent.model import ReservationSpec
+from siteagent.scheduling import plan
+from siteagent.site import Site, open_site
+from tests.lifecycle import record_offer
+from tests.slurm_cluster import ClusterError, SlurmTestCluster
+from tests.slurm_queue import BACKFILL_PASS_S, random_queue, submit_many
+
+TARGET_ACCEPT_MEDIAN_S = 0.050
+TARGET_ACCEPT_RATIO = 10.0
+WORK = Path(__file__).resolve().parent / ".work" / "slurm"
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (p99 of 50 samples is the largest but one)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
+
+
+def latency(values: Sequence[float]) -> Dict[str, float]:
+    return {
+        "median_ms": median(values) * 1000,
+        "p99_ms": percentile(values, 99) * 1000,
+        "samples": len(values),
+    }
+
+
+def timed(action: Callable[..., Any], *args: Any, **kwargs: Any) -> float:
+    began = time.perf_counter()
+    action(*args, **kwargs)
+    return time.perf_counter() - began
+
+
+def open_slurm_site(cluster: SlurmTestCluster, state_dir: Path) -> Site:
+    """The site ``siteagent serve`` would open for this cluster (partition ``batch``)."""
+    config = site_config.parse(
+        {
+            "state_dir": str(state_dir),
+            "backend": {
+                "type": "slurm",
+                "slurm": {"slurm_conf": str(cluster.conf), "partition": "batch"},
+            },
+            "reservations": {"confirm_timeout_s": 600},
+        }
+    )
+    return open_site(config)
+
+
+def bare_create_delete(cluster: SlurmTestCluster, backend: SlurmBackend, name: str) -> None:
+    """What an administrator would type: the backend's own argument list, then delete."""
+    start = int(time.time()) + 7200
+    spec = ReservationSpec(name=name, start=start, duration=1800, size=8, users=("root",))
+    cluster.run(reservation_args(spec, backend.config, int(time.time())))
+    cluster.run(["scontrol", "delete", f"ReservationName={name}"])
+
+
+def accept_rounds(cluster: SlurmTestCluster, site: Site, rounds: int, label: str) -> Dict[str, Any]:
+    """Interleaved rounds of the bare command and of accept; ours is cleaned up untimed."""
+    backend = site.backend
+    assert isinstance(backend, SlurmBackend)
+    bare: List[float] = []
+    accept: List[float] = []
+    for index in range(rounds):
+        bare.append(timed(bare_create_delete, cluster, backend, f"sa-bare-{label}-{index}"))
+        start = int(time.time()) + 7200
+        offer = record_offer(site.manager, 8, start, 1800)
+        accept.append(timed(site.manager.accept, offer.id, "bench", offer.id, users=("root",)))
+        cluster.delete_all_reservations()
+        print(f"  {label} round {index + 1}/{rounds}", end="\r", flush=True)
+    print()
+    ours, reference = latency(accept), latency(bare)
+    return {
+        "queue": label,
+        "accept": ours,
+        "bare_create_delete": reference,
+        "ratio_median": ours["median_ms"] / reference["median_ms"],
+    }
+
+
+def snapshot_cost(cluster: SlurmTestCluster, site: Site, repeats: int) -> Dict[str, Any]:
+    squeue_s = [timed(lambda: cluster.run(["squeue", "--json"])) for _ in range(repeats)]
+    snapshot_s: List[float] = []
+    plan_s: List[float] = []
+    for _ in range(repeats):
+        began = time.perf_counter()
+        snapshot = site.backend.snapshot()
+        snapshot_s.append(time.perf_counter() - began)
+        plan_s.append(timed(plan, snapshot))
+    return {
+        "pending": len(snapshot.pending),
+        "running": len(snapshot.running),
+        "squeue_json_s": median(squeue_s),
+        "snapshot_s": median(snapshot_s),
+        "plan_s": median(plan_s),
+        "ratio_snapshot_to_squeue": median(snapshot_s) / median(squeue_s),
+    }
+
+
+def agreement(cluster: SlurmTestCluster, site: Site, seed: int, pending: int) -> Dict[str, Any]:
+    """Jobs Slurm publishes no start for (beyond its one-day backfill window) are counted, not
+    compared."""
+    cluster.reset()
+    running, queued = random_queue(seed, 4, pending, 64)
+    for cores, minutes in running + queued:
+        cluster.submit(f"-n{cores}", "-t", str(minutes))
+    time.sleep(3 * BACKFILL_PASS_S)
+    return compare_starts(site.backend.snapshot()).summary()
+
+
+def report(data: Dict[str, Any]) -> str:
+    accept_rows: List[Mapping[str, Any]] = [
+        {
+            "queue": r["queue"],
+            "accept median ms": r["accept"]["median_ms"],
+            "accept p99 ms": r["accept"]["p99_ms"],
+            "bare median ms": r["bare_create_delete"]["median_ms"],
+            "bare p99 ms": r["bare_create_delete"]["p99_ms"],
+            "ratio (medians)": r["ratio_median"],
+        }
+        for r in data["accept"]
+    ]
+    snap = data["snapshot"]
+    agree = data["agreement"]
+    idle = data["accept"][0]
+    met = (
+        idle["accept"]["median_ms"] < TARGET_ACCEPT_MEDIAN_S * 1000
+        and idle["ratio_median"] <= TARGET_ACCEPT_RATIO
+    )
+    return (
+        "# The agent on a real slurmctld\n\n"
+        f"Measured {data['machine']['date']} on {data['machine']['cpus']} CPUs shared with other "
+        f"work; Debian's Slurm, one slurmctld and four slurmd on localhost (64 cores). "
+        f"{data['rounds']} interleaved rounds; medians.\n\n"
+        "## Accept to a verified tentative reservation\n\n"
+        + md_table(accept_rows, list(accept_rows[0]))
+        + f"\nTarget (idle queue): median < 50 ms and <= 10x the bare command: "
+        f"{'met' if met else 'NOT met'}.\n\n"
+        f"## Snapshot with {snap['pending']:,} jobs queued\n\n"
+        + md_table([snap], list(snap))
+        + "\n## Predicted starts against Slurm's expected starts\n\n"
+        + md_table([agree], list(agree))
+    )
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench slurm", description=__doc__)
+    parser.add_argument("--rounds", type=int, default=30, help="accept rounds (default 30)")
+    parser.add_argument("--queued", type=int, default=2000, help="jobs queued (default 2000)")
+    parser.add_argument("--seed", type=int, default=3, help="random queue seed (default 3)")
+    args = parser.parse_args(argv)
+    WORK.mkdir(parents=True, exist_ok=True)
+    data: Dict[str, Any] = {"machine": machine(), "rounds": args.rounds}
+    try:
+        measure(args, data)
+    except ClusterError as exc:
+        print(f"the Slurm test cluster failed: {exc}")
+        return 1
+    write_results("slurm", data, report(data))
+    return 0
+
+
+def measure(args: argparse.Namespace, data: Dict[str, Any]) -> None:
+    with SlurmTestCluster() as cluster:
+        site = open_slurm_site(cluster, WORK / f"state-{int(time.time())}")
+        try:
+            data["agreement"] = agreement(cluster, site, args.seed, 40)
+            cluster.reset()
+            data["accept"] = [accept_rounds(cluster, site, args.rounds, "idle")]
+            print(f"submitting {args.queued} jobs ...", flush=True)
+            submit_many(cluster, args.queued, ["-n64", "-t", "60"])
+            data["snapshot"] = snapshot_cost(cluster, site, repeats=7)
+            data["accept"].append(accept_rounds(cluster, site, args.rounds, "full"))
+        finally:
+            site.close()
