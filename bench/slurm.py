@@ -4,11 +4,11 @@ Starts the test suite's four-node Slurm cluster (tests/slurm_cluster.py: Debian'
 four slurmd on localhost, 64 cores) and measures, in one run:
 
 - **accept**: ``ReservationManager.accept`` of a recorded offer, up to a verified TENTATIVE
-  reservation (re-check against a fresh snapshot, intent written, ``scontrol create``, read
-  back, record moved), next to the bare ``scontrol create reservation`` + ``delete`` with the
-  very argument list the backend builds; rounds interleaved so both see the same load. Target:
-  median < 50 ms and at most 10x the bare command. Measured on an idle queue and again with the
-  queue full.
+  reservation (re-check against the running work and reservations read now, intent written,
+  ``scontrol create``, read back, record moved), next to the bare ``scontrol create
+  reservation`` + ``delete`` with the very argument list the backend builds; rounds
+  interleaved so both see the same load. Target: median < 50 ms and at most 10x the bare
+  command. Measured on an idle queue and again with the queue full.
 - **snapshot**: ``SlurmBackend.snapshot`` (squeue --json, sinfo --json, scontrol show
   reservation, parsed) and a conservative ``plan`` of it with 2,000 jobs queued, next to the
   bare ``squeue --json`` it starts with.

@@ -529,7 +529,7 @@ class ReservationManager:
                 "expired",
                 f"offer {offer_id} expired at {_when(offer.expires)}; ask for a new quote",
             )
-        snapshot = self.backend.snapshot()
+        snapshot = self.backend.occupancy()
         self._recheck(offer, snapshot)
         record = self._intent(offer, client, key, snapshot.unit, users, accounts, now)
         self.store.add_reservation(

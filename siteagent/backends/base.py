@@ -7,6 +7,7 @@ run unchanged on the SWF replay, a real Slurm, or the PBS stand-in.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import time
 from typing import List
 
@@ -53,6 +54,14 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def list_reservations(self) -> List[BatchReservation]:
         """Every reservation the batch system holds, ours and others'."""
+
+    def occupancy(self) -> ClusterSnapshot:
+        """The cluster now without its queue: nodes, running jobs, reservations.
+
+        What an accept's re-check needs (queued jobs are planned around a reservation, never
+        in its way), so a backend that can leave the queue out answers faster on a long one.
+        """
+        return dataclasses.replace(self.snapshot(), pending=())
 
     def now(self) -> int:
         """The batch system's clock (epoch seconds): wall time, except on a replayed cluster."""

@@ -385,6 +385,52 @@ def _running_job(rec: Mapping[str, Any]) -> Job:
     )
 
 
+#: Text squeue columns for the running work (``-t`` filters only work in text form, §3):
+#: id, cores, submit, start, time limit, node count, user, account, partition, reservation,
+#: node list.
+RUNNING_FORMAT = "%i|%C|%V|%S|%l|%D|%u|%a|%P|%v|%N"
+#: The states squeue -t takes for ``RUNNING_STATES``.
+RUNNING_STATE_FILTER = "RUNNING,COMPLETING,CONFIGURING,SUSPENDED,RESIZING"
+
+
+def parse_time_limit(text: str) -> int:
+    """squeue's ``%l``: ``[D-][HH:]MM:SS``, or UNLIMITED/NOT_SET/INVALID (``UNLIMITED_S``)."""
+    m = re.match(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d\d)$", text.strip())
+    if not m:
+        return UNLIMITED_S
+    days, hours, minutes, seconds = (int(g or 0) for g in m.groups())
+    limit = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    return limit if limit > 0 else UNLIMITED_S
+
+
+def parse_running_text(text: str) -> SlurmJobs:
+    """Lines of ``squeue -h -t <running states> -o RUNNING_FORMAT`` (times in UTC)."""
+    out = SlurmJobs()
+    for number_, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.split("|")
+        if len(fields) != 11:
+            raise ValueError(f"squeue line {number_}: expected 11 columns, got {line!r}")
+        job_id, cores, submit, start, limit, nodes, user, account, part, resv, node_list = fields
+        job = Job(
+            id=job_id,
+            cores=int(cores),
+            submit=parse_slurm_time(submit) or 0,
+            limit=parse_time_limit(limit),
+            start=parse_slurm_time(start) or 0,
+            nodes=int(nodes),
+            user=user,
+            account="" if account == "(null)" else account,
+            partition=part,
+            reservation="" if resv == "(null)" else resv,
+        )
+        out.running.append(job)
+        out.nodes_of[job.id] = expand_hostlist(node_list)
+    out.running.sort(key=lambda j: (j.start or 0, j.id))
+    return out
+
+
 def _pending_jobs(
     rec: Mapping[str, Any], now: int, cores_per_node: int, out: SlurmJobs
 ) -> List[Job]:
@@ -656,6 +702,32 @@ def reservation_args(spec: ReservationSpec, config: SlurmConfig, now: int) -> Li
     return args
 
 
+#: ``sacct --state`` codes of jobs that got an allocation, so that they have a start: running,
+#: completed, failed, timed out, cancelled, node failure, out of memory, preempted (jobs
+#: cancelled while still pending also match CA; the history parser drops them).
+SACCT_STARTED_STATES = ("R", "CD", "F", "TO", "CA", "NF", "OOM", "PR")
+
+
+def sacct_args(since: int, until: int) -> List[str]:
+    """``sacct`` arguments for the jobs of every user (``-a``), allocations only (``-X``), in
+    the window; times are UTC wall-clock text (commands run with ``TZ=UTC``)."""
+    if since >= until:
+        raise ValueError(
+            f"empty accounting window: {_iso_utc(since)}Z is not before {_iso_utc(until)}Z"
+        )
+    return [
+        "sacct",
+        "--json",
+        "-a",
+        "-X",
+        "-S",
+        _iso_utc(since),
+        "-E",
+        _iso_utc(until),
+        "--state=" + ",".join(SACCT_STARTED_STATES),
+    ]
+
+
 # --------------------------------------------------------------------------- error mapping
 
 #: Messages meaning "the controller did not answer" rather than "it said no" (§2, §6).
@@ -779,6 +851,25 @@ class SlurmBackend(Backend):
         jobs = parse_jobs(doc, now, cores_per_node)
         return build_snapshot(now, nodes, jobs, reservations, self.config, layout)
 
+    def occupancy(self) -> ClusterSnapshot:
+        """Nodes, running jobs and reservations; the queue is left out by text squeue's state
+        filter, so an accept's re-check costs the same with 10 or 10,000 jobs queued."""
+        now = int(time.time())
+        args = ["squeue", "-h", "-r", "-t", RUNNING_STATE_FILTER, "-o", RUNNING_FORMAT]
+        with ThreadPoolExecutor(max_workers=3, thread_name_prefix="slurm-occupancy") as pool:
+            asked_nodes = pool.submit(self.nodes)
+            asked_running = pool.submit(self._run, args)
+            asked_reservations = pool.submit(self.list_reservations)
+            nodes, proc = asked_nodes.result(), asked_running.result()
+            reservations = asked_reservations.result()
+        if proc.returncode != 0:
+            raise BackendUnavailable(f"squeue: {_message(proc)}")
+        try:
+            jobs = parse_running_text(proc.stdout)
+        except ValueError as exc:
+            raise BackendUnavailable(str(exc)) from exc
+        return build_snapshot(now, nodes, jobs, reservations, self.config, "text")
+
     def list_reservations(self) -> List[BatchReservation]:
         proc = self._run(["scontrol", "show", "reservation", "-o"])
         if proc.returncode != 0:
@@ -796,6 +887,27 @@ class SlurmBackend(Backend):
             raise BackendUnavailable(f"scontrol show reservation {name}: {msg}")
         found = [r for r in parse_reservations(proc.stdout) if r.name == name]
         return found[0] if found else None
+
+    def accounting(self, since: int, until: int) -> Dict[str, Any]:
+        """``sacct --json`` for the jobs that started between ``since`` and ``until``.
+
+        Needs slurmdbd: without accounting sacct fails, which is a BackendError carrying
+        sacct's own message (not BackendUnavailable, since retrying will not help).
+        """
+        args = sacct_args(since, until)
+        proc = self._run(args)
+        if proc.returncode != 0:
+            msg = _message(proc)
+            if is_unavailable(msg):
+                raise BackendUnavailable(f"sacct: {msg}")
+            raise BackendError(f"sacct: {msg}")
+        try:
+            doc = json.loads(proc.stdout)
+        except ValueError as exc:
+            raise BackendUnavailable(f"sacct --json: output is not JSON: {exc}") from exc
+        if not isinstance(doc, dict):
+            raise BackendUnavailable("sacct --json: output is not a JSON object")
+        return doc
 
     # ---- writing
 

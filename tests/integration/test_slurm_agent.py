@@ -145,6 +145,11 @@ def test_snapshot_of_jobs_in_reservations_matches_squeue_and_sinfo(
     alloc = {c.split("|")[0]: int(c.split("|")[1].split("/")[0]) for c in cores}
     assert {n.name: n.alloc_cores for n in snap.nodes} == alloc
 
+    # the accept's re-check reads the same running work and reservations without the queue
+    occupied = site.backend.occupancy()
+    assert occupied.running == snap.running and occupied.reservations == snap.reservations
+    assert occupied.pending == () and occupied.capacity == snap.capacity
+
     # the planner: the job inside the active reservation is covered by it, the one waiting
     # for the future reservation and the held one cannot be planned, the array starts later
     planned = plan(snap)

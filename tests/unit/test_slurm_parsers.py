@@ -28,7 +28,9 @@ from siteagent.backends.slurm import (
     parse_jobs,
     parse_nodes,
     parse_reservations,
+    parse_running_text,
     parse_slurm_time,
+    parse_time_limit,
     reservation_args,
     state_words,
 )
@@ -155,6 +157,35 @@ def test_expected_start_from_backfill(queue: SlurmJobs) -> None:
 
 def test_unlimited_time_limit(queue: SlurmJobs) -> None:
     assert by_id(queue.pending)["8"].limit == UNLIMITED_S
+
+
+def test_running_text_form_gives_the_jobs_json_gives() -> None:
+    """The accept's re-check reads running work from text squeue (its -t filter works, JSON's
+    does not): captured at the same moment, both forms give the same running jobs, including a
+    two-node exclusive job, array tasks, a day-long and an unlimited limit, and a job in a
+    reservation."""
+    doc = load("squeue-running-22.05.json")
+    from_json = parse_jobs(doc, NOW)
+    from_text = parse_running_text((DATA / "squeue-running-22.05.txt").read_text())
+    assert from_text.running == from_json.running
+    assert from_text.nodes_of == from_json.nodes_of
+    limits = {job.id: job.limit for job in from_text.running}
+    assert limits["2"] == 26 * 3600 and limits["4"] == UNLIMITED_S and limits["3_0"] == 2700
+    assert from_text.pending == []
+
+
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("7:00", 420), ("1:30:00", 5400), ("1-02:00:00", 93600), ("UNLIMITED", UNLIMITED_S),
+     ("NOT_SET", UNLIMITED_S), ("0:00", UNLIMITED_S)],
+)
+def test_time_limit_text(text: str, seconds: int) -> None:
+    assert parse_time_limit(text) == seconds
+
+
+def test_running_text_with_a_missing_column_is_an_error_naming_the_line() -> None:
+    with pytest.raises(ValueError, match="squeue line 2: expected 11 columns"):
+        parse_running_text("1|4|x|x|5:00|1|root|(null)|batch|(null)|n1\n2|4|x\n")
 
 
 def test_held_dependent_and_reservation_jobs_are_not_eligible(queue: SlurmJobs) -> None:
