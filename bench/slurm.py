@@ -150,10 +150,10 @@ def report(data: Dict[str, Any]) -> str:
     ]
     snap = data["snapshot"]
     agree = data["agreement"]
-    idle = data["accept"][0]
-    met = (
-        idle["accept"]["median_ms"] < TARGET_ACCEPT_MEDIAN_S * 1000
-        and idle["ratio_median"] <= TARGET_ACCEPT_RATIO
+    met = all(
+        r["accept"]["median_ms"] < TARGET_ACCEPT_MEDIAN_S * 1000
+        and r["ratio_median"] <= TARGET_ACCEPT_RATIO
+        for r in data["accept"]
     )
     return (
         "# The agent on a real slurmctld\n\n"
@@ -162,12 +162,20 @@ def report(data: Dict[str, Any]) -> str:
         f"{data['rounds']} interleaved rounds; medians.\n\n"
         "## Accept to a verified tentative reservation\n\n"
         + md_table(accept_rows, list(accept_rows[0]))
-        + f"\nTarget (idle queue): median < 50 ms and <= 10x the bare command: "
-        f"{'met' if met else 'NOT met'}.\n\n"
+        + f"\nTarget: median < 50 ms and <= 10x the bare command, idle and full: "
+        f"{'met' if met else 'NOT met'}. The re-check reads only running work (text squeue "
+        "-t) and reservations, so a long queue does not slow the accept.\n\n"
         f"## Snapshot with {snap['pending']:,} jobs queued\n\n"
         + md_table([snap], list(snap))
         + "\n## Predicted starts against Slurm's expected starts\n\n"
         + md_table([agree], list(agree))
+        + "\nA random queue (seed "
+        f"{data['seed']}) of 4 running and 40 pending jobs. The planner pools the partition's "
+        "cores; Slurm places each job on particular nodes (cons_tres), and the fragmentation "
+        "this leaves pushes many of its published starts later than the pooled prediction "
+        "(negative differences). The agent's live plan takes Slurm's published start wherever "
+        "there is one (Source.BATCH) and predicts only the rest, so this agreement is what "
+        "the prediction is worth for jobs beyond Slurm's backfill window.\n"
     )
 
 
@@ -178,7 +186,7 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--seed", type=int, default=3, help="random queue seed (default 3)")
     args = parser.parse_args(argv)
     WORK.mkdir(parents=True, exist_ok=True)
-    data: Dict[str, Any] = {"machine": machine(), "rounds": args.rounds}
+    data: Dict[str, Any] = {"machine": machine(), "rounds": args.rounds, "seed": args.seed}
     try:
         measure(args, data)
     except ClusterError as exc:
