@@ -72,11 +72,11 @@ def open_backend(config: Config) -> Backend:
     if kind is BackendType.SWF:
         return _replay_backend(config)
     if kind is BackendType.SLURM:
-        return SlurmBackend(_slurm_config(config))
+        return SlurmBackend(slurm_config(config))
     if kind is BackendType.PYSLURM:
         # imported here: the package works without pyslurm, which only this backend needs
         module: Any = importlib.import_module("siteagent.backends.pyslurm")
-        backend: Backend = module.PyslurmBackend(_slurm_config(config))
+        backend: Backend = module.PyslurmBackend(slurm_config(config))
         return backend
     options = config.backend.pbs
     return PbsBackend(
@@ -117,7 +117,8 @@ def _replay_backend(config: Config) -> SwfReplayBackend:
     )
 
 
-def _slurm_config(config: Config) -> SlurmConfig:
+def slurm_config(config: Config) -> SlurmConfig:
+    """The Slurm options of ``config``: the slurm and pyslurm backends and ``sacct`` share them."""
     options = config.backend.slurm
     return SlurmConfig(
         slurm_conf=_text(options.slurm_conf),
