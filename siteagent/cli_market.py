@@ -1,44 +1,27 @@
 """`siteagent slots` and `siteagent quote`: what the site sells, and at what price.
 
-Both read the cluster of the state directory (the replay backend by default, the same
-simulated cluster `siteagent serve` runs), predict its schedule, and print a table or one JSON
-object. `quote` records every alternative it prints as an offer, so that
+Both open the site of ``--config`` and ``--state-dir`` (the replay backend by default, the
+same simulated cluster `siteagent serve` runs), predict its schedule, and print a table or one
+JSON object; the pricing is the configuration's unless options override it for one run.
+`quote` records every alternative it prints as an offer, so that
 `siteagent reservations accept OFFER_ID` can take it up before it expires.
 """
 
 from __future__ import annotations
 
 import argparse
-import uuid
-from decimal import Decimal
+import dataclasses
 from typing import Any, Dict, List
 
-from siteagent import console
-from siteagent.cli_reservations import (
-    _decimal,
-    _duration,
-    _epoch,
-    _local,
-    add_lifecycle_options,
-    add_state_dir,
-    open_backend,
-    open_site,
-)
-from siteagent.model import Offer, Request
-from siteagent.pricing import (
-    ExternalityFee,
-    FlatPrice,
-    LoadBasedPrice,
-    NoFee,
-    Price,
-    Pricing,
-    choose,
-)
+from siteagent import cli_args, console
+from siteagent.cli_args import decimal, duration, epoch, local_time
+from siteagent.model import Request
+from siteagent.offers import OFFER_VALID_S, make_offer, offer_row, slot_row
+from siteagent.pricing import FlatPrice, LoadBasedPrice, NoFee, Pricing, choose
+from siteagent.pricing.base import FeePolicy, UnitPricePolicy
 from siteagent.scheduling import Policy, plan
+from siteagent.site import open_backend, open_site, pricing_of
 from siteagent.slots import advertise
-
-#: How long a quoted offer can be accepted, by default.
-OFFER_VALID_S = 300
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -53,10 +36,12 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "divisible and extensible."
         ),
     )
-    add_state_dir(slots)
+    cli_args.add_site_options(slots)
     slots.add_argument("--min-cores", type=int, default=1, help="only slots this wide")
-    slots.add_argument("--min-duration", type=_duration, default=1, help="only slots this long")
-    slots.add_argument("--price", type=_decimal, default=Decimal(1), help="c per core-hour (1)")
+    slots.add_argument("--min-duration", type=duration, default=1, help="only slots this long")
+    slots.add_argument(
+        "--price", type=decimal, help="c per core-hour (default: pricing.flat.price, 1)"
+    )
     slots.add_argument("--json", action="store_true", help="print one JSON object")
     slots.set_defaults(command=_slots)
 
@@ -71,22 +56,22 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "0 = earliest, 1 = cheapest. Each alternative is recorded as an offer."
         ),
     )
-    add_state_dir(quote)
-    add_lifecycle_options(quote)
+    cli_args.add_site_options(quote)
+    cli_args.add_lifecycle_options(quote)
     quote.add_argument("--cores", type=int, required=True)
-    quote.add_argument("--duration", type=_duration, required=True, help="seconds, or 90m, 2h")
+    quote.add_argument("--duration", type=duration, required=True, help="seconds, or 90m, 2h")
     quote.add_argument("--earliest", help="earliest start: +DURATION, epoch or ISO (default now)")
     quote.add_argument("--deadline", help="latest end: +DURATION, epoch or ISO")
     quote.add_argument("--alpha", type=float, default=0.5, help="fee/start trade-off (0.5)")
-    quote.add_argument("--max-price", type=_decimal, help="refuse above this per core-hour")
+    quote.add_argument("--max-price", type=decimal, help="refuse above this per core-hour")
     quote.add_argument("--limit", type=int, default=100, help="at most this many (100)")
     quote.add_argument(
         "--policy",
         choices=[Policy.CONSERVATIVE.value, Policy.EASY.value],
-        default=Policy.CONSERVATIVE.value,
-        help="scheduling policy the fees are computed under (conservative)",
+        help="scheduling policy the fees are computed under "
+        "(default: pricing.externality.policy, conservative)",
     )
-    quote.add_argument("--price", type=_decimal, default=Decimal(1), help="flat c (1)")
+    quote.add_argument("--price", type=decimal, help="flat unit price per core-hour instead")
     quote.add_argument(
         "--load",
         nargs=3,
@@ -94,40 +79,36 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="load-based unit price instead of flat: start and minimum price, expected rounds",
     )
     quote.add_argument("--no-fee", action="store_true", help="no externality fee")
-    quote.add_argument("--valid", type=_duration, default=OFFER_VALID_S, help="offer lifetime")
+    quote.add_argument("--valid", type=duration, default=OFFER_VALID_S, help="offer lifetime")
     quote.add_argument("--json", action="store_true", help="print one JSON object")
     quote.set_defaults(command=_quote)
 
 
 def _slots(args: argparse.Namespace) -> int:
-    backend = open_backend(args)
+    if args.min_cores < 1 or args.min_duration < 1:
+        raise ValueError("--min-cores and --min-duration must be at least 1")
+    loaded = cli_args.load_config(args)
+    backend = open_backend(loaded)
     try:
         snapshot = backend.snapshot()
     finally:
         backend.close()
+    pricing = pricing_of(loaded.pricing)
+    if args.price is not None:
+        pricing = dataclasses.replace(pricing, unit=FlatPrice(args.price))
+    base = plan(snapshot, Policy.CONSERVATIVE)
     slots = [
         slot
-        for slot in advertise(plan(snapshot, Policy.CONSERVATIVE), unit_price=args.price)
+        for slot in pricing.price_slots(pricing.context(snapshot, base), advertise(base))
         if slot.cores >= args.min_cores and slot.duration >= args.min_duration
     ]
-    rows: List[Dict[str, Any]] = [
-        {
-            "start": slot.start,
-            "duration": slot.duration,
-            "cores": slot.cores,
-            "unit_price": str(slot.unit_price),
-            "fee": str(slot.fee),
-            "divisible": slot.divisible,
-            "extensible": slot.extensible,
-        }
-        for slot in slots
-    ]
+    rows: List[Dict[str, Any]] = [slot_row(slot) for slot in slots]
     if args.json:
         console.print_json({"now": snapshot.now, "slots": rows})
         return 0
     console.print_table(
         [
-            {**row, "start": _local(row["start"]), "duration": _hours(row["duration"])}
+            {**row, "start": local_time(row["start"]), "duration": _hours(row["duration"])}
             for row in rows
         ],
         ["start", "duration", "cores", "unit_price", "fee", "divisible", "extensible"],
@@ -137,74 +118,74 @@ def _slots(args: argparse.Namespace) -> int:
 
 
 def _quote(args: argparse.Namespace) -> int:
-    if not 0.0 <= args.alpha <= 1.0:
-        raise ValueError(f"--alpha must be between 0 and 1, got {args.alpha}")
-    pricing = _pricing(args)
-    site = open_site(args)
+    _check_quote(args)
+    site = open_site(cli_args.load_config(args))
     try:
+        pricing = _pricing(args, site.pricing)
         snapshot = site.backend.snapshot()
         request = Request(
             cores=args.cores,
             duration=args.duration,
-            earliest=_epoch(args.earliest, snapshot.now) if args.earliest else None,
-            deadline=_epoch(args.deadline, snapshot.now) if args.deadline else None,
+            earliest=epoch(args.earliest, snapshot.now) if args.earliest else None,
+            deadline=epoch(args.deadline, snapshot.now) if args.deadline else None,
             max_price=args.max_price,
         )
         alternatives = pricing.alternatives(pricing.context(snapshot), request, args.limit)
         chosen = choose(alternatives, args.alpha)
-        offers = [_offer(price, request, snapshot.now + args.valid) for price in alternatives]
+        offers = [make_offer(price, request, snapshot.now + args.valid) for price in alternatives]
         for offer in offers:
             site.manager.record_offer(offer)
     finally:
         site.close()
-    rows = [_row(offer) for offer in offers]
+    rows = [offer_row(offer) for offer in offers]
     if args.json:
         console.print_json({"now": snapshot.now, "alternatives": rows, "chosen": chosen})
         return 0
     marked = [{**row, "": "<- chosen" if i == chosen else ""} for i, row in enumerate(rows)]
     console.print_table(
-        [{**row, "start": _local(row["start"]), "end": _local(row["end"])} for row in marked],
+        [
+            {**row, "start": local_time(row["start"]), "end": local_time(row["end"])}
+            for row in marked
+        ],
         ["offer_id", "start", "end", "cores", "unit_price", "fee", "total", ""],
         title=f"{len(rows)} alternatives (alpha {args.alpha}); offers valid {args.valid} s",
     )
     return 0
 
 
-def _pricing(args: argparse.Namespace) -> Pricing:
-    policy = Policy(args.policy)
+def _check_quote(args: argparse.Namespace) -> None:
+    """Refuse a request that cannot make sense before opening the site."""
+    for option, value in (("--cores", args.cores), ("--duration", args.duration)):
+        if value < 1:
+            raise ValueError(f"{option} must be at least 1, got {value}")
+    if args.limit < 1:
+        raise ValueError(f"--limit must be at least 1, got {args.limit}")
+    if not 0.0 <= args.alpha <= 1.0:
+        raise ValueError(f"--alpha must be between 0 and 1, got {args.alpha}")
+
+
+def _pricing(args: argparse.Namespace, configured: Pricing) -> Pricing:
+    """The site's configured pricing with this run's --policy, --price, --load, --no-fee."""
+    unit: UnitPricePolicy = configured.unit
     if args.load:
-        start, minimum, rounds = args.load
-        unit: Any = LoadBasedPrice(_decimal(start), _decimal(minimum), int(rounds))
-    else:
+        unit = _load_price(args.load)
+    elif args.price is not None:
         unit = FlatPrice(args.price)
-    fee: Any = NoFee() if args.no_fee else ExternalityFee()
-    return Pricing(unit, fee, policy)
+    fee: FeePolicy = NoFee() if args.no_fee else configured.fee
+    policy = configured.policy if args.policy is None else Policy(args.policy)
+    return dataclasses.replace(configured, unit=unit, fee=fee, policy=policy)
 
 
-def _offer(price: Price, request: Request, expires: int) -> Offer:
-    window = price.window
-    return Offer(
-        id=uuid.uuid4().hex[:16],
-        request=request,
-        start=window.start,
-        duration=window.duration,
-        size=window.size,
-        unit_price=price.unit_price,
-        fee=price.fee,
-        expires=expires,
-    )
-
-
-def _row(offer: Offer) -> Dict[str, Any]:
-    return {
-        "offer_id": offer.id,
-        "start": offer.start,
-        "end": offer.end,
-        "cores": offer.size,
-        "unit_price": str(offer.unit_price),
-        "fee": str(offer.fee),
-        "total": str(offer.total),
-    }
+def _load_price(values: List[str]) -> LoadBasedPrice:
+    """``--load START MIN ROUNDS`` as a load-based unit price."""
+    start, minimum, rounds = values
+    try:
+        return LoadBasedPrice(decimal(start), decimal(minimum), int(rounds))
+    except (argparse.ArgumentTypeError, ValueError) as exc:
+        raise ValueError(
+            f"--load expects START MIN ROUNDS (prices per core-hour, MIN <= START, whole "
+            f"ROUNDS >= 1), got {' '.join(values)}: {exc}"
+        ) from None
 
 
 def _hours(seconds: int) -> str:

@@ -65,12 +65,11 @@ def subslot_cost(slot: Slot, cores: int, start: int, duration: int) -> Optional[
 
 def _allowed(slot: Slot, cores: int, start: int, end: int) -> bool:
     """The thesis' Table 1: an indivisible slot is taken whole (longer only if extensible); a
-    divisible one in any part inside it (past its end only if extensible)."""
+    divisible one in any part from its start on (past its end only if extensible)."""
     if not slot.divisible:
         whole = cores == slot.cores and start == slot.start
         return whole and (end == slot.end or (slot.extensible and end > slot.end))
-    inside = cores <= slot.cores and slot.start <= start < slot.end
-    return inside and (end <= slot.end or slot.extensible)
+    return cores <= slot.cores and slot.start <= start and (end <= slot.end or slot.extensible)
 
 
 def _cost(cores: int, duration: int, unit_price: Decimal, fee: Decimal) -> Decimal:
@@ -103,34 +102,50 @@ def fit_request(
     return None
 
 
+def provision(slot: Slot, cores: int, start: int, duration: int) -> Optional[Tuple[int, Decimal]]:
+    """What must be taken of ``slot`` to hold ``cores`` x [start, start + duration), and its
+    cost, by the thesis' Table 1; None if the slot cannot hold it.
+
+    A divisible slot gives just that. An indivisible one is taken whole, from its start to its
+    end (past the end if extensible and the request runs longer): the thesis backfills a 2 h
+    task into Figure 1's 3 h indivisible slot S3 that way, paying for all of it.
+    """
+    end = start + duration
+    if not 0 < cores <= slot.cores or duration <= 0 or start < slot.start:
+        return None
+    if end > slot.end and not slot.extensible:
+        return None
+    if slot.divisible:
+        taken, since, length = cores, start, duration
+    else:
+        taken, since, length = slot.cores, slot.start, max(end, slot.end) - slot.start
+    cost = subslot_cost(slot, taken, since, length)
+    return None if cost is None else (taken, cost)
+
+
 def _single(slots: Sequence[Slot], cores: int, duration: int, start: int) -> Optional[SlotFit]:
     best: Optional[SlotFit] = None
     for slot in slots:
-        take = cores if slot.divisible else slot.cores
-        if take < cores:
-            continue
-        cost = subslot_cost(slot, take, start, duration)
-        if cost is not None and (best is None or cost < best.cost):
-            best = SlotFit(start, ((slot, take),), cost)
+        taken = provision(slot, cores, start, duration)
+        if taken is not None and (best is None or taken[1] < best.cost):
+            best = SlotFit(start, ((slot, taken[0]),), taken[1])
     return best
 
 
 def _stacked(slots: Sequence[Slot], cores: int, duration: int, start: int) -> Optional[SlotFit]:
-    usable = []
-    for slot in slots:
-        take = slot.cores
-        if subslot_cost(slot, take, start, duration) is not None:
-            usable.append(slot)
+    usable = [slot for slot in slots if provision(slot, 1, start, duration) is not None]
     usable.sort(key=lambda slot: (not slot.divisible, slot.unit_price, slot.fee))
     parts: List[Tuple[Slot, int]] = []
+    total = Decimal(0)
     needed = cores
     for slot in usable:
         if needed <= 0:
             break
-        take = min(slot.cores, needed) if slot.divisible else slot.cores
-        parts.append((slot, take))
-        needed -= take
+        taken = provision(slot, min(slot.cores, needed), start, duration)
+        assert taken is not None  # the slot holds the window, so it holds part of it
+        parts.append((slot, taken[0]))
+        total += taken[1]
+        needed -= taken[0]
     if needed > 0 or len(parts) < 2:
         return None
-    total = sum((_cost(take, duration, s.unit_price, s.fee) for s, take in parts), Decimal(0))
     return SlotFit(start, tuple(parts), total)

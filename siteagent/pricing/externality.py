@@ -9,7 +9,7 @@ fee: those are the advertised slots.
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import ROUND_UP, Decimal
 from typing import Dict
 
 from siteagent.model import CENT
@@ -34,7 +34,8 @@ class ExternalityFee(FeePolicy):
             return Decimal(0)
         delays = self.delays(context, window)
         core_seconds = sum(delay * context.plan.sizes[job_id] for job_id, delay in delays.items())
-        return (Decimal(core_seconds) / HOUR * self.rate).quantize(CENT)
+        # rounded up: a window that delays anybody by a second is never quoted as free
+        return (Decimal(core_seconds) / HOUR * self.rate).quantize(CENT, rounding=ROUND_UP)
 
     def delays(self, context: Context, window: Window) -> Dict[str, int]:
         """Seconds each queued job would start later with the window reserved."""

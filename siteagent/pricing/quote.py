@@ -10,11 +10,12 @@ the machine can hold. The buyer picks with a trade-off α in [0, 1]: minimise
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Dict, List, Optional, Sequence
 
-from siteagent.model import CENT, ClusterSnapshot, Request
+from siteagent.model import CENT, ClusterSnapshot, Request, Slot
 from siteagent.pricing.base import Context, FeePolicy, Price, Refused, UnitPricePolicy, Window
 from siteagent.scheduling import Plan, Policy
 
@@ -112,6 +113,19 @@ class Pricing:
                 starts.pop()
             starts.append(free_from)
         return [s for s in starts if last_start is None or s <= last_start]
+
+    def price_slots(self, context: Context, slots: Sequence[Slot]) -> List[Slot]:
+        """The advertised slots at this site's unit price (their fee stays 0: a hole delays
+        nobody); slots the unit-price policy refuses (a saturated window) are left out."""
+        priced = []
+        for slot in slots:
+            window = Window(slot.start, slot.cores, slot.duration)
+            try:
+                unit_price = self.unit.unit_price(context, window, None)
+            except Refused:
+                continue
+            priced.append(dataclasses.replace(slot, unit_price=unit_price))
+        return priced
 
     def describe(self) -> dict:  # type: ignore[type-arg]
         """What a buyer may know of the pricing (GET /v1/info)."""

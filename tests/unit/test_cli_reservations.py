@@ -1,4 +1,5 @@
-"""``siteagent offer`` and ``siteagent reservations``, and the agent cycle that serves them.
+"""``siteagent reservations`` on offers from ``siteagent quote``, and the agent cycle that
+serves them.
 
 The commands run in-process on a temporary state directory holding a small simulated cluster
 (16 cores, 8 of them busy for ten hours), as an administrator would run them next to
@@ -40,13 +41,20 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> Dict[str, Any]:
     return json.loads(capsys.readouterr().out)  # type: ignore[no-any-return]
 
 
+def quote(capsys: pytest.CaptureFixture[str], *argv: str) -> Dict[str, Any]:
+    """The earliest alternative ``siteagent quote`` offers (alpha 0), with the quote's now."""
+    answer = run(capsys, "quote", "--alpha", "0", "--json", *argv)
+    return {**answer["alternatives"][answer["chosen"]], "now": answer["now"]}
+
+
 def test_offer_accept_confirm_cancel(state_dir: str, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     where = ["--state-dir", state_dir]
-    offer = run(capsys, "offer", "--cores", "4", "--duration", "1h", "--json", *where)["offer"]
+    offer = quote(capsys, "--cores", "4", "--duration", "1h", *where)
     assert offer["cores"] == 4 and offer["end"] - offer["start"] == 3600
     assert offer["total"] == "4.00"
-    accept = ["reservations", "accept", offer["id"], "--key", "k1", "--client", "alice", "--json"]
+    accept = ["reservations", "accept", offer["offer_id"], "--key", "k1", "--client", "alice"]
+    accept.append("--json")
     record = run(capsys, *accept, *where)["reservation"]
     assert record["state"] == "TENTATIVE" and record["start"] == offer["start"]
     assert run(capsys, *accept, *where)["reservation"] == record  # a retry: the same answer
@@ -75,32 +83,31 @@ def test_refusals_are_one_line_and_exit_3(
     assert main(["reservations", "accept", "nope", *where]) == EXIT_REFUSED
     assert "never issued" in capsys.readouterr().err
     capsys.readouterr()
-    big = run(capsys, "offer", "--cores", "9", "--duration", "60", "--json", *where)["offer"]
-    now = big["expires"] - 60
-    assert big["start"] - now > 36000 - 60  # only once the 10-hour job has ended
+    big = quote(capsys, "--cores", "9", "--duration", "60", *where)
+    assert big["start"] - big["now"] > 36000 - 60  # only once the 10-hour job has ended
     assert main(["reservations", "confirm", "nope", "--client", "a", *where]) == EXIT_REFUSED
     assert "no reservation 'nope'" in capsys.readouterr().err
 
 
 def test_bad_input_names_the_problem(state_dir: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
-        main(["offer", "--cores", "2", "--duration", "ten", "--state-dir", state_dir])
+        main(["quote", "--cores", "2", "--duration", "ten", "--state-dir", state_dir])
     assert "invalid duration 'ten'" in capsys.readouterr().err
-    assert main(["offer", "--cores", "99", "--duration", "60", "--state-dir", state_dir]) == 1
-    assert "99 cores never fit" in capsys.readouterr().err
+    huge = ["quote", "--cores", "99", "--duration", "60", "--state-dir", state_dir]
+    assert main(huge) == EXIT_REFUSED
+    assert "99 units for 60 s never fit on this site" in capsys.readouterr().err
     assert main(["reservations", "show", "nope", "--state-dir", state_dir]) == 1
 
 
-def test_offer_honours_the_earliest_start(
+def test_quote_honours_the_earliest_start(
     state_dir: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     capsys.readouterr()
     where = ["--state-dir", state_dir]
-    soon = run(capsys, "offer", "--cores", "8", "--duration", "60", "--json", *where)["offer"]
-    later = run(
-        capsys, "offer", "--cores", "8", "--duration", "60", "--start", "+2h", "--json", *where
-    )["offer"]
-    assert abs(later["start"] - soon["start"] - (2 * 3600 - 60)) <= 1  # a second may tick
+    soon = quote(capsys, "--cores", "8", "--duration", "60", *where)
+    later = quote(capsys, "--cores", "8", "--duration", "60", "--earliest", "+2h", *where)
+    assert soon["start"] == soon["now"]  # 8 of the 16 cores are free now
+    assert later["start"] == later["now"] + 2 * 3600
 
 
 # --------------------------------------------------------------------------- the agent cycle
