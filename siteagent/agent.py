@@ -16,13 +16,17 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Set
+from typing import TYPE_CHECKING, Callable, List, Optional, Set
 
+from siteagent import sdnotify
 from siteagent.backends.base import Backend, BackendError
 from siteagent.model import ClusterSnapshot
 from siteagent.reservations import ReservationManager
 from siteagent.scheduling import Plan, Policy, plan
 from siteagent.store import QueueWait, Store, StoreError
+
+if TYPE_CHECKING:
+    from siteagent.metrics import Metrics
 
 log = logging.getLogger("siteagent.agent")
 
@@ -47,7 +51,8 @@ class Agent:
     """Keeps a fresh :class:`State` of one cluster, polling its backend.
 
     ``manager`` (optional) carries the reservations along each cycle; ``store`` (optional)
-    receives the queue waits observed between cycles.
+    receives the queue waits observed between cycles; ``metrics`` (optional) takes each
+    cycle's state; ``watchdog`` (optional) is fed while the loop makes progress.
     """
 
     def __init__(
@@ -58,6 +63,8 @@ class Agent:
         clock: Callable[[], float] = time.monotonic,
         manager: Optional[ReservationManager] = None,
         store: Optional[Store] = None,
+        metrics: Optional[Metrics] = None,
+        watchdog: Optional[sdnotify.Watchdog] = None,
     ) -> None:
         if poll_interval_s <= 0:
             raise ValueError(f"poll interval must be > 0 s, got {poll_interval_s}")
@@ -67,6 +74,8 @@ class Agent:
         self._clock = clock
         self.manager = manager
         self.store = store
+        self.metrics = metrics
+        self.watchdog = watchdog
         self._waits = WaitObserver()
         self.state: Optional[State] = None
         self.last_error: Optional[str] = None
@@ -82,6 +91,13 @@ class Agent:
         self.last_error = None
         return self.state
 
+    def snapshot_age(self) -> Optional[float]:
+        """Seconds since the latest good snapshot was taken (on the agent's clock); None
+        before the first one. What /healthz reports: a growing age means polls fail."""
+        if self.state is None:
+            return None
+        return max(self._clock() - self.state.taken_at, 0.0)
+
     def cycle(self) -> Optional[State]:
         """One poll: refresh, log what was seen, keep the last good state on failure; then
         record queue waits and look after the reservations."""
@@ -92,8 +108,12 @@ class Agent:
             log.error(
                 "backend %s failed: %s (keeping the state from before)", self.backend.name, exc
             )
+            self._beat(f"backend {self.backend.name} unavailable: {exc}")
+            if self.metrics is not None:
+                self.metrics.observe_failure()
             return None
         log.info(describe(state))
+        self._beat(describe(state))
         try:
             if self.store is not None:
                 self.store.record_waits(self._waits.observe(state.snapshot))
@@ -102,7 +122,20 @@ class Agent:
         except (BackendError, StoreError) as exc:
             self.last_error = str(exc)
             log.error("recording waits or reservation housekeeping failed: %s", exc)
+        self._beat()
+        if self.metrics is not None:
+            try:
+                self.metrics.observe_state(state)
+            except StoreError as exc:
+                log.error("reading the reservations for the metrics failed: %s", exc)
         return state
+
+    def _beat(self, status: Optional[str] = None) -> None:
+        """The loop made progress: feed the watchdog, and tell systemd what it saw."""
+        if self.watchdog is not None:
+            self.watchdog.beat()
+        if status is not None:
+            sdnotify.notify(f"STATUS={status}")
 
     def run(self, stop: threading.Event) -> None:
         """Poll until ``stop`` is set."""
@@ -122,8 +155,19 @@ class Agent:
             )
         while not stop.is_set():
             self.cycle()
-            stop.wait(self.poll_interval_s)
+            self._idle(stop)
         log.info("agent stopped")
+
+    def _idle(self, stop: threading.Event) -> None:
+        """Wait for the next cycle, feeding the watchdog: waiting is what a healthy loop does."""
+        step = self.watchdog.beat_every_s if self.watchdog is not None else None
+        deadline = time.monotonic() + self.poll_interval_s
+        while not stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            stop.wait(left if step is None else min(left, step))
+            self._beat()
 
 
 class WaitObserver:

@@ -8,16 +8,27 @@ non-zero exit code, never a traceback.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
-import signal
 import sys
-import threading
 import time
+from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
-from siteagent import __version__, cli_market, cli_reservations, cli_setup, console
-from siteagent.agent import Agent, State
+from siteagent import (
+    __version__,
+    cli_args,
+    cli_history,
+    cli_market,
+    cli_reservations,
+    cli_setup,
+    config,
+    console,
+)
+from siteagent.agent import State
 from siteagent.backends.base import BackendError, BackendUnavailable
+from siteagent.config import ApiConfig, Config
+from siteagent.pricing import Refused
 from siteagent.reservations import LifecycleError
 from siteagent.scheduling import Policy
 from siteagent.sim import LoadScaling, replay_trace
@@ -45,7 +56,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (SwfError, UnsimulableJob, FileNotFoundError, ValueError, StoreError) as exc:
         console.error(str(exc))
         return EXIT_BAD_INPUT
-    except LifecycleError as exc:
+    except (LifecycleError, Refused) as exc:
         console.error(str(exc))
         return EXIT_REFUSED
     except BackendUnavailable as exc:
@@ -86,6 +97,7 @@ def _site_parser() -> argparse.ArgumentParser:
     cli_reservations.add_commands(commands)
     cli_market.add_commands(commands)
     cli_setup.add_commands(commands)
+    cli_history.add_commands(commands)
     return parser
 
 
@@ -117,16 +129,20 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub.add_argument(
         "--policy",
         choices=[policy.value for policy in Policy],
-        default=Policy.CONSERVATIVE.value,
-        help="policy the agent predicts the schedule with (default: conservative)",
+        help="policy the schedule is predicted with (default: planner.policy, conservative)",
     )
     sub.add_argument(
-        "--poll-interval", type=float, default=30.0, metavar="SECONDS", help="(default 30)"
+        "--poll-interval",
+        type=float,
+        metavar="SECONDS",
+        help="(default: planner.poll_interval_s, 30)",
     )
+    sub.add_argument("--listen", metavar="ADDRESS", help="API address (default: api.listen)")
+    sub.add_argument("--port", type=int, metavar="N", help="API port (default: api.port, 8443)")
     sub.add_argument("--once", action="store_true", help="take one snapshot, print it and exit")
     sub.add_argument("--json", action="store_true", help="with --once: print one JSON object")
-    cli_reservations.add_state_dir(sub)
-    cli_reservations.add_lifecycle_options(sub)
+    cli_args.add_site_options(sub)
+    cli_args.add_lifecycle_options(sub)
     sub.set_defaults(command=_serve)
 
 
@@ -177,26 +193,64 @@ def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    site = cli_reservations.open_site(args, args.trace, args.speed, args.offset)
+    # imported here: the web stack takes a while to load and only `serve` needs it
+    from siteagent import service
+
     try:
-        agent = Agent(
-            site.backend,
-            Policy(args.policy),
-            poll_interval_s=args.poll_interval,
-            manager=site.manager,
-            store=site.store,
+        service.serve(
+            _serve_config(args),
+            once=args.once,
+            show=lambda state: _print_state(state, args.json),
+            reload_config=lambda: _serve_config(args),
         )
-        if args.once:
-            state = agent.refresh()
-            _print_state(state, args.json)
-            return 0
-        stop = threading.Event()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, lambda *_: stop.set())
-        agent.run(stop)
-    finally:
-        site.close()
+    except service.ServiceError as exc:
+        console.error(str(exc))
+        return EXIT_BAD_INPUT
     return 0
+
+
+def _serve_config(args: argparse.Namespace) -> Config:
+    """The configuration with the site options and serve's own overrides (re-read on SIGHUP
+    with the same command line)."""
+    loaded = cli_args.load_config(args)
+    swf, explicit = loaded.backend.swf, set(loaded.explicit)
+    if args.trace is not None:
+        swf = dataclasses.replace(swf, trace=Path(args.trace))
+    if args.speed is not None:
+        swf = dataclasses.replace(swf, speed=args.speed)
+    if args.offset is not None:
+        swf = dataclasses.replace(swf, offset=args.offset)
+    given = {"trace": args.trace, "speed": args.speed, "offset": args.offset}
+    explicit.update(f"backend.swf.{key}" for key, value in given.items() if value is not None)
+    planner = loaded.planner
+    if args.policy is not None:
+        planner = dataclasses.replace(planner, policy=Policy(args.policy))
+    if args.poll_interval is not None:
+        if not args.poll_interval > 0:
+            raise ValueError(f"--poll-interval must be > 0 s, got {args.poll_interval}")
+        planner = dataclasses.replace(planner, poll_interval_s=args.poll_interval)
+    return dataclasses.replace(
+        loaded,
+        backend=dataclasses.replace(loaded.backend, swf=swf),
+        planner=planner,
+        api=_api_overrides(loaded.api, args.listen, args.port),
+        explicit=frozenset(explicit),
+    )
+
+
+def _api_overrides(api: ApiConfig, listen: Optional[str], port: Optional[int]) -> ApiConfig:
+    """``--listen`` and ``--port`` over the file's ``api.listen`` and ``api.port``."""
+    try:
+        if listen is not None:
+            api = dataclasses.replace(api, listen=config.listen_address(listen))
+    except config.Invalid as exc:
+        raise ValueError(f"--listen: expected {exc}, got {listen!r}") from None
+    try:
+        if port is not None:
+            api = dataclasses.replace(api, port=config.port(port))
+    except config.Invalid as exc:
+        raise ValueError(f"--port: expected {exc}, got {port}") from None
+    return api
 
 
 def _print_state(state: State, as_json: bool) -> None:

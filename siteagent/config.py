@@ -228,6 +228,33 @@ class LedgerConfig:
 
 
 @dataclass(frozen=True)
+class ReferenceRequest:
+    """A request shape whose quote the metrics follow: ``cores`` units for ``duration_s``."""
+
+    name: str
+    cores: int
+    duration_s: int
+
+
+#: Shapes quoted every cycle when the file names none: one core-hour, a small parallel job,
+#: and a wide day-long one (refused, and reported so, on a site too small for it).
+DEFAULT_REFERENCE_REQUESTS = (
+    ReferenceRequest("one-core-hour", 1, 3600),
+    ReferenceRequest("small", 16, 4 * 3600),
+    ReferenceRequest("wide-day", 64, 24 * 3600),
+)
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """What the Prometheus metrics quote each cycle, besides the cluster's own figures: the
+    earliest start, fee and unit price of each reference request (a buyer's view of the site
+    over time, for dashboards and alerts)."""
+
+    reference_requests: Tuple[ReferenceRequest, ...] = DEFAULT_REFERENCE_REQUESTS
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole effective configuration. ``source`` is the file read (None: defaults);
     ``explicit`` holds the dotted paths the file set, so a listing can tell them from
@@ -242,6 +269,7 @@ class Config:
     security: SecurityConfig
     ledger: LedgerConfig
     state_dir: Path
+    metrics: MetricsConfig = MetricsConfig()
     source: Optional[Path] = None
     explicit: FrozenSet[str] = frozenset()
 
@@ -697,6 +725,32 @@ def read_ledger(section: Section, paths: Paths, state_dir: Path) -> LedgerConfig
     )
 
 
+def read_metrics(section: Section) -> MetricsConfig:
+    raw = section.get("reference_requests", None, optional(list_of_anything))
+    if raw is None:
+        return MetricsConfig()
+    shapes: List[ReferenceRequest] = []
+    for index, item in enumerate(raw):
+        keys = keys_of(ReferenceRequest)
+        shape = Section(
+            item, f"{section.child('reference_requests')}[{index}]", keys, section.reading
+        )
+        missing = [key for key in keys if isinstance(item, Mapping) and key not in item]
+        for key in missing:
+            shape.reading.problem(shape.child(key), "expected a value: the key is required")
+        request = ReferenceRequest(
+            name=shape.get("name", "", name),
+            cores=shape.get("cores", 1, positive_int),
+            duration_s=shape.get("duration_s", 3600, whole_seconds),
+        )
+        if request.name and any(other.name == request.name for other in shapes):
+            shape.reading.problem(
+                shape.child("name"), f'expected a unique name, got "{request.name}" twice'
+            )
+        shapes.append(request)
+    return MetricsConfig(reference_requests=tuple(shapes))
+
+
 # --------------------------------------------------------------------------- entry points
 
 
@@ -716,6 +770,7 @@ def parse(data: Any, source: Optional[Path] = None) -> Config:
         security=read_security(root.section("security", keys_of(SecurityConfig)), paths, state_dir),
         ledger=read_ledger(root.section("ledger", keys_of(LedgerConfig)), paths, state_dir),
         state_dir=state_dir,
+        metrics=read_metrics(root.section("metrics", keys_of(MetricsConfig))),
         source=source,
         explicit=frozenset(reading.explicit),
     )
@@ -773,4 +828,8 @@ def json_value(value: Any) -> Any:
         return str(value)
     if isinstance(value, tuple):
         return [json_value(item) for item in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            item.name: json_value(getattr(value, item.name)) for item in dataclasses.fields(value)
+        }
     return value

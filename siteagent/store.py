@@ -269,8 +269,19 @@ def _migrate_1(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX queue_waits_by_start ON queue_waits(start_time)")
 
 
+def _migrate_2(db: sqlite3.Connection) -> None:
+    """Receipts: the doubly signed deal of each confirmed reservation, kept by the agent
+    itself (with or without a ledger) so that it can show and cancel what it signed."""
+    db.execute(
+        """CREATE TABLE receipts (
+            reservation_id TEXT PRIMARY KEY REFERENCES reservations(id),
+            document TEXT NOT NULL
+        )"""
+    )
+
+
 #: Migration i+1 takes the schema from version i to i+1. Append, never edit a released one.
-MIGRATIONS: Tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_1,)
+MIGRATIONS: Tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_1, _migrate_2)
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -572,6 +583,23 @@ class Store:
         rows = self._read("SELECT state, COUNT(*) FROM reservations GROUP BY state")
         return {ReservationState(state): count for state, count in rows}
 
+    def count_transitions(
+        self, after: int = 0
+    ) -> Tuple[int, Dict[Tuple[Optional[ReservationState], ReservationState], int]]:
+        """Transitions written after sequence number ``after``, counted by (from, to), and the
+        last sequence number seen: the metrics read the history incrementally, so their
+        counters survive restarts (they count what the store remembers, by every process)."""
+        rows = self._read(
+            "SELECT from_state, to_state, COUNT(*), MAX(seq) FROM transitions WHERE seq > ? "
+            "GROUP BY from_state, to_state",
+            (after,),
+        )
+        counts = {
+            (None if src is None else ReservationState(src), ReservationState(dst)): count
+            for src, dst, count, _ in rows
+        }
+        return max([after, *(last for *_, last in rows)]), counts
+
     # ---- idempotency
 
     def idempotency(self, client: str, key: str) -> Optional[IdempotencyEntry]:
@@ -585,6 +613,32 @@ class Store:
         operation, result = rows[0]
         record = None if result is None else ReservationRecord.from_dict(json.loads(result))
         return IdempotencyEntry(operation=operation, answer=record)
+
+    # ---- receipts
+
+    def add_receipt(self, reservation_id: str, document: Mapping[str, Any]) -> Dict[str, Any]:
+        """Keep the first receipt of a reservation and return the one kept: a confirm retried
+        gets the receipt the site signed first, not a second signature of the same deal."""
+        with self._write() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO receipts (reservation_id, document) VALUES (?, ?)",
+                (reservation_id, json.dumps(dict(document), sort_keys=True)),
+            )
+            row = db.execute(
+                "SELECT document FROM receipts WHERE reservation_id = ?", (reservation_id,)
+            ).fetchone()
+        kept: Dict[str, Any] = json.loads(row[0])
+        return kept
+
+    def receipt(self, reservation_id: str) -> Optional[Dict[str, Any]]:
+        """The receipt of a confirmed reservation (JSON document), or None."""
+        rows = self._read(
+            "SELECT document FROM receipts WHERE reservation_id = ?", (reservation_id,)
+        )
+        if not rows:
+            return None
+        kept: Dict[str, Any] = json.loads(rows[0][0])
+        return kept
 
     # ---- queue waits
 

@@ -17,9 +17,10 @@ from typing import IO, Callable, List, Optional, Union
 
 from siteagent.backends.base import Backend
 from siteagent.backends.swf import SwfReplayBackend
-from siteagent.cli_reservations import REPLAY_STATE_FILE, STORE_FILE
 from siteagent.reservations import ReservationManager
+from siteagent.site import REPLAY_STATE_FILE, STORE_FILE
 from siteagent.store import Store
+from tests.system import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -76,8 +77,10 @@ class ReplaySite:
         return launcher + (["--crash", crash] if crash else []) + ["--", *args]
 
     def start_agent(self, crash: Optional[str] = None) -> subprocess.Popen[str]:
-        """``siteagent serve`` on this site, logging to ``state_dir/agent.log``."""
-        args = ["serve", "--poll-interval", str(self.poll_interval), *self.lifecycle_args()]
+        """``siteagent serve`` on this site, logging to ``state_dir/agent.log``; its API on a
+        free port, so that agents of several sites (and other tests) never collide."""
+        args = ["serve", "--poll-interval", str(self.poll_interval), "--port", str(free_port())]
+        args += self.lifecycle_args()
         return self._spawn(self.argv(args, crash), stdout=self._log)
 
     def spawn(self, args: List[str], crash: Optional[str] = None) -> subprocess.Popen[str]:

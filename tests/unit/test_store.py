@@ -241,6 +241,17 @@ def test_queue_waits_are_kept_once(db: Store) -> None:
     assert waits[1].wait == 300
 
 
+def test_the_first_receipt_of_a_reservation_is_the_one_kept(db: Store) -> None:
+    requested(db, "r1")
+    assert db.receipt("r1") is None
+    first = {"id": "abc", "confirmed_at": 10}
+    assert db.add_receipt("r1", first) == first
+    assert db.add_receipt("r1", {"id": "abc", "confirmed_at": 99}) == first
+    assert db.receipt("r1") == first
+    with pytest.raises(StoreError):
+        db.add_receipt("no-such-reservation", first)
+
+
 # --------------------------------------------------------------------------- sharing
 
 

@@ -1,0 +1,401 @@
+"""`siteagent serve`: the agent loop and the HTTPS API in one process, run as a service.
+
+What runs where, and why:
+
+- **The agent loop runs in a thread**, the API (uvicorn) in the main thread. The loop's
+  batch-system calls block for seconds; the API must answer meanwhile from the last state.
+  Signals are delivered to the main thread, where uvicorn's loop runs.
+- **systemd is told** ``READY=1`` once the listener is up and the first cycle has read the
+  cluster (or failed to: an unreachable batch system at start-up is an outage the agent
+  reports on ``/healthz`` and in its metrics, not a reason to fail the start), ``STOPPING=1``
+  on SIGTERM or SIGINT, and ``RELOADING=1``/``READY=1`` around a SIGHUP reload.
+- **SIGTERM and SIGINT** stop uvicorn from accepting connections and let in-flight requests
+  finish (up to :data:`GRACEFUL_SHUTDOWN_S`), then the loop finishes its cycle, and the ledger,
+  the store and the backend are closed: every accepted request is committed before exit.
+- **SIGHUP re-reads the configuration file.** An invalid file is logged and the running
+  configuration kept. What the running objects read at each use is applied at once (prices,
+  the confirm timeout, authorized clients, the signature window, the poll interval, the
+  policy, the reference requests, the site's description); what was opened at start (the
+  backend, the listener, the state and ledger files, the site key, reservation names) is
+  logged as needing a restart and kept as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Callable, Dict, List, Optional, Tuple
+
+import uvicorn
+
+from siteagent import config as config_module
+from siteagent import sdnotify, security
+from siteagent.agent import Agent, State
+from siteagent.api import ApiContext, create_app, register_participants
+from siteagent.config import Config, ConfigError
+from siteagent.ledger import Ledger
+from siteagent.metrics import Metrics
+from siteagent.site import Site, open_site, pricing_of
+
+log = logging.getLogger("siteagent.service")
+
+#: How long in-flight requests may take to finish once a stop is asked for.
+GRACEFUL_SHUTDOWN_S = 30.0
+
+#: Settings opened once at start: a reload that changes them is logged, not applied.
+RESTART_KEYS = (
+    "state_dir",
+    "site.name",
+    "backend.",
+    "api.",
+    "ledger.",
+    "security.site_key",
+    "security.nonce_cache_size",
+    "reservations.name_prefix",
+)
+
+
+class ServiceError(RuntimeError):
+    """The service could not start (the listener could not be opened, ...)."""
+
+
+def serve(
+    config: Config,
+    once: bool = False,
+    show: Optional[Callable[[State], None]] = None,
+    reload_config: Optional[Callable[[], Config]] = None,
+) -> None:
+    """Run the agent and its API until SIGTERM or SIGINT.
+
+    With ``once``, take one snapshot, hand it to ``show`` and return (no API, no loop).
+    ``reload_config`` re-reads the configuration on SIGHUP (default: the file ``config`` was
+    read from, with no command-line overrides).
+    """
+    site = open_site(config)
+    try:
+        if once:
+            state = Agent(site.backend, config.planner.policy).refresh()
+            if show is not None:
+                show(state)
+            return
+        Daemon(site, reload_config or _file_loader(config)).run()
+    finally:
+        site.close()
+
+
+def _file_loader(config: Config) -> Callable[[], Config]:
+    source = config.source
+    return lambda: config_module.load(source)
+
+
+# --------------------------------------------------------------------------- the daemon
+
+
+@dataclass
+class Parts:
+    """What the daemon opened besides the site, and closes on the way out."""
+
+    metrics: Metrics
+    agent: Agent
+    authenticator: security.Authenticator
+    ledger: Optional[Ledger]
+    context: ApiContext
+
+
+class Daemon:
+    """One running agent: the loop's thread, the API server, the signal handlers."""
+
+    def __init__(self, site: Site, reload_config: Callable[[], Config]) -> None:
+        self.site = site
+        self.config = site.config
+        self._reload_config = reload_config
+        self._stop = threading.Event()
+        self._hangup = threading.Event()
+        self._ready = threading.Event()
+        self.parts = assemble(site)
+        try:
+            self.server = NotifyingServer(uvicorn_config(self.parts.context, site.config))
+        except BaseException:
+            self._close_ledger()
+            raise
+
+    def run(self) -> None:
+        """Serve until asked to stop; then finish requests, the cycle, and close."""
+        loop = threading.Thread(target=self.parts.agent.run, args=(self._stop,), name="agent")
+        previous = self._install_signals()
+        loop.start()
+        for target, name in ((self._notify_ready, "ready"), (self._reloader, "reload")):
+            threading.Thread(target=target, name=name, daemon=True).start()
+        try:
+            self._run_server()
+        finally:
+            self._stop.set()
+            self._hangup.set()  # wakes the reloader, which sees the stop
+            sdnotify.notify("STOPPING=1")
+            log.info("waiting for the agent loop to finish its cycle")
+            loop.join()
+            self._close_ledger()
+            _restore_signals(previous)
+            log.info("stopped; the store and the backend are closed next")
+
+    def _close_ledger(self) -> None:
+        if self.parts.ledger is not None:
+            self.parts.ledger.close()
+
+    def _run_server(self) -> None:
+        with contextlib.suppress(SystemExit):  # uvicorn's way out when it cannot listen
+            self.server.run()
+        if not self.server.started and not self._stop.is_set():
+            api = self.config.api
+            raise ServiceError(
+                f"the API could not listen on {api.listen}:{api.port} (see the log above); "
+                "set api.listen and api.port to a free address"
+            )
+
+    def _notify_ready(self) -> None:
+        """READY=1 once the listener is up and the first cycle is done."""
+        agent = self.parts.agent
+        while not self._stop.is_set():
+            first_cycle_done = agent.state is not None or agent.last_error is not None
+            if self.server.started and first_cycle_done:
+                status = "serving" if agent.last_error is None else "batch system unreachable"
+                sdnotify.notify(f"READY=1\nSTATUS={status}")
+                self._ready.set()
+                log.info("ready: API on %s, %s", listen_url(self.config), status)
+                return
+            self._stop.wait(0.05)
+
+    # ---- signals
+
+    def _install_signals(self) -> Dict[int, object]:
+        """Our handlers for SIGTERM, SIGINT and SIGHUP. uvicorn replaces the first two with
+        its own while it serves, and calls ours again once it has shut down."""
+        handlers = {
+            signal.SIGTERM: self._on_stop,
+            signal.SIGINT: self._on_stop,
+            signal.SIGHUP: self._on_hangup,
+        }
+        return {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
+
+    def _on_stop(self, signum: int, frame: Optional[FrameType]) -> None:
+        self._stop.set()
+        self.server.should_exit = True
+
+    def _on_hangup(self, signum: int, frame: Optional[FrameType]) -> None:
+        """Only a flag: the reload runs in its own thread, so that a SIGHUP arriving during
+        a reload is a second reload afterwards, never one nested inside the first."""
+        self._hangup.set()
+
+    def _reloader(self) -> None:
+        while True:
+            self._hangup.wait()
+            if self._stop.is_set():
+                return
+            self._hangup.clear()
+            try:
+                self.reload()
+            except Exception:  # a bug in one reload must not stop the next ones
+                log.exception("reload failed, the running configuration is kept")
+
+    # ---- reload
+
+    def reload(self) -> None:
+        """Re-read the configuration and apply what can change while running."""
+        if not self._ready.is_set():  # still starting: systemd waits for the first READY=1
+            self._reload()
+            return
+        sdnotify.notify("RELOADING=1")
+        try:
+            self._reload()
+        finally:
+            sdnotify.notify("READY=1")
+
+    def _reload(self) -> None:
+        try:
+            fresh = self._reload_config()
+            clients = read_clients(fresh.security.authorized_clients)
+        except (ConfigError, ValueError, OSError) as exc:
+            log.error("reload failed, the running configuration is kept: %s", exc)
+            return
+        applied, pending = changed_keys(self.config, fresh)
+        effective = keep_restart_settings(self.config, fresh)
+        apply(self.site, self.parts, effective, clients)
+        self.config = effective
+        log.info(
+            "configuration reloaded from %s; %d authorized client(s); applied: %s",
+            fresh.source or "the defaults",
+            len(clients),
+            ", ".join(applied) or "no changed setting",
+        )
+        if pending:
+            log.warning(
+                "changed settings that take effect only after a restart: %s", ", ".join(pending)
+            )
+
+
+class NotifyingServer(uvicorn.Server):
+    """uvicorn's server, telling systemd when it starts stopping."""
+
+    def handle_exit(self, sig: int, frame: Optional[FrameType]) -> None:
+        if not self.should_exit:
+            sdnotify.notify("STOPPING=1")
+            log.info("signal %s: finishing in-flight requests, then stopping", sig)
+        super().handle_exit(sig, frame)
+
+
+def _restore_signals(previous: Dict[int, object]) -> None:
+    for signum, handler in previous.items():
+        signal.signal(signum, handler)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- assembly
+
+
+def assemble(site: Site) -> Parts:
+    """The agent (metered, with the watchdog), the keys, the ledger and the API's context."""
+    config = site.config
+    metrics = Metrics(
+        pricing=site.pricing,
+        reference_requests=config.metrics.reference_requests,
+        store=site.store,
+        poll_interval_s=config.planner.poll_interval_s,
+        clock=time.monotonic,
+        site=config.site.name,
+    )
+    site.backend = metrics.instrument(site.backend)
+    site.manager.backend = site.backend
+    agent = Agent(
+        site.backend,
+        config.planner.policy,
+        poll_interval_s=config.planner.poll_interval_s,
+        clock=time.monotonic,
+        manager=site.manager,
+        store=site.store,
+        metrics=metrics,
+        watchdog=sdnotify.Watchdog.from_environment(time.monotonic),
+    )
+    authenticator = security.Authenticator(
+        read_clients(config.security.authorized_clients),
+        max_age_s=config.security.signature_max_age_s,
+        nonces=security.NonceCache(config.security.nonce_cache_size),
+    )
+    ledger = open_ledger(config)
+    context = ApiContext(
+        site=site,
+        agent=agent,
+        authenticator=authenticator,
+        site_key=security.load_or_create_site_key(config.security.site_key),
+        site_key_id=config.site.name,
+        ledger=ledger,
+        metrics=metrics,
+    )
+    return Parts(metrics, agent, authenticator, ledger, context)
+
+
+def read_clients(path: Path) -> Dict[str, security.AuthorizedClient]:
+    """The authorized clients; no file (the default's first start) means none yet."""
+    if not path.exists():
+        log.warning("no authorized-clients file at %s: no client can reserve", path)
+        return {}
+    return security.load_authorized_clients(path)
+
+
+def open_ledger(config: Config) -> Optional[Ledger]:
+    """The embedded ledger, unless the configuration names a ledger service."""
+    if config.ledger.url is not None:
+        log.info("ledger: receipts are booked by the ledger service at %s", config.ledger.url)
+        return None
+    return Ledger(config.ledger.path)
+
+
+def uvicorn_config(context: ApiContext, config: Config) -> uvicorn.Config:
+    """The server settings: the configured address, TLS with the site's certificate (a
+    self-signed one for localhost made on first start), and our logging left alone."""
+    tls = config.api.tls
+    if tls.enabled and tls.self_signed and security.ensure_self_signed(tls.cert, tls.key):
+        log.info("made a self-signed TLS certificate for localhost: %s", tls.cert)
+    server = uvicorn.Config(
+        create_app(context),
+        host=config.api.listen,
+        port=config.api.port,
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        server_header=False,
+        timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN_S),
+        ssl_certfile=str(tls.cert) if tls.enabled else None,
+        ssl_keyfile=str(tls.key) if tls.enabled else None,
+    )
+    server.load()
+    if tls.enabled:
+        # the site's TLS policy (security.py), not uvicorn's defaults, which vary by version
+        server.ssl = security.server_ssl_context(tls.cert, tls.key)
+    return server
+
+
+def listen_url(config: Config) -> str:
+    scheme = "https" if config.api.tls.enabled else "http"
+    host = config.api.listen
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{config.api.port}"
+
+
+# --------------------------------------------------------------------------- reload
+
+
+def changed_keys(old: Config, new: Config) -> Tuple[List[str], List[str]]:
+    """The settings that differ: (applied now, needing a restart)."""
+    before = dict(config_module.flatten(old))
+    changed = [key for key, value in config_module.flatten(new) if before.get(key) != value]
+    pending = [key for key in changed if needs_restart(key)]
+    return [key for key in changed if key not in pending], pending
+
+
+def needs_restart(key: str) -> bool:
+    return any(key == prefix or key.startswith(prefix) for prefix in RESTART_KEYS)
+
+
+def keep_restart_settings(old: Config, new: Config) -> Config:
+    """``new`` with the settings opened at start kept as they were running."""
+    return dataclasses.replace(
+        new,
+        state_dir=old.state_dir,
+        backend=old.backend,
+        api=old.api,
+        ledger=old.ledger,
+        security=dataclasses.replace(
+            new.security,
+            site_key=old.security.site_key,
+            nonce_cache_size=old.security.nonce_cache_size,
+        ),
+        reservations=dataclasses.replace(
+            new.reservations, name_prefix=old.reservations.name_prefix
+        ),
+        explicit=new.explicit,
+    )
+
+
+def apply(
+    site: Site, parts: Parts, config: Config, clients: Dict[str, security.AuthorizedClient]
+) -> None:
+    """Hand the reloaded settings to the running objects (each reads them at its next use)."""
+    pricing = pricing_of(config.pricing)
+    site.config = config
+    site.pricing = pricing
+    site.manager.confirm_timeout = config.reservations.confirm_timeout_s
+    site.manager.penalty_factor = pricing.penalty_factor
+    parts.agent.policy = config.planner.policy
+    parts.agent.poll_interval_s = config.planner.poll_interval_s
+    parts.metrics.pricing = pricing
+    parts.metrics.poll_interval_s = config.planner.poll_interval_s
+    parts.metrics.reference_requests = config.metrics.reference_requests
+    parts.metrics.site = config.site.name
+    parts.authenticator.clients = clients
+    parts.authenticator.max_age_s = config.security.signature_max_age_s
+    register_participants(parts.context)

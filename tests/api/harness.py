@@ -1,0 +1,143 @@
+"""An in-process agent API on a small replayed cluster, and signed requests to it.
+
+Each test gets its own site (state directory, store, simulated cluster), an agent that has
+polled it once, two authorized clients (alice, bob), an embedded ledger and the metrics: the
+whole ApiContext the service builds, without a server, so a test sees every effect directly.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from fastapi import FastAPI
+
+from siteagent import config, security
+from siteagent.agent import Agent
+from siteagent.api import ApiContext, create_app
+from siteagent.ledger import Ledger
+from siteagent.metrics import Metrics
+from siteagent.site import Site, open_site
+from tests.lifecycle import FaultyBackend, write_trace
+from tests.unit.deals import Party
+
+with warnings.catch_warnings():  # Starlette now prefers httpx2; httpx still works
+    warnings.simplefilter("ignore")
+    from fastapi.testclient import TestClient
+
+BASE = "http://testserver"
+
+#: 64 cores: 48 busy for two hours, and a 48-core job queued behind them, so that a
+#: reservation soon delays it (a fee) and one after it does not.
+JOBS = [(0, 7200, 32, 7200), (10, 7200, 16, 7200), (20, 3600, 48, 3600)]
+
+SITE = {
+    "name": "hpc1",
+    "description": "a test cluster",
+    "architecture": "x86_64",
+    "os": "Linux",
+    "cpu_speed_mhz": 2400,
+    "memory_per_core_mb": 4096,
+    "cores_per_node": 16,
+}
+
+
+class AgentClock:
+    """The agent's monotonic clock, which a test can move ahead (a poll that never returns)."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.ahead
+
+
+@dataclass
+class World:
+    """The API under test and everything behind it."""
+
+    app: FastAPI
+    http: TestClient
+    context: ApiContext
+    backend: FaultyBackend
+    clock: AgentClock
+    alice: Party
+    bob: Party
+
+    @property
+    def site(self) -> Site:
+        return self.context.site
+
+    @property
+    def ledger(self) -> Ledger:
+        assert self.context.ledger is not None
+        return self.context.ledger
+
+    def signed(
+        self,
+        party: Party,
+        method: str,
+        path: str,
+        payload: Optional[Dict[str, Any]] = None,
+        created: Optional[int] = None,
+        extra: Optional[Dict[str, str]] = None,
+    ) -> Any:
+        """Send a request signed by ``party`` (RFC 9421), as a client library would."""
+        body = b"" if payload is None else json.dumps(payload).encode()
+        headers = security.sign_request(
+            method, BASE + path, body, party.key, party.key_id, created=created
+        )
+        headers["Content-Type"] = "application/json"
+        headers.update(extra or {})
+        return self.http.request(method, path, content=body, headers=headers)
+
+    def counts(self) -> Dict[str, int]:
+        """Rows in each table a state-changing request could touch (offers to receipts)."""
+        tables = ("offers", "reservations", "transitions", "idempotency", "receipts")
+        with sqlite3.connect(self.site.store.path) as db:
+            return {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in tables}
+
+
+def make_world(tmp_path: Path) -> World:
+    trace = write_trace(tmp_path / "trace.swf", JOBS, max_procs=64)
+    settings = config.parse(
+        {
+            "state_dir": str(tmp_path / "state"),
+            "site": SITE,
+            "backend": {"type": "swf", "swf": {"trace": trace, "offset": 600}},
+            "planner": {"poll_interval_s": 2},
+        }
+    )
+    site = open_site(settings)
+    faulty = FaultyBackend(site.backend)
+    site.backend = faulty
+    site.manager.backend = faulty
+    metrics = Metrics(site.pricing, store=site.store, site=settings.site.name)
+    clock = AgentClock()
+    agent = Agent(
+        faulty,
+        poll_interval_s=2,
+        clock=clock,
+        manager=site.manager,
+        store=site.store,
+        metrics=metrics,
+    )
+    agent.cycle()
+    alice, bob = Party("alice@laptop"), Party("bob@desk")
+    clients = {alice.key_id: alice.client("alice", "proj1"), bob.key_id: bob.client("bob")}
+    context = ApiContext(
+        site=site,
+        agent=agent,
+        authenticator=security.Authenticator(clients, max_age_s=300),
+        site_key=Party("hpc1").key,
+        site_key_id="hpc1",
+        ledger=Ledger(":memory:"),
+        metrics=metrics,
+    )
+    app = create_app(context)
+    return World(app, TestClient(app), context, faulty, clock, alice, bob)

@@ -1,0 +1,470 @@
+"""The HTTP API in process (FastAPI's TestClient) on a replayed cluster: what a buyer sees,
+the signed two-phase commit down to the ledger, and every refusal with its status and code."""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import json
+import time
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Dict, Iterator
+
+import pytest
+from fastapi.routing import APIRoute
+
+from siteagent import security
+from siteagent.model import CENT
+from siteagent.security import Receipt
+from siteagent.store import QueueWait
+from tests.api.harness import World, make_world
+from tests.unit.deals import Party
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    made = make_world(tmp_path)
+    ledger = made.ledger
+    yield made
+    made.http.close()
+    ledger.close()
+    made.site.close()
+
+
+def quote(world: World, party: Party, **fields: Any) -> Dict[str, Any]:
+    answer = world.signed(party, "POST", "/v1/quotes", {"cores": 8, "walltime": 3600, **fields})
+    assert answer.status_code == 200, answer.text
+    body: Dict[str, Any] = answer.json()
+    return body
+
+
+def reserve(world: World, party: Party, **fields: Any) -> Dict[str, Any]:
+    """Quote, and accept the offer with the highest fee (so a cancellation costs something)."""
+    offers = quote(world, party, **fields)["offers"]
+    best = max(offers, key=lambda offer: Decimal(offer["fee"]))
+    answer = world.signed(party, "POST", "/v1/reservations", {"offer_id": best["offer_id"]})
+    assert answer.status_code == 201, answer.text
+    body: Dict[str, Any] = answer.json()
+    return body
+
+
+def confirm(world: World, party: Party, reservation: Dict[str, Any]) -> Any:
+    body = security.confirm_body(reservation["deal"], party.key, party.key_id)
+    return world.signed(party, "POST", f"/v1/reservations/{reservation['id']}/confirm", body)
+
+
+def error(answer: Any) -> Dict[str, Any]:
+    detail: Dict[str, Any] = answer.json()["error"]
+    assert detail["message"] and detail["code"]
+    return detail
+
+
+# --------------------------------------------------------------------------- reads
+
+
+def test_info_describes_the_site_its_prices_and_key(world: World) -> None:
+    info = world.http.get("/v1/info").json()
+    assert info["site"]["name"] == "hpc1" and info["site"]["architecture"] == "x86_64"
+    assert info["cluster"]["cores"] == 64 and info["cluster"]["unit"] == "core"
+    assert info["pricing"]["cancellation_penalty_factor"] == "0.1"
+    assert info["pricing"]["unit_price"]["policy"] == "flat"
+    raw = base64.b64decode(info["public_key"]["value"])
+    assert security.parse_public_key(info["public_key"]["value"]).public_bytes_raw() == raw
+    assert raw == world.context.site_key.public_key().public_bytes_raw()
+    assert info["public_key"]["keyid"] == "hpc1" and info["api_version"]
+
+
+def test_slots_are_the_plans_holes_filtered(world: World) -> None:
+    every = world.http.get("/v1/slots").json()["slots"]
+    assert every and all(Decimal(slot["fee"]) == 0 for slot in every)
+    wide = world.http.get("/v1/slots", params={"min_cores": 32}).json()["slots"]
+    assert wide and all(slot["cores"] >= 32 for slot in wide) and len(wide) < len(every)
+    long = world.http.get("/v1/slots", params={"min_duration": 7000}).json()["slots"]
+    assert all(slot["duration"] >= 7000 for slot in long) and len(long) < len(every)
+    first = min(slot["start"] for slot in every)
+    before = world.http.get("/v1/slots", params={"start": first - 100, "end": first}).json()
+    assert before["slots"] == []
+    assert world.http.get("/v1/slots", params={"min_cores": 65}).json()["slots"] == []
+
+
+def test_a_quote_is_priced_offers_recorded_to_be_accepted(world: World) -> None:
+    answer = quote(world, world.alice, max_price="2", deadline=int(time.time()) + 10**8)
+    assert answer["status"] == "offered" and answer["offers"]
+    assert 0 <= answer["chosen"] < len(answer["offers"])
+    for offer in answer["offers"]:
+        assert offer["expires"] > answer["now"] and offer["start"] >= answer["now"]
+        assert offer["cores"] == 8 and offer["end"] - offer["start"] == 3600
+        stored = world.site.store.get_offer(offer["offer_id"])
+        assert stored is not None and str(stored.total) == offer["total"]
+        assert stored.request.max_price == Decimal("2")
+
+
+def test_quotes_come_from_the_agents_plan_not_a_new_poll(world: World) -> None:
+    world.backend.unavailable = True  # a poll now would fail; the agent's state is fresh
+    world.context.agent.last_error = None
+    assert quote(world, world.alice)["status"] == "offered"
+
+
+@pytest.mark.parametrize(
+    ("fields", "field", "code", "words"),
+    [
+        ({"cores": 128}, "cores", "unsatisfiable", "the site has 64"),
+        ({"architecture": "aarch64"}, "architecture", "unsatisfiable", "x86_64"),
+        ({"os": "windows"}, "os", "unsatisfiable", "Linux"),
+        ({"cpu_speed_mhz": 3000}, "cpu_speed_mhz", "unsatisfiable", "2400"),
+        ({"memory_per_core_mb": 8192}, "memory_per_core_mb", "unsatisfiable", "4096"),
+        (
+            {"nodes": 2, "cores_per_node": 32, "cores": None},
+            "cores_per_node",
+            "unsatisfiable",
+            "16",
+        ),
+        ({"disk_gb": 10}, "disk_gb", "unsatisfiable", "disk"),
+        ({"max_price": "0.5"}, None, "price_above_maximum", "above the maximum 0.5"),
+        ({"deadline": 1_000_000_000}, None, "no_offer", "deadline"),
+    ],
+)
+def test_a_quote_the_site_cannot_satisfy_is_refused_with_the_reason(
+    world: World, fields: Dict[str, Any], field: Any, code: str, words: str
+) -> None:
+    before = world.counts()
+    answer = quote(world, world.alice, **fields)
+    assert answer["status"] == "refused" and answer["offers"] == []
+    assert answer["refusal"]["code"] == code and answer["refusal"]["field"] == field
+    assert words in answer["refusal"]["reason"]
+    assert world.counts() == before  # a refusal records no offer
+
+
+def test_matching_attributes_and_nodes_are_satisfied(world: World) -> None:
+    answer = quote(
+        world,
+        world.alice,
+        cores=None,
+        nodes=2,
+        cores_per_node=8,
+        architecture="X86_64",
+        os="linux",
+        memory_per_core_mb=1024,
+    )
+    assert answer["status"] == "offered" and answer["offers"][0]["cores"] == 16
+
+
+# --------------------------------------------------------------------------- the deal
+
+
+def test_quote_accept_confirm_books_a_doubly_signed_receipt(world: World) -> None:
+    reservation = reserve(world, world.alice)
+    assert reservation["state"] == "TENTATIVE" and reservation["client"] == "alice@laptop"
+    assert reservation["users"] == ["alice"] and reservation["accounts"] == ["proj1"]
+    assert reservation["deal"]["buyer"] == "alice@laptop" and reservation["receipt"] is None
+    answer = confirm(world, world.alice, reservation)
+    assert answer.status_code == 200, answer.text
+    confirmed = answer.json()
+    assert confirmed["state"] == "CONFIRMED"
+    receipt = Receipt.from_json(confirmed["receipt"])
+    assert receipt.deal == reservation["deal"]
+    assert security.signature_valid(
+        receipt.deal, receipt.user_signature, world.alice.key.public_key()
+    )
+    assert security.signature_valid(
+        receipt.countersigned(), receipt.site_signature, world.context.site_key.public_key()
+    )
+    price = Decimal(reservation["total"])
+    assert world.ledger.balance("alice@laptop") == -price
+    assert world.ledger.balance("hpc1") == price
+    assert world.ledger.receipt(receipt.id).to_json() == confirmed["receipt"]
+    shown = world.http.get(f"/v1/reservations/{reservation['id']}").json()
+    assert shown["state"] == "CONFIRMED" and shown["receipt"] == confirmed["receipt"]
+    assert "accept_key" not in shown
+
+
+def test_a_retried_confirm_returns_the_same_receipt_and_books_once(world: World) -> None:
+    reservation = reserve(world, world.alice)
+    first = confirm(world, world.alice, reservation).json()
+    again = confirm(world, world.alice, reservation)
+    assert again.status_code == 200 and again.json()["receipt"] == first["receipt"]
+    assert world.ledger.balance("alice@laptop") == -Decimal(reservation["total"])
+
+
+def test_an_accept_retried_with_its_key_gives_the_same_reservation(world: World) -> None:
+    offer = quote(world, world.alice)["offers"][0]
+    key = {"Idempotency-Key": "k-1"}
+    body = {"offer_id": offer["offer_id"]}
+    first = world.signed(world.alice, "POST", "/v1/reservations", body, extra=key)
+    again = world.signed(world.alice, "POST", "/v1/reservations", body, extra=key)
+    assert first.status_code == again.status_code == 201
+    assert first.json()["id"] == again.json()["id"]
+    assert world.counts()["reservations"] == 1
+
+
+def test_cancelling_a_confirmed_reservation_says_and_refunds_minus_the_penalty(
+    world: World,
+) -> None:
+    reservation = reserve(world, world.alice, cores=16, walltime=7200)
+    fee = Decimal(reservation["fee"])
+    assert fee > 0  # the offer delays the queued job: cancelling it costs something
+    assert confirm(world, world.alice, reservation).status_code == 200
+    answer = world.signed(world.alice, "DELETE", f"/v1/reservations/{reservation['id']}")
+    assert answer.status_code == 200, answer.text
+    cancelled = answer.json()
+    penalty = (Decimal("0.1") * fee).quantize(CENT)
+    assert cancelled["state"] == "CANCELLED" and Decimal(cancelled["penalty"]) == penalty
+    assert Decimal(cancelled["cancellation"]["penalty"]) == penalty
+    assert world.ledger.balance("alice@laptop") == -penalty
+    assert world.ledger.balance("hpc1") == penalty
+    assert reservation["deal"]["cancellation_penalty"] == str(penalty)
+
+
+def test_cancelling_a_tentative_reservation_is_free(world: World) -> None:
+    reservation = reserve(world, world.alice)
+    answer = world.signed(world.alice, "DELETE", f"/v1/reservations/{reservation['id']}")
+    assert answer.status_code == 200
+    assert answer.json()["penalty"] == "0.00" and answer.json()["cancellation"] is None
+    assert world.ledger.balance("alice@laptop") == 0
+
+
+def test_an_unknown_offer_or_reservation_is_404(world: World) -> None:
+    answer = world.signed(world.alice, "POST", "/v1/reservations", {"offer_id": "nope"})
+    assert answer.status_code == 404 and error(answer)["code"] == "unknown_offer"
+    answer = world.http.get("/v1/reservations/nope")
+    assert answer.status_code == 404 and error(answer)["code"] == "unknown_reservation"
+
+
+def test_confirming_twice_after_cancel_is_a_409(world: World) -> None:
+    reservation = reserve(world, world.alice)
+    world.signed(world.alice, "DELETE", f"/v1/reservations/{reservation['id']}")
+    answer = confirm(world, world.alice, reservation)
+    assert answer.status_code == 409 and error(answer)["code"] == "illegal_transition"
+
+
+# --------------------------------------------------------------------------- security
+
+
+def test_unsigned_requests_are_401_and_change_nothing(world: World) -> None:
+    before = world.counts()
+    answer = world.http.post("/v1/quotes", json={"cores": 8, "walltime": 3600})
+    assert answer.status_code == 401 and error(answer)["code"] == "unsigned"
+    assert "Accept-Signature" in answer.headers
+    answer = world.http.delete("/v1/reservations/abc")
+    assert answer.status_code == 401
+    assert world.counts() == before
+
+
+def test_a_request_signed_with_the_wrong_key_is_401(world: World) -> None:
+    before = world.counts()
+    impostor = Party(world.alice.key_id)  # alice's key id, another key
+    answer = world.signed(impostor, "POST", "/v1/quotes", {"cores": 8, "walltime": 3600})
+    assert answer.status_code == 401 and error(answer)["code"] == "bad_signature"
+    stranger = Party("mallory@nowhere")
+    answer = world.signed(stranger, "POST", "/v1/quotes", {"cores": 8, "walltime": 3600})
+    assert answer.status_code == 401 and error(answer)["code"] == "unknown_key"
+    assert world.counts() == before
+
+
+def test_a_tampered_body_is_401(world: World) -> None:
+    body = json.dumps({"cores": 8, "walltime": 3600}).encode()
+    headers = security.sign_request(
+        "POST", "http://testserver/v1/quotes", body, world.alice.key, world.alice.key_id
+    )
+    tampered = body.replace(b"8", b"9")
+    answer = world.http.post(
+        "/v1/quotes", content=tampered, headers={**headers, "Content-Type": "application/json"}
+    )
+    assert answer.status_code == 401 and error(answer)["code"] == "bad_signature"
+
+
+def test_an_expired_signature_is_401(world: World) -> None:
+    before = world.counts()
+    old = int(time.time()) - 3600
+    answer = world.signed(
+        world.alice, "POST", "/v1/quotes", {"cores": 8, "walltime": 3600}, created=old
+    )
+    assert answer.status_code == 401 and error(answer)["code"] == "signature_expired"
+    assert world.counts() == before
+
+
+def test_a_replayed_request_is_401_and_changes_nothing(world: World) -> None:
+    offer = quote(world, world.alice)["offers"][0]
+    body = json.dumps({"offer_id": offer["offer_id"]}).encode()
+    headers = security.sign_request(
+        "POST", "http://testserver/v1/reservations", body, world.alice.key, world.alice.key_id
+    )
+    headers["Content-Type"] = "application/json"
+    first = world.http.post("/v1/reservations", content=body, headers=headers)
+    assert first.status_code == 201
+    before = world.counts()
+    again = world.http.post("/v1/reservations", content=body, headers=headers)
+    assert again.status_code == 401 and error(again)["code"] == "replayed_signature"
+    assert world.counts() == before
+
+
+def test_only_the_owner_confirms_or_cancels(world: World) -> None:
+    reservation = reserve(world, world.alice)
+    before = world.counts()
+    # bob signs the deal as it stands, with his own key: still not his reservation
+    answer = confirm(world, world.bob, reservation)
+    assert answer.status_code == 403 and error(answer)["code"] == "not_owner"
+    answer = world.signed(world.bob, "DELETE", f"/v1/reservations/{reservation['id']}")
+    assert answer.status_code == 403 and error(answer)["code"] == "not_owner"
+    assert world.counts() == before
+    shown = world.http.get(f"/v1/reservations/{reservation['id']}").json()
+    assert shown["state"] == "TENTATIVE"
+    assert world.ledger.balance("bob@desk") == 0
+
+
+def test_a_confirm_signed_over_another_deal_is_422(world: World) -> None:
+    reservation = reserve(world, world.alice)
+    cheaper = {**reservation["deal"], "price": "0.01"}
+    body = security.confirm_body(cheaper, world.alice.key, world.alice.key_id)
+    before = world.counts()
+    answer = world.signed(
+        world.alice, "POST", f"/v1/reservations/{reservation['id']}/confirm", body
+    )
+    assert answer.status_code == 422 and error(answer)["code"] == "deal_mismatch"
+    assert world.counts() == before
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"cores": -1, "walltime": 3600}, "cores"),
+        ({"cores": 8, "walltime": "an hour"}, "walltime"),
+        ({"cores": 8}, "walltime"),
+        ({"walltime": 3600}, "cores"),
+        ({"cores": 8, "walltime": 3600, "bandwidth": 10}, "bandwidth"),
+        ({"cores": 8, "walltime": 3600, "max_price": "NaN"}, "max_price"),
+        ({"cores": 8, "walltime": 3600, "deadline": 10**30}, "deadline"),
+        ({"cores": 4, "nodes": 2, "cores_per_node": 8, "walltime": 60}, "cores"),
+    ],
+)
+def test_bad_quote_input_is_422_naming_the_field(
+    world: World, payload: Dict[str, Any], field: str
+) -> None:
+    answer = world.signed(world.alice, "POST", "/v1/quotes", payload)
+    assert answer.status_code == 422, answer.text
+    detail = error(answer)
+    assert detail["code"] == "invalid_request" and detail["field"] == field
+    assert field in detail["message"]
+
+
+def test_malformed_json_and_bad_parameters_are_4xx(world: World) -> None:
+    answer = world.http.post(
+        "/v1/quotes",
+        content=b"{not json",
+        headers=security.sign_request(
+            "POST", "http://testserver/v1/quotes", b"{not json", world.alice.key, world.alice.key_id
+        ),
+    )
+    assert answer.status_code == 422 and error(answer)["code"] == "invalid_request"
+    answer = world.http.get("/v1/slots", params={"min_cores": "many"})
+    assert answer.status_code == 422 and error(answer)["field"] == "min_cores"
+    answer = world.http.get("/v1/slots", params={"start": 10, "end": 5})
+    assert answer.status_code == 422 and error(answer)["field"] == "end"
+    answer = world.http.get("/v1/reservations/has space")
+    assert answer.status_code == 422 and error(answer)["field"] == "reservation_id"
+    assert world.http.get("/v1/nothing").status_code == 404
+    assert error(world.http.put("/v1/info"))["code"] == "method_not_allowed"
+
+
+# --------------------------------------------------------------------------- operations
+
+
+def test_a_backend_outage_is_503_with_retry_after_and_recovers(world: World) -> None:
+    offer = quote(world, world.alice)["offers"][0]
+    world.backend.unavailable = True
+    world.context.agent.cycle()
+    answer = world.signed(world.alice, "POST", "/v1/quotes", {"cores": 8, "walltime": 3600})
+    assert answer.status_code == 503 and error(answer)["code"] == "backend_unavailable"
+    assert answer.headers["Retry-After"] == "2"
+    assert world.http.get("/v1/slots").status_code == 503
+    answer = world.signed(world.alice, "POST", "/v1/reservations", {"offer_id": offer["offer_id"]})
+    assert answer.status_code == 503 and answer.headers["Retry-After"] == "2"
+    health = world.http.get("/healthz")
+    assert health.status_code == 503 and health.json()["backend_reachable"] is False
+    assert "controller down" in health.json()["last_error"]
+    world.backend.unavailable = False
+    world.context.agent.cycle()
+    assert world.http.get("/healthz").json()["status"] == "ok"
+    assert quote(world, world.alice)["status"] == "offered"
+
+
+def test_a_snapshot_that_stops_being_refreshed_is_not_sold_from(world: World) -> None:
+    """A poll hanging past every timeout leaves no error, only an ageing snapshot."""
+    world.clock.ahead = 3 * 2 + 61.0
+    answer = world.signed(world.alice, "POST", "/v1/quotes", {"cores": 8, "walltime": 3600})
+    assert answer.status_code == 503 and error(answer)["code"] == "snapshot_stale"
+    assert answer.headers["Retry-After"] == "2"
+    health = world.http.get("/healthz")
+    assert health.status_code == 503 and health.json()["status"] == "snapshot_stale"
+    assert health.json()["snapshot_age_s"] > 66
+    world.context.agent.cycle()
+    assert world.http.get("/healthz").status_code == 200
+
+
+def test_healthz_reports_the_snapshot_age(world: World) -> None:
+    health = world.http.get("/healthz")
+    assert health.status_code == 200
+    body = health.json()
+    assert body["backend_reachable"] is True and 0 <= body["snapshot_age_s"] < 60
+
+
+def test_metrics_observe_requests_by_route(world: World) -> None:
+    world.http.get("/v1/reservations/abc")
+    text = world.http.get("/metrics").text
+    assert 'route="/v1/reservations/{reservation_id}"' in text
+    assert "siteagent_http_request_duration_seconds" in text
+    assert "siteagent_cluster_capacity_cores 64.0" in text
+
+
+def test_the_openapi_document_is_published(world: World) -> None:
+    document = world.http.get("/v1/openapi.json").json()
+    assert (
+        "/v1/quotes" in document["paths"]
+        and "/v1/reservations/{reservation_id}" in (document["paths"])
+    )
+
+
+def test_without_a_ledger_the_site_still_keeps_and_returns_the_receipt(world: World) -> None:
+    world.context.ledger = None
+    reservation = reserve(world, world.alice)
+    confirmed = confirm(world, world.alice, reservation).json()
+    assert confirmed["state"] == "CONFIRMED" and confirmed["ledger_transaction"] is None
+    assert world.site.store.receipt(reservation["id"]) == confirmed["receipt"]
+
+
+def test_endpoints_that_touch_the_batch_system_run_in_the_thread_pool(world: World) -> None:
+    """An async endpoint would run accept/confirm/cancel on the event loop and stall it."""
+    blocking = {
+        "/v1/quotes",
+        "/v1/reservations",
+        "/v1/reservations/{reservation_id}",
+        "/v1/reservations/{reservation_id}/confirm",
+        "/v1/slots",
+    }
+    endpoints = {
+        route.path: route.endpoint
+        for route in world.app.routes
+        if isinstance(route, APIRoute) and route.path in blocking
+    }
+    assert set(endpoints) == blocking
+    assert not any(inspect.iscoroutinefunction(f) for f in endpoints.values())
+
+
+def test_history_waits_are_binned_by_cores_and_walltime(world: World) -> None:
+    world.site.store.record_waits(
+        [
+            QueueWait(job_id="1", cores=4, walltime=3600, submit=1000, start=1600),
+            QueueWait(job_id="2", cores=4, walltime=3600, submit=2000, start=2200),
+            QueueWait(job_id="3", cores=4, walltime=3600, submit=5000, start=9000),
+        ]
+    )
+    table = world.http.get("/v1/history/waits").json()
+    assert table["jobs"] == 3
+    filled = [b for b in table["bins"] if b["jobs"]]
+    assert len(filled) == 1 and filled[0]["median_wait_s"] == 600
+    later = world.http.get("/v1/history/waits", params={"since": 2200}).json()
+    assert later["jobs"] == 2

@@ -1,0 +1,73 @@
+"""Processes the tests start: system programs (Prometheus, promtool, systemd-analyze), where
+they are or why the test cannot run, and the agent's own server process.
+
+Like the Slurm cluster (tests/conftest.py): under CI (CI=true) a missing program fails the
+test with the reason, because those tests are the point of CI; on a developer machine without
+the Debian packages the test is skipped with the same reason.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from typing import Any, Dict
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+#: How long a started process may take to answer, on a busy two-core CI machine.
+START_TIMEOUT_S = 60.0
+
+
+def require_programs(*names: str) -> Dict[str, str]:
+    """The paths of these programs; skips (or, under CI, fails) the test if one is missing."""
+    found = {name: shutil.which(name) for name in names}
+    missing = [name for name, path in found.items() if path is None]
+    if missing:
+        reason = (
+            f"missing {', '.join(missing)}; run tests/setup/install-system-deps "
+            "(Debian packages prometheus, systemd)"
+        )
+        if IN_CI:
+            pytest.fail(f"under CI: {reason}", pytrace=False)
+        pytest.skip(reason)
+    return {name: path for name, path in found.items() if path is not None}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_until(what: str, check: Any, timeout: float = START_TIMEOUT_S) -> Any:
+    """Poll ``check`` until it returns something truthy; fail naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result = check()
+        except OSError:
+            result = None
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:g} s waiting for {what}", pytrace=False)
+        time.sleep(0.2)
+
+
+def stop(process: subprocess.Popen[bytes], timeout: float = 30.0) -> int:
+    """SIGTERM to this PID, then wait (SIGKILL only if it ignores that)."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise

@@ -1,0 +1,306 @@
+"""The Prometheus metrics of one agent, read back through Prometheus' own text parser.
+
+The cluster: 16 cores replayed from a hand-made trace, time moved by hand. At T0 + 100 s one
+job holds 8 cores until T0 + 36,000 and another 4 cores until T0 + 7,200; an 8-core job of
+3,600 s waits for the second to end. So the plan leaves 4 cores free until 7,200, none until
+10,800 (the pending job runs), 8 until 36,000 and all 16 after: every figure below is worked
+out by hand from that.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from decimal import Decimal
+from pathlib import Path
+from typing import Dict, FrozenSet, Iterator, Set, Tuple
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from siteagent.agent import Agent, State
+from siteagent.backends.base import BackendUnavailable
+from siteagent.backends.swf import SwfReplayBackend
+from siteagent.config import PricingConfig, ReferenceRequest
+from siteagent.metrics import Metrics
+from siteagent.reservations import ReservationManager
+from siteagent.site import pricing_of
+from siteagent.slots import advertise
+from siteagent.store import ReservationState, Store
+from tests.lifecycle import FakeClock, FaultyBackend, record_offer, write_trace
+
+T0 = 1_800_000_000
+NOW = T0 + 100
+CONFIRM_TIMEOUT = 120.0
+SHAPES = (ReferenceRequest("one-core-hour", 1, 3600), ReferenceRequest("too-wide", 64, 3600))
+
+Key = Tuple[str, FrozenSet[Tuple[str, str]]]
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(float(T0))
+
+
+@pytest.fixture
+def backend(tmp_path: Path, clock: FakeClock) -> FaultyBackend:
+    """The replay starts the trace at T0; the test looks at it from NOW on."""
+    jobs = [(0, 36000, 8, 36000), (0, 7200, 4, 7200), (10, 3600, 8, 3600)]
+    trace = write_trace(tmp_path / "t.swf", jobs, 16)
+    replay = SwfReplayBackend(trace, offset_s=0, clock=clock)
+    clock.advance(NOW - T0)
+    return FaultyBackend(replay)
+
+
+@pytest.fixture
+def store() -> Iterator[Store]:
+    store = Store(":memory:")
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def metrics(store: Store, clock: FakeClock) -> Metrics:
+    return Metrics(
+        pricing=pricing_of(PricingConfig()),
+        reference_requests=SHAPES,
+        store=store,
+        poll_interval_s=30.0,
+        clock=clock,
+        site="test-site",
+    )
+
+
+def scrape(metrics: Metrics) -> Dict[Key, float]:
+    """Every sample of the exposition, by name and labels, as Prometheus would read it."""
+    body, content_type = metrics.render()
+    assert content_type.startswith("text/plain")
+    samples: Dict[Key, float] = {}
+    for family in text_string_to_metric_families(body.decode("utf-8")):
+        for sample in family.samples:
+            samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return samples
+
+
+def value(samples: Dict[Key, float], name: str, **labels: str) -> float:
+    return samples[(name, frozenset(labels.items()))]
+
+
+def observed(backend: FaultyBackend, metrics: Metrics, clock: FakeClock) -> State:
+    agent = Agent(metrics.instrument(backend), clock=clock, metrics=metrics)
+    state = agent.cycle()
+    assert state is not None
+    return state
+
+
+def test_the_cluster_figures_match_the_snapshot(
+    backend: FaultyBackend, metrics: Metrics, clock: FakeClock
+) -> None:
+    state = observed(backend, metrics, clock)
+    samples = scrape(metrics)
+    cores = {
+        s: value(samples, "siteagent_cluster_cores", state=s)
+        for s in ("allocated", "idle", "unavailable")
+    }
+    assert cores == {"allocated": 12, "idle": 4, "unavailable": 0}
+    assert sum(cores.values()) == value(samples, "siteagent_cluster_capacity_cores") == 16
+    assert value(samples, "siteagent_jobs", state="running") == len(state.snapshot.running) == 2
+    assert value(samples, "siteagent_jobs", state="pending") == len(state.snapshot.pending) == 1
+    assert value(samples, "siteagent_backend_up") == 1
+    assert value(samples, "siteagent_snapshot_timestamp_seconds") == NOW
+    info = value(samples, "siteagent_info", version=_version(), site="test-site", backend="swf")
+    assert info == 1
+
+
+def test_the_plan_figures_are_the_free_capacity_ahead(
+    backend: FaultyBackend, metrics: Metrics, clock: FakeClock
+) -> None:
+    state = observed(backend, metrics, clock)
+    samples = scrape(metrics)
+    slots = value(samples, "siteagent_advertised_slots")
+    assert slots == len(advertise(state.plan)) and slots > 0
+    hours = {w: value(samples, "siteagent_free_core_hours", within=w) for w in ("1h", "6h", "24h")}
+    assert hours["1h"] == pytest.approx(4 * 3600 / 3600)
+    assert hours["6h"] == pytest.approx((4 * 7100 + 8 * (21700 - 10800)) / 3600)
+    assert hours["24h"] == pytest.approx(
+        (4 * 7100 + 8 * (36000 - 10800) + 16 * (86500 - 36000)) / 3600
+    )
+    planned = value(samples, "siteagent_pending_jobs_planned", source="predicted")
+    planned += value(samples, "siteagent_pending_jobs_planned", source="batch")
+    assert planned == 1
+    assert value(samples, "siteagent_pending_jobs_planned", source="none") == 0
+
+
+def test_reference_requests_are_quoted_as_a_buyer_would_be(
+    backend: FaultyBackend, metrics: Metrics, clock: FakeClock
+) -> None:
+    observed(backend, metrics, clock)
+    samples = scrape(metrics)
+    one = {"request": "one-core-hour"}
+    assert value(samples, "siteagent_reference_quote_available", **one) == 1
+    # 4 cores are free now, so one core for an hour starts at once at the flat price, no fee
+    assert value(samples, "siteagent_reference_quote_start_delay_seconds", **one) == 0
+    assert value(samples, "siteagent_reference_quote_fee", **one) == 0
+    assert value(samples, "siteagent_reference_quote_unit_price_per_core_hour", **one) == 1
+    assert value(samples, "siteagent_reference_quote_total", **one) == 1
+    assert value(samples, "siteagent_reference_quote_free_start_delay_seconds", **one) == 0
+    assert value(samples, "siteagent_unit_price_per_core_hour") == 1
+    # wider than the machine: reported as unavailable, with no price figures
+    wide = {"request": "too-wide"}
+    assert value(samples, "siteagent_reference_quote_available", **wide) == 0
+    assert ("siteagent_reference_quote_fee", frozenset(wide.items())) not in samples
+
+
+def reserve(backend: FaultyBackend, store: Store, clock: FakeClock) -> None:
+    """Three reservations: one expires unconfirmed, one is confirmed, one stays tentative."""
+    replay = backend.inner
+    assert isinstance(replay, SwfReplayBackend)
+    manager = ReservationManager(store, backend, clock=replay.now, confirm_timeout=CONFIRM_TIMEOUT)
+
+    def accepted(key: str) -> str:
+        offer = record_offer(manager, 1, start=NOW + 600, duration=600, fee=Decimal("0"))
+        return manager.accept(offer.id, "alice", key).id
+
+    expiring = accepted("k1")
+    clock.advance(CONFIRM_TIMEOUT)  # k1's deadline passes; the next two are younger
+    manager.confirm(accepted("k2"), "alice", "c2")
+    accepted("k3")
+    assert [record.id for record in manager.expire_due()] == [expiring]
+
+
+def test_reservations_by_state_and_transitions_come_from_the_store(
+    backend: FaultyBackend, metrics: Metrics, clock: FakeClock, store: Store
+) -> None:
+    reserve(backend, store, clock)
+    observed(backend, metrics, clock)
+    samples = scrape(metrics)
+    by_state = {
+        s.value: value(samples, "siteagent_reservations", state=s.value) for s in ReservationState
+    }
+    assert by_state["TENTATIVE"] == by_state["CONFIRMED"] == by_state["EXPIRED"] == 1
+    assert sum(by_state.values()) == 3
+    moves = {
+        (dict(labels)["from"], dict(labels)["to"]): count
+        for (name, labels), count in samples.items()
+        if name == "siteagent_reservation_transitions_total"
+    }
+    assert moves == {
+        ("", "REQUESTED"): 3,
+        ("REQUESTED", "TENTATIVE"): 3,
+        ("TENTATIVE", "CONFIRMED"): 1,
+        ("TENTATIVE", "EXPIRED"): 1,
+    }
+    assert value(samples, "siteagent_reservation_confirm_timeouts_total") == 1
+    # counters only grow: a second cycle adds the moves since the first, not all of them again
+    observed(backend, metrics, clock)
+    assert (
+        value(
+            scrape(metrics),
+            "siteagent_reservation_transitions_total",
+            **{"from": "REQUESTED", "to": "TENTATIVE"},
+        )
+        == 3
+    )
+
+
+def test_backend_calls_are_timed_and_failures_counted(
+    backend: FaultyBackend, metrics: Metrics, clock: FakeClock
+) -> None:
+    agent = Agent(metrics.instrument(backend), clock=clock, metrics=metrics)
+    assert agent.cycle() is not None
+    backend.unavailable = True
+    clock.advance(30)
+    assert agent.cycle() is None
+    samples = scrape(metrics)
+    calls = "siteagent_backend_operation_duration_seconds_count"
+    assert value(samples, calls, backend="faulty", operation="snapshot", outcome="ok") == 1
+    assert value(samples, calls, backend="faulty", operation="snapshot", outcome="error") == 1
+    errors = "siteagent_backend_operation_errors_total"
+    assert value(samples, errors, backend="faulty", operation="snapshot", kind="unavailable") == 1
+    with pytest.raises(BackendUnavailable):
+        metrics.instrument(backend).list_reservations()
+    samples = scrape(metrics)
+    assert (
+        value(samples, errors, backend="faulty", operation="list_reservations", kind="unavailable")
+        == 1
+    )
+    # the outage shows: backend down, one failed refresh, and the last good state aging
+    assert value(samples, "siteagent_backend_up") == 0
+    assert value(samples, "siteagent_refresh_failures_total") == 1
+    assert value(samples, "siteagent_snapshot_age_seconds") == 30
+    assert value(samples, "siteagent_jobs", state="running") == 2
+
+
+def test_before_the_first_snapshot_its_age_is_infinite(metrics: Metrics) -> None:
+    samples = scrape(metrics)
+    assert value(samples, "siteagent_snapshot_age_seconds") == float("inf")
+    assert value(samples, "siteagent_backend_up") == 0
+    assert ("siteagent_cluster_capacity_cores", frozenset()) not in samples
+
+
+def test_api_requests_are_counted_by_route_template(metrics: Metrics) -> None:
+    metrics.observe_request("/v1/reservations/{reservation_id}", "get", 404, 0.002)
+    metrics.observe_request("/v1/reservations/{reservation_id}", "get", 404, 0.2)
+    samples = scrape(metrics)
+    labels = {"route": "/v1/reservations/{reservation_id}", "method": "GET", "status": "404"}
+    assert value(samples, "siteagent_http_request_duration_seconds_count", **labels) == 2
+    assert value(samples, "siteagent_http_request_duration_seconds_sum", **labels) == pytest.approx(
+        0.202
+    )
+    assert (
+        value(samples, "siteagent_http_request_duration_seconds_bucket", le="0.005", **labels) == 1
+    )
+
+
+def _version() -> str:
+    import siteagent
+
+    return siteagent.__version__
+
+
+# --------------------------------------------------------------------------- contrib files
+
+REPO = Path(__file__).resolve().parents[2]
+METRIC_NAME = re.compile(r"\b(?:siteagent|process)_[a-z_]+\b")
+
+
+def exposed_names(
+    backend: FaultyBackend, metrics: Metrics, clock: FakeClock, store: Store
+) -> Set[str]:
+    """Every sample name a busy agent exposes (reservations, a cycle, a request, a failed
+    backend call)."""
+    reserve(backend, store, clock)
+    observed(backend, metrics, clock)
+    metrics.observe_request("/v1/quotes", "POST", 200, 0.01)
+    metrics.observe_backend_call("swf", "snapshot", 0.1, BackendUnavailable("down"))
+    return {name for name, _ in scrape(metrics)}
+
+
+def test_the_grafana_dashboard_uses_only_defined_metrics(
+    backend: FaultyBackend, metrics: Metrics, clock: FakeClock, store: Store
+) -> None:
+    dashboard = json.loads((REPO / "contrib/grafana/siteagent-dashboard.json").read_text())
+    assert dashboard["uid"] and dashboard["title"] and dashboard["schemaVersion"] >= 36
+    panels = dashboard["panels"]
+    assert len({panel["id"] for panel in panels}) == len(panels) > 0
+    names = exposed_names(backend, metrics, clock, store)
+    for panel in panels:
+        targets = panel["targets"]
+        assert targets and len({t["refId"] for t in targets}) == len(targets), panel["title"]
+        for target in targets:
+            used = METRIC_NAME.findall(target["expr"])
+            assert used, f"{panel['title']}: {target['expr']} names no siteagent metric"
+            assert set(used) <= names, f"{panel['title']}: {set(used) - names} undefined"
+
+
+def test_the_alerting_rules_use_only_defined_metrics(
+    backend: FaultyBackend, metrics: Metrics, clock: FakeClock, store: Store
+) -> None:
+    rules = yaml.safe_load((REPO / "contrib/prometheus/siteagent-rules.yml").read_text())
+    names = exposed_names(backend, metrics, clock, store)
+    exprs = {rule["alert"]: rule["expr"] for group in rules["groups"] for rule in group["rules"]}
+    assert len(exprs) == 5
+    for alert, expr in exprs.items():
+        used = set(METRIC_NAME.findall(expr))
+        assert used <= names, f"{alert}: {used - names} undefined"

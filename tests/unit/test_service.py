@@ -1,0 +1,93 @@
+"""What a SIGHUP reload changes in a running agent, and what it leaves for a restart.
+
+The signals themselves are tested on a real process in tests/integration/test_service.py;
+here the reload's decisions are checked on an assembled (not served) agent.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Dict, Iterator, Tuple
+
+import pytest
+
+from siteagent import config, security
+from siteagent.service import Parts, apply, assemble, changed_keys, keep_restart_settings
+from siteagent.site import Site, open_site
+from tests.lifecycle import write_trace
+from tests.unit.deals import Party
+
+
+def settings(tmp_path: Path, **sections: Any) -> config.Config:
+    trace = write_trace(tmp_path / "t.swf", [(0, 3600, 8, 3600)], 16)
+    document: Dict[str, Any] = {
+        "state_dir": str(tmp_path / "state"),
+        "backend": {"type": "swf", "swf": {"trace": trace, "offset": 0}},
+        **sections,
+    }
+    return config.parse(document, tmp_path / "siteagent.yaml")
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[Tuple[Site, Parts]]:
+    site = open_site(settings(tmp_path))
+    parts = assemble(site)
+    yield site, parts
+    assert parts.ledger is not None
+    parts.ledger.close()
+    site.close()
+
+
+def test_changes_are_sorted_into_applied_now_and_needing_a_restart(tmp_path: Path) -> None:
+    old = settings(tmp_path)
+    new = settings(
+        tmp_path,
+        pricing={"flat": {"price": "2.50"}},
+        api={"port": 9443},
+        reservations={"confirm_timeout_s": 30, "name_prefix": "xx-"},
+    )
+    applied, pending = changed_keys(old, new)
+    assert applied == ["pricing.flat.price", "reservations.confirm_timeout_s"]
+    assert pending == ["reservations.name_prefix", "api.port"]
+    kept = keep_restart_settings(old, new)
+    assert (kept.api.port, kept.reservations.name_prefix) == (8443, "sa-")
+    assert kept.pricing.flat.price == Decimal("2.50")
+    assert kept.reservations.confirm_timeout_s == 30
+
+
+def test_a_reload_reaches_every_running_object(running: Tuple[Site, Parts], tmp_path: Path) -> None:
+    site, parts = running
+    alice = Party("alice@laptop")
+    assert parts.ledger is not None and alice.key_id not in parts.ledger.balances()
+    new = settings(
+        tmp_path,
+        pricing={"flat": {"price": "3"}, "cancellation_penalty": "0.5"},
+        planner={"poll_interval_s": 5, "policy": "easy"},
+        reservations={"confirm_timeout_s": 45},
+        security={"signature_max_age_s": 60},
+        metrics={"reference_requests": [{"name": "tiny", "cores": 1, "duration_s": 60}]},
+    )
+    clients = {alice.key_id: alice.client("alice")}
+    apply(site, parts, new, clients)
+    assert site.config is new
+    assert site.pricing.describe()["unit_price"]["price_per_core_hour"] == "3"
+    assert site.manager.confirm_timeout == 45
+    assert site.manager.penalty_factor == Decimal("0.5")
+    assert parts.metrics.pricing is site.pricing
+    assert (parts.agent.poll_interval_s, parts.metrics.poll_interval_s) == (5, 5)
+    assert parts.agent.policy.value == "easy"
+    assert [shape.name for shape in parts.metrics.reference_requests] == ["tiny"]
+    assert parts.authenticator.clients == clients and parts.authenticator.max_age_s == 60
+    # a new client gets its ledger account at once, so its first receipt can be booked
+    assert parts.ledger is not None
+    assert alice.key_id in parts.ledger.balances()
+
+
+def test_the_site_key_is_made_once_and_kept(running: Tuple[Site, Parts]) -> None:
+    site, parts = running
+    again = security.load_or_create_site_key(site.config.security.site_key)
+    assert security.public_key_text(again.public_key()) == security.public_key_text(
+        parts.context.site_key.public_key()
+    )
+    assert parts.context.site_key_id == site.config.site.name
