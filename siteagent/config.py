@@ -96,12 +96,15 @@ class SwfOptions:
 @dataclass(frozen=True)
 class SlurmOptions:
     """Slurm (``slurm`` and ``pyslurm`` backends): ``SLURM_CONF``, the one partition served,
-    capacity unit, flags put on every reservation, and the command timeout in seconds."""
+    capacity unit, flags put on every reservation, the users a reservation is made for when
+    its buyer maps to none (the administrator's commands without ``--user``), and the command
+    timeout in seconds."""
 
     slurm_conf: Optional[Path] = None
     partition: str = ""
     unit: CapacityUnit = CapacityUnit.CORE
     flags: Tuple[str, ...] = ()
+    users: Tuple[str, ...] = ()
     timeout: float = 30.0
 
 
@@ -628,6 +631,7 @@ def read_backend(section: Section, paths: Paths) -> BackendConfig:
             partition=slurm.get("partition", "", optional_name),
             unit=slurm.get("unit", CapacityUnit.CORE, choice(CapacityUnit)),
             flags=slurm.items("flags", slurm_flag),
+            users=slurm.items("users", name),
             timeout=slurm.get("timeout", 30.0, seconds),
         ),
         pbs=PbsOptions(

@@ -125,6 +125,7 @@ def slurm_config(config: Config) -> SlurmConfig:
         partition=options.partition,
         unit=options.unit,
         flags=options.flags,
+        users=options.users,
         timeout=options.timeout,
         name_prefix=config.reservations.name_prefix,
     )

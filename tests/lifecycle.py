@@ -207,13 +207,14 @@ def violations(
 def capacity_overruns(
     snapshot: ClusterSnapshot, reservations: Sequence[BatchReservation]
 ) -> List[str]:
-    """Instants where reservations and running jobs together hold more than the machine."""
+    """Instants where reservations and running jobs together hold more than the machine (in
+    the snapshot's unit: cores, or whole nodes)."""
     points = sorted({snapshot.now} | {r.start for r in reservations if r.start > snapshot.now})
     problems = []
     for t in points:
-        held = sum(r.cores for r in reservations if r.start <= t < r.end)
+        held = sum(r.demand(snapshot.unit) for r in reservations if r.start <= t < r.end)
         running = sum(
-            job.cores
+            snapshot.demand(job)
             for job in snapshot.running
             if job.start is not None and job.start + job.limit > t
         )

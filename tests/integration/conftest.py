@@ -1,8 +1,7 @@
 """Fixtures of the integration tests: the site the lifecycle tests run against.
 
-``lifecycle_site`` is the SWF replay backend today; to run the same crash and concurrency
-tests on real Slurm or the PBS stand-in, parametrize it with a site object of the same shape
-(``tests/integration/lifecycle_site.py``).
+``lifecycle_site`` is each batch system the lifecycle must hold on: the SWF replay backend,
+and the real Slurm test cluster (which fails, not skips, under CI when it cannot start).
 """
 
 from __future__ import annotations
@@ -12,17 +11,22 @@ from typing import Iterator
 
 import pytest
 
-from tests.integration.lifecycle_site import ReplaySite
+from tests.integration.lifecycle_site import LifecycleSite, ReplaySite, SlurmSite
 from tests.lifecycle import busy_trace
 
 
-@pytest.fixture
-def lifecycle_site(tmp_path: Path) -> Iterator[ReplaySite]:
-    """A 64-core simulated cluster about half busy with small jobs, its state in tmp_path."""
+@pytest.fixture(params=["replay", pytest.param("slurm", marks=pytest.mark.slurm)])
+def lifecycle_site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LifecycleSite]:
+    """replay: a 64-core simulated cluster about half busy with small jobs; slurm: the
+    64-core test cluster, emptied of jobs and reservations before and after."""
     state_dir = tmp_path / "state"
     state_dir.mkdir()
-    replay = ReplaySite(state_dir, busy_trace(tmp_path / "busy.swf", seed=7))
+    site: LifecycleSite
+    if request.param == "slurm":
+        site = SlurmSite(state_dir, request.getfixturevalue("slurm"))
+    else:
+        site = ReplaySite(state_dir, busy_trace(tmp_path / "busy.swf", seed=7))
     try:
-        yield replay
+        yield site
     finally:
-        replay.close()
+        site.close()

@@ -1,25 +1,29 @@
 """A site under test for the lifecycle's integration tests: how to start its agent and its
 commands as real processes, and how to look at its batch system and store from the test.
 
-The crash and concurrency tests only use what :class:`ReplaySite` offers, so running them on
-another batch system is a matter of a fixture returning an object with the same attributes
-(agent/command arguments for that backend, a Backend handle, the clock the manager uses).
+The crash and concurrency tests only use what :class:`LifecycleSite` offers, and run on the
+SWF replay (:class:`ReplaySite`) and on the real Slurm test cluster (:class:`SlurmSite`): a
+site differs only in the options that point a command at its batch system and in how the test
+opens that batch system itself.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Callable, List, Optional, Union
 
 from siteagent.backends.base import Backend
+from siteagent.backends.slurm import SlurmBackend, SlurmConfig
 from siteagent.backends.swf import SwfReplayBackend
+from siteagent.model import CapacityUnit
 from siteagent.reservations import ReservationManager
 from siteagent.site import REPLAY_STATE_FILE, STORE_FILE
 from siteagent.store import Store
+from tests.slurm_cluster import SlurmTestCluster
 from tests.system import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,31 +33,38 @@ REPO = Path(__file__).resolve().parents[2]
 CYCLE_SLACK_S = 1.0
 
 
-@dataclass
-class ReplaySite:
-    """A site on the SWF replay backend, its state in ``state_dir``.
+class LifecycleSite:
+    """What the crash and concurrency tests run against: a batch system, the agent's state in
+    ``state_dir``, and the agent and its commands as real processes.
 
-    ``trace`` is replayed from ``offset_s`` at real-time speed. The agent polls every
-    ``poll_interval`` seconds and tentative reservations wait ``confirm_timeout`` seconds.
+    The agent polls every ``poll_interval`` seconds and tentative reservations wait
+    ``confirm_timeout`` seconds. Subclasses say how to reach their batch system.
     """
 
-    state_dir: Path
-    trace: str
-    offset_s: int = 600
-    poll_interval: float = 0.2
-    confirm_timeout: float = 2.0
-    prefix: str = "sa-"
-    processes: List[subprocess.Popen[str]] = field(default_factory=list)
-    _log: Optional[IO[str]] = None
+    def __init__(
+        self,
+        state_dir: Path,
+        poll_interval: float = 0.2,
+        confirm_timeout: float = 2.0,
+        prefix: str = "sa-",
+    ) -> None:
+        self.state_dir = state_dir
+        self.poll_interval = poll_interval
+        self.confirm_timeout = confirm_timeout
+        self.prefix = prefix
+        self.processes: List[subprocess.Popen[str]] = []
+        self._log: IO[str] = open(self.state_dir / "agent.log", "a", encoding="utf-8")  # noqa: SIM115
 
-    def __post_init__(self) -> None:
-        # the first process creates the simulated cluster; every later one joins it
-        SwfReplayBackend.open(self.state_file, self.trace, offset_s=self.offset_s).close()
-        self._log = open(self.state_dir / "agent.log", "a", encoding="utf-8")  # noqa: SIM115
+    def backend_args(self) -> List[str]:
+        """Options that point a command at this site's batch system."""
+        raise NotImplementedError
 
-    @property
-    def state_file(self) -> str:
-        return str(self.state_dir / REPLAY_STATE_FILE)
+    def open_backend(self) -> Backend:
+        raise NotImplementedError
+
+    def clock(self, backend: Backend) -> Callable[[], float]:
+        """The clock the manager and the promises use: the batch system's."""
+        return lambda: float(backend.now())
 
     @property
     def grace_s(self) -> float:
@@ -64,6 +75,7 @@ class ReplaySite:
 
     def lifecycle_args(self) -> List[str]:
         return [
+            *self.backend_args(),
             "--state-dir",
             str(self.state_dir),
             "--confirm-timeout",
@@ -106,15 +118,8 @@ class ReplaySite:
 
     # ---- looking at it from the test
 
-    def open_backend(self) -> Backend:
-        return SwfReplayBackend.open(self.state_file)
-
     def open_store(self) -> Store:
         return Store(str(self.state_dir / STORE_FILE))
-
-    def clock(self, backend: Backend) -> Callable[[], float]:
-        assert isinstance(backend, SwfReplayBackend)
-        return backend.now
 
     def manager(self, store: Store, backend: Backend) -> ReservationManager:
         return ReservationManager(
@@ -139,5 +144,71 @@ class ReplaySite:
             if process.poll() is None:
                 process.kill()
                 process.wait()
-        if self._log is not None:
-            self._log.close()
+        self._log.close()
+
+
+class ReplaySite(LifecycleSite):
+    """A site on the SWF replay backend: ``trace`` replayed from ``offset_s`` in real time."""
+
+    def __init__(self, state_dir: Path, trace: str, offset_s: int = 600) -> None:
+        super().__init__(state_dir)
+        self.trace = trace
+        # the first process creates the simulated cluster; every later one joins it
+        SwfReplayBackend.open(self.state_file, trace, offset_s=offset_s).close()
+
+    @property
+    def state_file(self) -> str:
+        return str(self.state_dir / REPLAY_STATE_FILE)
+
+    def backend_args(self) -> List[str]:
+        return []
+
+    def open_backend(self) -> Backend:
+        return SwfReplayBackend.open(self.state_file)
+
+
+class SlurmSite(LifecycleSite):
+    """A site on the real Slurm test cluster (partition ``batch``), configured by a file as an
+    administrator would: reservations are made for root, the only user the cluster knows.
+
+    Slurm's clients take a few milliseconds each and a cycle runs several, so the agent polls
+    less often than on the replay. ``unit`` is what reservations count: cores, or whole nodes
+    as on a node-exclusive partition.
+    """
+
+    def __init__(
+        self, state_dir: Path, cluster: SlurmTestCluster, unit: CapacityUnit = CapacityUnit.CORE
+    ) -> None:
+        super().__init__(state_dir, poll_interval=0.5, confirm_timeout=3.0)
+        self.cluster = cluster
+        self.unit = unit
+        self.config_file = state_dir / "siteagent.yaml"
+        self.config_file.write_text(
+            json.dumps(
+                {
+                    "backend": {
+                        "type": "slurm",
+                        "slurm": {
+                            "slurm_conf": str(cluster.conf),
+                            "partition": "batch",
+                            "unit": unit.value,
+                            "users": ["root"],
+                        },
+                    }
+                }
+            )
+        )
+
+    def backend_args(self) -> List[str]:
+        return ["--config", str(self.config_file)]
+
+    def open_backend(self) -> Backend:
+        return SlurmBackend(
+            SlurmConfig(
+                slurm_conf=str(self.cluster.conf),
+                partition="batch",
+                unit=self.unit,
+                users=("root",),
+                name_prefix=self.prefix,
+            )
+        )

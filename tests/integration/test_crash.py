@@ -39,7 +39,7 @@ from typing import Callable, Counter, Dict, List, Optional, Set, Tuple
 import pytest
 
 from siteagent.store import ReservationRecord, ReservationState
-from tests.integration.lifecycle_site import ReplaySite
+from tests.integration.lifecycle_site import LifecycleSite
 from tests.lifecycle import earliest_start, record_offer, violations
 
 S = ReservationState
@@ -86,7 +86,7 @@ def campaign_seed() -> int:
 class Campaign:
     """Random flows against one site, counting kills and checking promises after each."""
 
-    def __init__(self, site: ReplaySite, seed: int) -> None:
+    def __init__(self, site: LifecycleSite, seed: int) -> None:
         self.site = site
         self.seed = seed
         self.rng = random.Random(seed)
@@ -313,7 +313,7 @@ class Campaign:
             self.fail(f"unconfirmed reservations left at the end: {[r.id for r in left]}")
 
 
-def run_campaign(site: ReplaySite, kills: int) -> None:
+def run_campaign(site: LifecycleSite, kills: int) -> None:
     seed = campaign_seed()
     print(f"crash campaign: seed {seed}, {kills} kills wanted")
     began = time.monotonic()
@@ -330,10 +330,10 @@ def run_campaign(site: ReplaySite, kills: int) -> None:
     assert sum(campaign.kills.values()) >= kills
 
 
-def test_crashes_lose_and_leak_nothing(lifecycle_site: ReplaySite) -> None:
+def test_crashes_lose_and_leak_nothing(lifecycle_site: LifecycleSite) -> None:
     run_campaign(lifecycle_site, NORMAL_KILLS)
 
 
 @pytest.mark.slow
-def test_crashes_lose_and_leak_nothing_full(lifecycle_site: ReplaySite) -> None:
+def test_crashes_lose_and_leak_nothing_full(lifecycle_site: LifecycleSite) -> None:
     run_campaign(lifecycle_site, FULL_KILLS)

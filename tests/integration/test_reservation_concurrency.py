@@ -6,33 +6,78 @@ running jobs at every instant (checked against the batch system's own list, and 
 the cluster with all of them), every one must have its TENTATIVE record, and none may FAIL:
 a FAILED accept would mean two accepts passed the re-check for the same cores and the batch
 system had to refuse the second, i.e. that "re-check then create" was not atomic.
+
+On the replay the offers are 8 to 24 of 64 cores. On the real Slurm cluster they are 1 or 2
+of its 4 nodes (a node-exclusive partition): Slurm places a core reservation on particular
+nodes, and overlapping core reservations can be refused as "busy" for fragmentation although
+their cores add up (seen here: 9 of 50 with pooled admission), which would hide the one
+failure this test is about; whole nodes pool exactly.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import sqlite3
 import threading
-from typing import List, Tuple
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, List, Tuple
 
-from siteagent.model import Offer
-from siteagent.reservations import LifecycleError, OfferRefused, ReservationManager
+import pytest
+
+from siteagent.model import CapacityUnit, Offer
+from siteagent.reservations import OfferRefused, ReservationFailed, ReservationManager
 from siteagent.scheduling import plan
-from siteagent.store import ReservationState
-from tests.integration.lifecycle_site import ReplaySite
-from tests.lifecycle import capacity_overruns, ours, record_offer
+from siteagent.site import STORE_FILE
+from siteagent.store import ReservationRecord, ReservationState
+from tests.integration.lifecycle_site import LifecycleSite, ReplaySite, SlurmSite
+from tests.lifecycle import busy_trace, capacity_overruns, ours, record_offer
 
 S = ReservationState
 
 
-def overlapping_offers(manager: ReservationManager, count: int, seed: int) -> List[Offer]:
-    """``count`` offers of 8 to 24 cores (of 64) whose windows overlap in the next 6 minutes."""
+#: What Slurm says when it cannot place a reservation the pooled count admits: refused as
+#: busy, or created smaller than asked (and then deleted by the agent).
+PLACEMENT_REFUSALS = ("Requested nodes are busy", "it holds")
+
+
+@dataclass
+class Contended:
+    """A site, the sizes of the offers that contend for it, and whether its batch system may
+    refuse for placement what pooled capacity admits (Slurm picks nodes reservation by
+    reservation as they come, which can strand capacity in time that a pooled count sees)."""
+
+    site: LifecycleSite
+    sizes: Tuple[int, int]
+    placement_refusals: bool = False
+
+
+@pytest.fixture(params=["replay", pytest.param("slurm", marks=pytest.mark.slurm)])
+def contended(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Contended]:
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    if request.param == "slurm":
+        slurm = request.getfixturevalue("slurm")
+        found = Contended(SlurmSite(state_dir, slurm, CapacityUnit.NODE), (1, 2), True)
+    else:
+        found = Contended(ReplaySite(state_dir, busy_trace(tmp_path / "busy.swf", seed=7)), (8, 24))
+    try:
+        yield found
+    finally:
+        found.site.close()
+
+
+def overlapping_offers(
+    manager: ReservationManager, count: int, seed: int, sizes: Tuple[int, int]
+) -> List[Offer]:
+    """``count`` offers of ``sizes`` units whose windows overlap in the next 6 minutes."""
     rng = random.Random(seed)
     now = int(manager.clock())
     return [
         record_offer(
             manager,
-            size=rng.randint(8, 24),
+            size=rng.randint(*sizes),
             start=now + 60 + rng.randint(0, 240),
             duration=rng.randint(30, 90),
             valid_s=600,
@@ -41,22 +86,47 @@ def overlapping_offers(manager: ReservationManager, count: int, seed: int) -> Li
     ]
 
 
-def check_granted(site: ReplaySite, manager: ReservationManager) -> Tuple[int, int]:
-    """The promises after the stampede; returns (granted, failed) counts."""
+def interleaved_accepts(site: LifecycleSite) -> List[str]:
+    """Accepts whose "re-check, intent, create, verify" another accept broke into: in the
+    store's history every REQUESTED line must be followed at once by that reservation's
+    TENTATIVE or FAILED line (nothing else writes during the stampede)."""
+    with sqlite3.connect(site.state_dir / STORE_FILE) as db:
+        query = "SELECT reservation_id, to_state FROM transitions ORDER BY seq"
+        rows = db.execute(query).fetchall()
+    problems = []
+    for (rid, state), following in zip(rows, [*rows[1:], ("", "")]):
+        if state == S.REQUESTED.value and (
+            following[0] != rid or following[1] not in (S.TENTATIVE.value, S.FAILED.value)
+        ):
+            problems.append(f"{rid} REQUESTED, then {following[0]} {following[1]}")
+    return problems
+
+
+def check_granted(
+    contended: Contended, manager: ReservationManager
+) -> Tuple[int, List[ReservationRecord]]:
+    """The promises after the stampede; returns the granted count and the FAILED records."""
     snapshot = manager.backend.snapshot()
-    held = list(ours(manager.backend, site.prefix).values())
+    held = list(ours(manager.backend, contended.site.prefix).values())
     assert capacity_overruns(snapshot, held) == []
     plan(snapshot)  # raises ReservationConflict if the reservations overcommit the machine
+    assert interleaved_accepts(contended.site) == []
     records = manager.store.reservations()
     tentative = {r.name for r in records if r.state is S.TENTATIVE}
     assert tentative == {r.name for r in held}
-    return len(tentative), sum(1 for r in records if r.state is S.FAILED)
+    failed = [r for r in records if r.state is S.FAILED]
+    if contended.placement_refusals:
+        assert all(any(why in (r.message or "") for why in PLACEMENT_REFUSALS) for r in failed)
+    else:
+        assert failed == []
+    return len(tentative), failed
 
 
-def test_fifty_threads_accepting_at_once(lifecycle_site: ReplaySite) -> None:
+def test_fifty_threads_accepting_at_once(contended: Contended) -> None:
+    lifecycle_site = contended.site
     store, backend = lifecycle_site.open_store(), lifecycle_site.open_backend()
     manager = lifecycle_site.manager(store, backend)
-    offers = overlapping_offers(manager, 50, seed=1)
+    offers = overlapping_offers(manager, 50, seed=1, sizes=contended.sizes)
     barrier = threading.Barrier(len(offers))
     outcomes: List[str] = []
 
@@ -67,24 +137,25 @@ def test_fifty_threads_accepting_at_once(lifecycle_site: ReplaySite) -> None:
             outcomes.append("granted")
         except OfferRefused as refused:
             outcomes.append(refused.code)
-        except LifecycleError as exc:
-            outcomes.append(f"error: {exc}")
+        except ReservationFailed as exc:
+            outcomes.append(f"error: {exc.record.id}")
 
     threads = [threading.Thread(target=client, args=item) for item in enumerate(offers)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    granted, failed = check_granted(lifecycle_site, manager)
-    assert failed == 0
-    assert sorted(set(outcomes)) == ["capacity_gone", "granted"], outcomes
+    granted, failed = check_granted(contended, manager)
+    refused_by_batch_system = [f"error: {r.id}" for r in failed]
+    assert sorted(set(outcomes) - set(refused_by_batch_system)) == ["capacity_gone", "granted"]
     assert granted == outcomes.count("granted") >= 2
 
 
-def test_ten_processes_accepting_at_once(lifecycle_site: ReplaySite) -> None:
+def test_ten_processes_accepting_at_once(contended: Contended) -> None:
+    lifecycle_site = contended.site
     store, backend = lifecycle_site.open_store(), lifecycle_site.open_backend()
     manager = lifecycle_site.manager(store, backend)
-    offers = overlapping_offers(manager, 10, seed=2)
+    offers = overlapping_offers(manager, 10, seed=2, sizes=contended.sizes)
     clients = [
         lifecycle_site.spawn(
             [
@@ -100,8 +171,7 @@ def test_ten_processes_accepting_at_once(lifecycle_site: ReplaySite) -> None:
         codes.append(process.returncode)
         if process.returncode == 0:
             assert json.loads(out)["reservation"]["state"] == "TENTATIVE"
-        else:
-            assert "no longer free" in err, err
-    granted, failed = check_granted(lifecycle_site, manager)
-    assert failed == 0
+        elif "no longer free" not in err:
+            assert contended.placement_refusals and "FAILED" in err, err
+    granted, _ = check_granted(contended, manager)
     assert granted == codes.count(0) >= 2 and 3 in codes, codes

@@ -11,7 +11,7 @@ from typing import List
 
 import pytest
 
-from siteagent import config, reservations
+from siteagent import config, reservations, site
 from siteagent.cli import main
 from siteagent.config import BackendType, ConfigError, PricingPolicy
 from siteagent.model import CapacityUnit
@@ -97,7 +97,7 @@ def test_a_full_file_gives_typed_values(tmp_path: Path) -> None:
         backend:
           type: slurm
           slurm: {slurm_conf: slurm.conf, partition: batch, unit: node,
-                  flags: [MAINT, IGNORE_JOBS], timeout: 12.5}
+                  flags: [MAINT, IGNORE_JOBS], users: [market, alice], timeout: 12.5}
         planner: {policy: easy, poll_interval_s: 10}
         pricing:
           policy: load
@@ -119,7 +119,8 @@ def test_a_full_file_gives_typed_values(tmp_path: Path) -> None:
     slurm = loaded.backend.slurm
     assert slurm.slurm_conf == tmp_path / "slurm.conf"  # relative to the file
     assert (slurm.partition, slurm.unit, slurm.timeout) == ("batch", CapacityUnit.NODE, 12.5)
-    assert slurm.flags == ("MAINT", "IGNORE_JOBS")
+    assert slurm.flags == ("MAINT", "IGNORE_JOBS") and slurm.users == ("market", "alice")
+    assert site.slurm_config(loaded).users == ("market", "alice")
     assert loaded.planner == config.PlannerConfig(Policy.EASY, 10.0)
     pricing = loaded.pricing
     assert pricing.policy is PricingPolicy.LOAD
@@ -159,6 +160,10 @@ def test_tls_files_given_are_used_not_generated(tmp_path: Path) -> None:
         ("backend: {swf: {speed: 0}}", "backend.swf.speed: expected a positive number, got 0"),
         ("backend: {swf: {offset: 1.5}}", "backend.swf.offset: expected an integer >= 0"),
         ("backend: {slurm: {unit: rack}}", 'backend.slurm.unit: expected one of "core", "node"'),
+        (
+            "backend: {slurm: {users: [ok, 'bad user']}}",
+            'backend.slurm.users[1]: expected a name of letters, digits',
+        ),
         (
             "backend: {slurm: {flags: [MAINT, BOGUS]}}",
             "backend.slurm.flags[1]: expected a reservation flag, one of IGNORE_JOBS",
