@@ -43,6 +43,7 @@ from siteagent.backends.base import (
     BackendError,
     BackendUnavailable,
     ReservationRefused,
+    run_command,
 )
 from siteagent.model import (
     UNLIMITED_S,
@@ -795,22 +796,8 @@ class PbsBackend(Backend):
         return env
 
     def _run(self, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
-        """Run a PBS client with the timeout; a hang or a missing binary is "unavailable"."""
-        try:
-            return subprocess.run(
-                list(args),
-                env=self._env(),
-                capture_output=True,
-                text=True,
-                timeout=self.config.timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise BackendUnavailable(
-                f"{args[0]} did not answer within {self.config.timeout:g} s"
-            ) from exc
-        except OSError as exc:
-            raise BackendUnavailable(f"cannot run {args[0]}: {exc}") from exc
+        """Run a PBS client in this backend's environment, with its timeout."""
+        return run_command(args, self._env(), self.config.timeout)
 
     def _json(self, args: Sequence[str]) -> Dict[str, Any]:
         """A JSON document from a command that must succeed.
