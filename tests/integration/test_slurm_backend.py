@@ -8,7 +8,7 @@ JSON the backend parses, so a parser bug cannot confirm itself.
 from __future__ import annotations
 
 import time
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import pytest
 
@@ -16,16 +16,10 @@ from siteagent.backends.base import BackendUnavailable, ReservationRefused
 from siteagent.backends.slurm import SlurmBackend, SlurmConfig, parse_slurm_time
 from siteagent.model import CapacityUnit, ClusterSnapshot, ReservationSpec
 from tests.slurm_cluster import SlurmTestCluster
+from tests.slurm_queue import job_state, wait_for
 
 pytestmark = pytest.mark.slurm
 
-
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.3)
 
 
 def backend(
@@ -46,10 +40,6 @@ def squeue(cluster: SlurmTestCluster, states: str, fmt: str) -> List[List[str]]:
     out = cluster.run(["squeue", "-h", "-r", "-t", states, "-o", fmt]).stdout
     return [line.split("|") for line in out.splitlines() if line.strip()]
 
-
-def job_state(cluster: SlurmTestCluster, job_id: str) -> str:
-    out = cluster.run(["squeue", "-h", "-j", job_id, "-o", "%T"], check=False).stdout
-    return out.strip()
 
 
 def spec(
@@ -79,8 +69,8 @@ def test_snapshot_matches_squeue_and_sinfo(slurm: SlurmTestCluster) -> None:
     wait_for("running jobs", lambda: job_state(slurm, big) == "RUNNING"
              and job_state(slurm, eight) == "RUNNING")
     # the backfill pass (bf_interval=5) publishes the blocked job's expected start
-    wait_for("a backfill estimate", lambda: squeue(slurm, "PD", "%i|%S")
-             and any(r[0] == blocked and r[1] != "N/A" for r in squeue(slurm, "PD", "%i|%S")))
+    wait_for("a backfill estimate", lambda: any(
+        r[0] == blocked and r[1] != "N/A" for r in squeue(slurm, "PD", "%i|%S")))
 
     snap = backend(slurm).snapshot()
     running = squeue(slurm, "R", "%i|%C|%D|%S|%l")
