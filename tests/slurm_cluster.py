@@ -9,7 +9,8 @@ when no munged runs on the host (it is shared and left running: another cluster 
 The recipe and the reasons behind each setting are in ``/work/shared/notes/slurm-cli.md`` §1:
 ``%n`` in the slurmd paths lets several slurmd share one host, private ports keep it apart from
 any other cluster on the machine, ``bf_interval=5`` makes backfill estimates appear within
-seconds, and no accounting keeps slurmdbd out of the picture.
+seconds, and no accounting keeps slurmdbd out of the picture (``accounting=True`` adds a private
+slurmdbd for the tests that need ``sacct``: tests/slurm_accounting.py).
 
 Every command is an argument list, never a shell string. Needs root (slurmd runs jobs as their
 owners) and Debian's ``munge slurmctld slurmd slurm-client`` (tests/setup/install-system-deps).
@@ -28,7 +29,10 @@ import time
 import uuid
 from pathlib import Path
 from types import TracebackType
-from typing import Dict, List, Optional, Sequence, Type
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Type
+
+if TYPE_CHECKING:
+    from tests.slurm_accounting import SlurmAccounting
 
 #: Binaries the cluster needs; missing ones are reported by name.
 REQUIRED_BINARIES = (
@@ -111,6 +115,7 @@ class SlurmTestCluster:
         min_job_age: int = 30,
         startup_timeout: float = 90.0,
         base_dir: Optional[str] = None,
+        accounting: bool = False,
     ) -> None:
         self.node_names = [f"n{i}" for i in range(1, nodes + 1)]
         self.cpus_per_node = cpus_per_node
@@ -127,6 +132,9 @@ class SlurmTestCluster:
         self.node_ports: Dict[str, int] = {}
         self.startup_seconds = 0.0
         self._started = False
+        #: with ``accounting``, a private mariadbd + slurmdbd (tests/slurm_accounting.py)
+        self.accounting: Optional[SlurmAccounting] = None
+        self._with_accounting = accounting
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -180,7 +188,6 @@ class SlurmTestCluster:
         self.ctld_port = ports[0]
         self.node_ports = dict(zip(self.node_names, ports[1:]))
         self.conf = self.dir / "slurm.conf"
-        self.conf.write_text(self._config_text())
         self.env = dict(os.environ)
         self.env["SLURM_CONF"] = str(self.conf)
         # a user's SQUEUE_FORMAT/SBATCH_* settings must not change what the tests see
@@ -188,6 +195,14 @@ class SlurmTestCluster:
             if key.startswith(("SQUEUE_", "SINFO_", "SBATCH_", "SLURM_")) and key != "SLURM_CONF":
                 del self.env[key]
         self._started = True
+        if self._with_accounting:
+            from tests.slurm_accounting import SlurmAccounting
+
+            self.accounting = SlurmAccounting(self.dir, self.env)
+            self.accounting.start()
+        self.conf.write_text(self._config_text())
+        if self.accounting is not None:
+            self.accounting.add_cluster(self.cluster_name)
         self._daemon(["slurmctld", "-f", str(self.conf)])
         for node in self.node_names:
             self._daemon(["slurmd", "-f", str(self.conf), "-N", node])
@@ -216,7 +231,10 @@ class SlurmTestCluster:
             "ProctrackType=proctrack/linuxproc",
             "TaskPlugin=task/none",
             "JobAcctGatherType=jobacct_gather/none",
-            "AccountingStorageType=accounting_storage/none",
+            *(
+                self.accounting.conf_lines() if self.accounting is not None
+                else ["AccountingStorageType=accounting_storage/none"]
+            ),
             "JobCompType=jobcomp/none",
             "MpiDefault=none",
             "SwitchType=switch/none",
@@ -331,6 +349,9 @@ class SlurmTestCluster:
             if _pid_alive(pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+        if self.accounting is not None:
+            self.accounting.stop()
+            self.accounting = None
 
     # ------------------------------------------------------------------ clients
 

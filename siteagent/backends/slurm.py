@@ -748,11 +748,21 @@ def is_unavailable(message: str) -> bool:
     return any(marker in message for marker in UNAVAILABLE_MARKERS)
 
 
+#: Slurm refuses with "Invalid user id" both a reservation for a user it does not know and any
+#: reservation command from a user without AdminLevel=Operator (seen on 22.05 with slurmdbd).
+INVALID_USER_HINT = (
+    " (Slurm says this for a user it does not know, and also when the agent's own user lacks "
+    "AdminLevel=Operator: sacctmgr -i modify user <agent user> set adminlevel=operator)"
+)
+
+
 def _message(proc: subprocess.CompletedProcess[str]) -> str:
-    """The Slurm error of a failed command: stderr lines, without scontrol's trailer noise."""
+    """The Slurm error of a failed command: stderr lines, without scontrol's trailer noise,
+    with a hint where Slurm's words are ambiguous."""
     lines = [ln.strip() for ln in (proc.stderr or "").splitlines() if ln.strip()]
     lines = [ln for ln in lines if ln != "slurm_update error: No error"]
-    return " / ".join(lines) or (proc.stdout or "").strip() or f"exit status {proc.returncode}"
+    text = " / ".join(lines) or (proc.stdout or "").strip() or f"exit status {proc.returncode}"
+    return text + INVALID_USER_HINT if "Invalid user id" in text else text
 
 
 # --------------------------------------------------------------------------- the backend

@@ -226,6 +226,7 @@ def test_slurm_refusal_is_carried_into_the_failed_record(
     record = site.store.get_reservation(failed.value.record.id)
     assert record is not None and record.state is ReservationState.FAILED
     assert "Error creating the reservation: Invalid user id" in (record.message or "")
+    assert "AdminLevel=Operator" in (record.message or "")  # Slurm's words are ambiguous
     assert reservation_names(slurm) == []
 
 

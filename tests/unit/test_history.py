@@ -1,11 +1,13 @@
 """Queue-wait history: binning and statistics, the ``sacct --json`` parser, ``siteagent history``.
 
-The sacct fixture is constructed (no slurmdbd in the test cluster, see tests/data/slurm/README.md),
-so sacct against a live slurmdbd is not covered here.
+Two sacct fixtures: one constructed by hand (rarer cases: TIMEOUT, unlimited, still running)
+and one captured from slurmdbd (tests/data/slurm/README.md); the live slurmdbd is exercised in
+tests/integration/test_slurm_accounting.py.
 """
 
 from __future__ import annotations
 
+import calendar
 import json
 import subprocess
 import time
@@ -31,6 +33,8 @@ from siteagent.store import QueueWait, Store
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "slurm"
 T0 = 1795318000
+#: Submission time of every job in the real capture sacct-22.05.json (2026-11-23T20:30:35Z).
+T_CAPTURE = 1795465835
 
 
 def sacct_doc() -> Dict[str, Any]:
@@ -176,6 +180,37 @@ def test_sacct_document_binned() -> None:
     assert bin_of(table, (2, 4), (0, 3600))["jobs"] == 2  # the two array tasks
     assert bin_of(table, (2, 4), (3600, 14400))["p90_wait_s"] == 60
     assert bin_of(table, (17, 64), (43200, 86400))["median_wait_s"] == 7200.0
+
+
+def _sacct_text_record(line: str) -> QueueWait:
+    """A line of the text capture (``JobID,Submit,Eligible,Start,AllocCPUS,Timelimit,State``,
+    UTC) as the wait it describes: counted from eligibility when that came later."""
+    job_id, submit, eligible, start, cpus, limit, _state = line.split("|")
+
+    def epoch(text: str) -> int:
+        return calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+
+    days, _, clock = limit.rpartition("-")
+    h, m, sec = (int(x) for x in clock.split(":"))
+    walltime = (int(days) if days else 0) * 86400 + h * 3600 + m * 60 + sec
+    since = max(epoch(submit), epoch(eligible))
+    return QueueWait(job_id, int(cpus), walltime, since, epoch(start))
+
+
+def test_sacct_22_05_real_capture_matches_the_text_form() -> None:
+    """The capture from slurmdbd gives the waits sacct's own text form shows for the same jobs
+    (a held job and array tasks become eligible after their submission)."""
+    doc = json.loads((DATA / "sacct-22.05.json").read_text())
+    lines = (DATA / "sacct-22.05.txt").read_text().splitlines()
+    expected = {w.job_id: w for w in map(_sacct_text_record, lines)}
+    got = {w.job_id: w for w in waits_from_sacct(doc)}
+    assert got == expected
+    assert got["6"].wait == 3 and got["6"].submit - T_CAPTURE == 6  # held, released at +5 s
+    assert got["5_1"].walltime == 2 * 86400 and got["1"].cores == 64
+    table = wait_table(got.values(), source="sacct").to_json()
+    assert bin_of(table, (17, 64), (0, 3600))["jobs"] == 1
+    assert bin_of(table, (17, 64), (43200, 86400))["median_wait_s"] == 9.0
+    assert bin_of(table, (1, 1), (86400, None))["jobs"] == 2
 
 
 def test_sacct_data_parser_layout() -> None:

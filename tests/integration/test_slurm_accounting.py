@@ -1,0 +1,218 @@
+"""Queue-wait history from real Slurm accounting: slurmdbd on mariadb, ``sacct --json``.
+
+A private cluster with accounting (``SlurmTestCluster(accounting=True)``) runs a handful of
+short jobs: one that fills the cluster, jobs that wait behind it, a held job released later
+(so its eligible time differs from its submission), a two-task array and a job cancelled while
+pending. Once accounting lists them all as finished, ``sacct_waits`` and ``siteagent history
+--source sacct --json`` must give the same jobs, cores, limits and waits as Slurm's own text
+``sacct`` (parsed here, independently of the code under test), in the bins named below.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
+
+import pytest
+
+from siteagent.backends.slurm import SlurmBackend, SlurmConfig
+from siteagent.cli import main
+from siteagent.history import sacct_waits, wait_table
+from tests.slurm_accounting import missing_accounting_binaries
+from tests.slurm_cluster import ClusterError, SlurmTestCluster, missing_binaries
+from tests.slurm_queue import job_state, wait_for
+from tests.system import IN_CI
+
+pytestmark = pytest.mark.slurm
+
+#: The bin (cores [lo, hi], walltime seconds [lo, hi]) each job of ``submit_jobs`` belongs to.
+Bin = Tuple[Tuple[int, Optional[int]], Tuple[int, Optional[int]]]
+
+
+class Job(NamedTuple):
+    """One record of ``sacct -X -n -P -o JobID,Submit,Eligible,Start,AllocCPUS,Timelimit,State``."""
+
+    job_id: str
+    submit: int
+    eligible: int
+    start: int
+    cores: int
+    walltime: int
+    state: str
+
+    @property
+    def wait(self) -> int:
+        """From eligibility when that came after the submission (held job), else submission."""
+        return self.start - max(self.submit, self.eligible)
+
+
+@pytest.fixture(scope="module")
+def acct() -> Iterator[SlurmTestCluster]:
+    """A 4-node cluster (64 cores) with slurmdbd; fails under CI when it cannot start."""
+    missing = missing_binaries() + missing_accounting_binaries()
+    reason = "needs root" if os.geteuid() != 0 else (
+        f"missing {', '.join(missing)}; run tests/setup/install-system-deps" if missing else ""
+    )
+    if reason:
+        if IN_CI:
+            pytest.fail(f"Slurm accounting unavailable under CI: {reason}", pytrace=False)
+        pytest.skip(reason)
+    cluster = SlurmTestCluster(accounting=True)
+    try:
+        cluster.start()
+    except ClusterError as exc:
+        pytest.fail(f"Slurm cluster with accounting did not start: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def submit_jobs(cluster: SlurmTestCluster) -> Tuple[Dict[str, Bin], str]:
+    """Submit the jobs; the bin each started job id must land in, and the held job's id."""
+    hour = 3600
+    expected: Dict[str, Bin] = {}
+    # fills all 64 cores for 3 s: the next jobs wait for Resources
+    expected[cluster.submit("-n64", "-t", "5", wrap="sleep 3")] = ((17, 64), (0, hour))
+    expected[cluster.submit("-n1", "-t", "5", wrap="sleep 2")] = ((1, 1), (0, hour))
+    expected[cluster.submit("-n4", "-t", "90", wrap="sleep 2")] = ((2, 4), (hour, 4 * hour))
+    day = (12 * hour, 24 * hour)
+    expected[cluster.submit("-n20", "-t", "1-0", wrap="sleep 2")] = ((17, 64), day)
+    array = cluster.submit("--array=0-1", "-n1", "-t", "2-0", wrap="sleep 2")
+    for task in ("0", "1"):
+        expected[f"{array}_{task}"] = ((1, 1), (24 * hour, None))
+    held = cluster.submit("-H", "-n2", "-t", "10", wrap="sleep 2")
+    expected[held] = ((2, 4), (0, hour))
+    cancelled = cluster.submit("--begin=now+1hour", "-n1", "-t", "5", wrap="sleep 2")
+    time.sleep(5)  # the held job's eligibility comes well after its submission
+    cluster.run(["scontrol", "release", held])
+    cluster.run(["scancel", cancelled])
+    wait_for("held job to start", lambda: job_state(cluster, held) != "PENDING", 30)
+    return expected, held
+
+
+def sacct_text(cluster: SlurmTestCluster) -> List[Job]:
+    """Slurm's own view of every job, as text (UTC, ISO times)."""
+    env = dict(cluster.env, TZ="UTC", SLURM_TIME_FORMAT="standard")
+    proc = subprocess.run(
+        ["sacct", "-a", "-X", "-n", "-P", "-S", "now-1hour",
+         "-o", "JobID,Submit,Eligible,Start,AllocCPUS,Timelimit,State"],
+        env=env, capture_output=True, text=True, timeout=30, check=True,
+    )
+    jobs = []
+    for line in proc.stdout.splitlines():
+        job_id, submit, eligible, start, cpus, limit, state = line.split("|")
+        jobs.append(Job(job_id, _epoch(submit), _epoch(eligible), _epoch(start), int(cpus),
+                        _limit_s(limit), state.split()[0]))
+    return jobs
+
+
+def _epoch(text: str) -> int:
+    """A UTC ``YYYY-MM-DDTHH:MM:SS``; 0 for ``Unknown``/``None``."""
+    if not text[:1].isdigit():
+        return 0
+    return int(datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+               .timestamp())
+
+
+def _limit_s(text: str) -> int:
+    """``[D-]HH:MM:SS`` in seconds."""
+    days, _, clock = text.rpartition("-")
+    h, m, s = (int(x) for x in clock.split(":"))
+    return (int(days) if days else 0) * 86400 + h * 3600 + m * 60 + s
+
+
+def test_sacct_waits_match_slurm_accounting(
+    acct: SlurmTestCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    since = int(time.time()) - 1
+    expected_bins, held_id = submit_jobs(acct)
+    wait_for("every job finished and in accounting", lambda: sorted(
+        j.job_id for j in sacct_text(acct) if j.state == "COMPLETED") == sorted(expected_bins),
+        timeout=90)
+    until = int(time.time()) + 1
+    reference = {j.job_id: j for j in sacct_text(acct) if j.state == "COMPLETED"}
+    # released 5 s after submission; (array tasks too become eligible after submission)
+    assert reference[held_id].eligible - reference[held_id].submit >= 4, reference[held_id]
+    assert any(j.wait >= 1 for j in reference.values()), "no job waited for resources"
+
+    backend = SlurmBackend(SlurmConfig(slurm_conf=str(acct.conf), partition="batch"))
+    waits = {w.job_id: w for w in sacct_waits(backend, since, until)}
+    # the cancelled job never started: not a wait
+    assert sorted(waits) == sorted(reference)
+    for job_id, ref in reference.items():
+        got = waits[job_id]
+        assert (got.cores, got.walltime, got.submit, got.start, got.wait) == (
+            ref.cores, ref.walltime, max(ref.submit, ref.eligible), ref.start, ref.wait
+        ), job_id
+
+    table = wait_table(waits.values(), source="sacct").to_json()
+    assert table["jobs"] == len(reference) and table["skipped"] == 0
+    for b in table["bins"]:
+        key = (tuple(b["cores"]), tuple(b["walltime_s"]))
+        in_bin = sorted(reference[j].wait for j, kb in expected_bins.items() if kb == key)
+        assert b["jobs"] == len(in_bin), key
+        if in_bin:
+            assert b["p90_wait_s"] in in_bin and min(in_bin) <= b["median_wait_s"] <= max(in_bin)
+
+    config = tmp_path / "agent.yaml"
+    config.write_text(
+        f"backend:\n  type: slurm\n  slurm:\n    slurm_conf: {acct.conf}\n    partition: batch\n"
+    )
+    argv = ["history", "--config", str(config), "--state-dir", str(tmp_path / "state"),
+            "--source", "sacct", "--since", str(since), "--json"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["bins"] == table["bins"]
+
+
+# ----------------------------------------------------------------------------- admin level
+
+
+def as_user(
+    cluster: SlurmTestCluster, user: str, args: List[str]
+) -> subprocess.CompletedProcess[str]:
+    """A Slurm client run as ``user`` (runuser: no login shell needed, nobody works)."""
+    return subprocess.run(
+        ["runuser", "-u", user, "--", *args],
+        env=cluster.env, capture_output=True, text=True, timeout=30, check=False,
+    )
+
+
+def test_operator_level_suffices_for_reservations(acct: SlurmTestCluster) -> None:
+    """What the README's administrator's guide promises: AdminLevel=Operator, set with
+    sacctmgr once the user exists in accounting, lets a non-root user create and delete
+    reservations for others; without it slurmctld refuses, with a misleading message."""
+    create = ["scontrol", "create", "reservation", "ReservationName=sa_optest",
+              "StartTime=now+1hour", "Duration=10", "CoreCnt=4", "Users=root"]
+    delete = ["scontrol", "delete", "ReservationName=sa_optest"]
+    refused = as_user(acct, "nobody", create)
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == "Error creating the reservation: Invalid user id"
+    acct.run(create)
+    refused = as_user(acct, "nobody", delete)
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == "delete_reservation ReservationName=sa_optest: Invalid user id"
+    assert "sa_optest" in acct.run(["scontrol", "show", "reservation", "-o"]).stdout
+    acct.run(delete)
+
+    # sacctmgr modifies only users accounting knows
+    unknown = acct.run(["sacctmgr", "-i", "modify", "user", "nobody", "set",
+                        "adminlevel=operator"], check=False)
+    assert unknown.returncode == 1 and unknown.stdout.strip() == "Nothing modified"
+    acct.run(["sacctmgr", "-i", "add", "user", "nobody", "account=root"])
+    acct.run(["sacctmgr", "-i", "modify", "user", "nobody", "set", "adminlevel=operator"])
+    try:
+        wait_for("slurmctld to learn nobody's operator level",
+                 lambda: as_user(acct, "nobody", create).returncode == 0, timeout=30)
+        made = acct.run(["scontrol", "show", "reservation", "-o", "sa_optest"]).stdout
+        assert "CoreCnt=4" in made and "Users=root" in made
+        deleted = as_user(acct, "nobody", delete)
+        assert deleted.returncode == 0, deleted.stderr
+    finally:
+        acct.run(["sacctmgr", "-i", "modify", "user", "nobody", "set", "adminlevel=none"])
+        acct.delete_all_reservations()
