@@ -44,7 +44,7 @@ from siteagent.api_models import (
     QuoteRequest,
 )
 from siteagent.api_service import API_VERSION, ApiContext, Service
-from siteagent.ledger import LedgerConflict
+from siteagent.ledger import Ledger, LedgerConflict
 from siteagent.metrics import Metrics
 from siteagent.security import AuthorizedClient
 
@@ -223,8 +223,9 @@ def timed(metrics: Metrics) -> Callable[..., Awaitable[Response]]:
 
 def register_participants(context: ApiContext) -> None:
     """Open ledger accounts for the site and every authorized client (a no-op when they
-    exist), so that any receipt the API signs can be booked."""
-    if context.ledger is None:
+    exist), so that any receipt the API signs can be booked. A ledger service has its own
+    participants file: the agent opens no accounts there."""
+    if not isinstance(context.ledger, Ledger):
         return
     parties = [(context.site_key_id, "site", context.site_key.public_key())]
     parties += [

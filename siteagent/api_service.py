@@ -23,7 +23,7 @@ from siteagent.agent import Agent, State
 from siteagent.api_errors import ApiError
 from siteagent.api_models import QuoteRequest
 from siteagent.history import wait_table
-from siteagent.ledger import Ledger, LedgerError
+from siteagent.ledger import Bookkeeper, LedgerError, LedgerUnavailable
 from siteagent.metrics import Metrics
 from siteagent.model import CENT, CapacityUnit, ClusterSnapshot, Request, Slot
 from siteagent.offers import OFFER_VALID_S, make_offer, offer_row, slot_row
@@ -60,7 +60,7 @@ class ApiContext:
     authenticator: security.Authenticator
     site_key: Ed25519PrivateKey
     site_key_id: str
-    ledger: Optional[Ledger]
+    ledger: Optional[Bookkeeper]
     metrics: Optional[Metrics]
 
 
@@ -403,18 +403,20 @@ class Service:
         view["receipt"] = self.site.store.receipt(record.id)
         return view
 
-    def _ledger(self, book: Callable[[Ledger], Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-        """Book in the ledger, if there is one; its refusal after the reservation moved is a
-        502 that says so (the reservation stands; retrying the request books it)."""
+    def _ledger(self, book: Callable[[Bookkeeper], Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+        """Book in the ledger, if there is one; its refusal after the reservation moved, or a
+        ledger service that does not answer, is a 502 that says so (the reservation stands and
+        the receipt is kept in the store; retrying the request books it)."""
         if self.context.ledger is None:
             return None
         try:
             return book(self.context.ledger)
         except LedgerError as exc:
+            what = "could not reach" if isinstance(exc, LedgerUnavailable) else "refused"
             raise ApiError(
                 502,
                 f"ledger_{exc.code}",
-                f"the reservation was updated but the ledger refused the booking ({exc}); "
+                f"the reservation was updated but the ledger {what} the booking ({exc}); "
                 "retry the same request to book it",
             ) from None
 

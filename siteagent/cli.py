@@ -19,6 +19,7 @@ from siteagent import (
     __version__,
     cli_args,
     cli_history,
+    cli_ledger,
     cli_market,
     cli_reservations,
     cli_setup,
@@ -98,6 +99,7 @@ def _site_parser() -> argparse.ArgumentParser:
     cli_market.add_commands(commands)
     cli_setup.add_commands(commands)
     cli_history.add_commands(commands)
+    cli_ledger.add_commands(commands)
     return parser
 
 

@@ -224,10 +224,19 @@ class SecurityConfig:
 
 @dataclass(frozen=True)
 class LedgerConfig:
-    """The bank: embedded SQLite at ``path`` unless ``url`` names a ledger service."""
+    """The bank: embedded SQLite at ``path`` unless ``url`` names a ledger service, whose
+    certificate the agent checks against ``ca`` (default: the system's trusted CAs).
+
+    ``siteagent ledger serve`` reads ``path`` too, listens on ``listen``:``port`` with the
+    ``api.tls`` certificate, and opens accounts for the sites and clients of ``participants``.
+    """
 
     path: Path
     url: Optional[str] = None
+    ca: Optional[Path] = None
+    participants: Optional[Path] = None
+    listen: str = "127.0.0.1"
+    port: int = 8444
 
 
 @dataclass(frozen=True)
@@ -726,6 +735,10 @@ def read_ledger(section: Section, paths: Paths, state_dir: Path) -> LedgerConfig
     return LedgerConfig(
         path=section.get("path", state_dir / "ledger.sqlite3", paths.path),
         url=section.get("url", None, optional(ledger_url)),
+        ca=section.get("ca", None, optional(paths.existing_file)),
+        participants=section.get("participants", None, optional(paths.existing_file)),
+        listen=section.get("listen", "127.0.0.1", listen_address),
+        port=section.get("port", 8444, port),
     )
 
 

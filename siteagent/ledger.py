@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -114,6 +114,13 @@ class LedgerNotFound(LedgerError):
     status = 404
 
 
+class LedgerUnavailable(LedgerError):
+    """503: a ledger service did not answer (or answered nonsense); nothing is known to be
+    booked, and booking the same receipt again later is safe (booking is idempotent)."""
+
+    status = 503
+
+
 @dataclass(frozen=True)
 class Entry:
     """One side of a transaction: ``amount`` added to ``account`` (negative: taken)."""
@@ -144,6 +151,26 @@ class Transaction:
                 {"account": entry.account, "amount": str(entry.amount)} for entry in self.entries
             ],
         }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Transaction:
+        """The transaction a ledger service answered with; ValueError if it is not one."""
+        try:
+            entries = tuple(
+                Entry(str(entry["account"]), Decimal(str(entry["amount"])))
+                for entry in data["entries"]
+            )
+            receipt_id = data.get("receipt_id")
+            return cls(
+                int(data["id"]),
+                str(data["kind"]),
+                int(data["at"]),
+                str(data["memo"]),
+                entries,
+                None if receipt_id is None else str(receipt_id),
+            )
+        except (KeyError, TypeError, ArithmeticError, AttributeError, ValueError) as exc:
+            raise ValueError(f"not a ledger transaction ({exc!r})") from None
 
 
 @dataclass(frozen=True)
@@ -207,6 +234,17 @@ def deal_terms(deal: Mapping[str, Any]) -> DealTerms:
     if penalty > price:
         raise LedgerRefused("malformed_receipt", "the cancellation penalty exceeds the price")
     return DealTerms(deal["site"], deal["buyer"], deal["reservation_id"], price, penalty)
+
+
+class Bookkeeper(Protocol):
+    """What the agent needs of a ledger: this embedded one, or a ledger service's client
+    (:class:`siteagent.ledger_client.RemoteLedger`)."""
+
+    def book(self, receipt: Receipt) -> Transaction: ...
+
+    def refund(self, cancellation: Cancellation) -> Transaction: ...
+
+    def close(self) -> None: ...
 
 
 class Ledger:

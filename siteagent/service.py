@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import uvicorn
 
@@ -39,8 +39,9 @@ from siteagent import config as config_module
 from siteagent import sdnotify, security
 from siteagent.agent import Agent, State
 from siteagent.api import ApiContext, create_app, register_participants
-from siteagent.config import Config, ConfigError
-from siteagent.ledger import Ledger
+from siteagent.config import Config, ConfigError, TlsConfig
+from siteagent.ledger import Bookkeeper, Ledger
+from siteagent.ledger_client import RemoteLedger
 from siteagent.metrics import Metrics
 from siteagent.site import Site, open_site, pricing_of
 
@@ -105,7 +106,7 @@ class Parts:
     metrics: Metrics
     agent: Agent
     authenticator: security.Authenticator
-    ledger: Optional[Ledger]
+    ledger: Optional[Bookkeeper]
     context: ApiContext
 
 
@@ -307,24 +308,29 @@ def read_clients(path: Path) -> Dict[str, security.AuthorizedClient]:
     return security.load_authorized_clients(path)
 
 
-def open_ledger(config: Config) -> Optional[Ledger]:
-    """The embedded ledger, unless the configuration names a ledger service."""
+def open_ledger(config: Config) -> Bookkeeper:
+    """The embedded ledger, or the client of the ledger service the configuration names."""
     if config.ledger.url is not None:
         log.info("ledger: receipts are booked by the ledger service at %s", config.ledger.url)
-        return None
+        return RemoteLedger(config.ledger.url, config.ledger.ca)
     return Ledger(config.ledger.path)
 
 
 def uvicorn_config(context: ApiContext, config: Config) -> uvicorn.Config:
-    """The server settings: the configured address, TLS with the site's certificate (a
-    self-signed one for localhost made on first start), and our logging left alone."""
-    tls = config.api.tls
+    """The agent's server settings: the configured address and TLS (see https_config)."""
+    return https_config(create_app(context), config.api.listen, config.api.port, config.api.tls)
+
+
+def https_config(app: Any, listen: str, port: int, tls: TlsConfig) -> uvicorn.Config:
+    """uvicorn's settings for ``app`` (the agent's API, or the ledger service): the address,
+    TLS with the configured certificate (a self-signed one for localhost made on first start),
+    and our logging left alone."""
     if tls.enabled and tls.self_signed and security.ensure_self_signed(tls.cert, tls.key):
         log.info("made a self-signed TLS certificate for localhost: %s", tls.cert)
     server = uvicorn.Config(
-        create_app(context),
-        host=config.api.listen,
-        port=config.api.port,
+        app,
+        host=listen,
+        port=port,
         log_config=None,
         access_log=False,
         lifespan="off",
@@ -341,9 +347,13 @@ def uvicorn_config(context: ApiContext, config: Config) -> uvicorn.Config:
 
 
 def listen_url(config: Config) -> str:
-    scheme = "https" if config.api.tls.enabled else "http"
-    host = config.api.listen
-    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{config.api.port}"
+    return url_of(config.api.listen, config.api.port, config.api.tls.enabled)
+
+
+def url_of(host: str, port: int, tls: bool) -> str:
+    """The URL a server listening on ``host``:``port`` answers at."""
+    scheme = "https" if tls else "http"
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 # --------------------------------------------------------------------------- reload

@@ -1,0 +1,318 @@
+"""The ledger as a service: receipts and refunds booked over HTTP with both signatures checked,
+balances and statements, refusals that book nothing, the participants file, the remote
+client's view of a service that is not there, and the `siteagent ledger` commands."""
+
+from __future__ import annotations
+
+import io
+import json
+import textwrap
+import urllib.error
+from dataclasses import replace
+from decimal import Decimal
+from email.message import Message
+from pathlib import Path
+from typing import Any, Dict, Iterator
+
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+
+from siteagent import config, ledger_client, security
+from siteagent.cli import main
+from siteagent.config import ConfigError
+from siteagent.ledger import (
+    Ledger,
+    LedgerConflict,
+    LedgerNotFound,
+    LedgerRefused,
+    LedgerUnavailable,
+)
+from siteagent.ledger_client import RemoteLedger
+from siteagent.ledger_service import create_app, load_participants, open_ledger
+from siteagent.security import Signed
+from tests.system import free_port
+from tests.unit.deals import NOW, Party, receipt
+
+PRICE = Decimal("43.40")  # tests.unit.deals.offer: 16 cores x 2 h x 1.25 + fee 3.4
+
+
+@pytest.fixture
+def site() -> Party:
+    return Party("hpc1")
+
+
+@pytest.fixture
+def alice() -> Party:
+    return Party("alice@laptop")
+
+
+def participants_file(path: Path, site: Party, alice: Party) -> Path:
+    """The administrator's file: the site, and alice in the authorized-clients format."""
+    document = {
+        "sites": {site.key_id: {"public_key": security.public_key_text(site.key.public_key())}},
+        "clients": {
+            alice.key_id: {
+                "public_key": security.public_key_text(alice.key.public_key()),
+                "user": "alice",
+            }
+        },
+    }
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def service_config(tmp_path: Path, site: Party, alice: Party) -> Path:
+    participants = participants_file(tmp_path / "participants.yaml", site, alice)
+    document = {
+        "state_dir": str(tmp_path / "state"),
+        "ledger": {"path": str(tmp_path / "bank.sqlite3"), "participants": str(participants)},
+    }
+    path = tmp_path / "ledger.yaml"
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def ledger(service_config: Path) -> Iterator[Ledger]:
+    opened = open_ledger(config.load(service_config))
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def http(ledger: Ledger) -> TestClient:
+    return TestClient(create_app(ledger))
+
+
+def balance(http: TestClient, account: str) -> Decimal:
+    answer = http.get(f"/v1/accounts/{account}")
+    assert answer.status_code == 200, answer.text
+    return Decimal(answer.json()["balance"])
+
+
+def error(answer: Any, status: int) -> Dict[str, Any]:
+    assert answer.status_code == status, answer.text
+    detail: Dict[str, Any] = answer.json()["error"]
+    return detail
+
+
+# --------------------------------------------------------------------------- the HTTP API
+
+
+def test_a_receipt_posted_moves_the_price(http: TestClient, site: Party, alice: Party) -> None:
+    booked = receipt(site, alice)
+    answer = http.post("/v1/receipts", json=booked.to_json())
+    assert answer.status_code == 200, answer.text
+    transaction = answer.json()
+    assert transaction["kind"] == "deal" and transaction["receipt_id"] == booked.id
+    assert balance(http, alice.key_id) == -PRICE
+    assert balance(http, site.key_id) == PRICE
+    assert balance(http, "bank") == 0
+    statement = http.get(f"/v1/accounts/{alice.key_id}/statement").json()
+    assert statement["balance"] == "-43.40"
+    assert [(line["kind"], line["amount"]) for line in statement["lines"]] == [("deal", "-43.40")]
+
+
+def test_booking_the_same_receipt_again_has_one_effect(
+    http: TestClient, site: Party, alice: Party
+) -> None:
+    document = receipt(site, alice).to_json()
+    first = http.post("/v1/receipts", json=document)
+    again = http.post("/v1/receipts", json=document)
+    assert again.status_code == 200 and again.json() == first.json()
+    assert balance(http, alice.key_id) == -PRICE
+    assert len(http.get(f"/v1/accounts/{alice.key_id}/statement").json()["lines"]) == 1
+
+
+@pytest.mark.parametrize("signature", ["user_signature", "site_signature"])
+def test_a_bad_signature_is_refused_and_nothing_booked(
+    http: TestClient, site: Party, alice: Party, signature: str
+) -> None:
+    booked = receipt(site, alice)
+    key_id = alice.key_id if signature == "user_signature" else site.key_id
+    forged = replace(booked, **{signature: Signed(key_id, bytes(64))})
+    detail = error(http.post("/v1/receipts", json=forged.to_json()), 422)
+    assert detail["code"] == f"bad_{signature}"
+    assert balance(http, alice.key_id) == 0 and balance(http, site.key_id) == 0
+    assert http.get(f"/v1/accounts/{alice.key_id}/statement").json()["lines"] == []
+
+
+def test_a_receipt_from_a_stranger_is_refused(http: TestClient, site: Party) -> None:
+    detail = error(http.post("/v1/receipts", json=receipt(site, Party("eve")).to_json()), 422)
+    assert detail["code"] == "unknown_participant"
+
+
+@pytest.mark.parametrize("body", [{"deal": {}}, {"not": "a receipt"}, [1, 2]])
+def test_a_malformed_receipt_is_a_422(http: TestClient, body: Any) -> None:
+    detail = error(http.post("/v1/receipts", json=body), 422)
+    assert detail["code"] in ("malformed_receipt", "invalid_request") and detail["message"]
+
+
+def test_a_deal_without_canonical_json_is_refused_not_a_500(
+    http: TestClient, site: Party, alice: Party
+) -> None:
+    document = receipt(site, alice).to_json()
+    document["deal"]["extra"] = 2**60  # beyond the integers RFC 8785 (I-JSON) allows
+    detail = error(http.post("/v1/receipts", json=document), 422)
+    assert detail["code"] == "malformed_receipt" and "canonical" in detail["message"]
+
+
+def test_a_receipt_conflicting_with_a_booked_one_is_a_409(
+    http: TestClient, site: Party, alice: Party
+) -> None:
+    http.post("/v1/receipts", json=receipt(site, alice).to_json())
+    other = receipt(site, alice, offer_id="o-2")  # the same reservation, another deal
+    assert error(http.post("/v1/receipts", json=other.to_json()), 409)["code"] == (
+        "reservation_already_booked"
+    )
+
+
+def test_a_refund_returns_the_price_less_the_penalty(
+    http: TestClient, site: Party, alice: Party
+) -> None:
+    booked = receipt(site, alice)
+    http.post("/v1/receipts", json=booked.to_json())
+    cancellation = security.sign_cancellation(
+        booked, Decimal("0.34"), NOW + 200, site.key, site.key_id
+    )
+    answer = http.post("/v1/refunds", json=cancellation.to_json())
+    assert answer.status_code == 200 and answer.json()["kind"] == "refund", answer.text
+    assert balance(http, alice.key_id) == Decimal("-0.34")
+    assert balance(http, site.key_id) == Decimal("0.34")
+    again = http.post("/v1/refunds", json=cancellation.to_json())
+    assert again.json() == answer.json() and balance(http, alice.key_id) == Decimal("-0.34")
+
+
+def test_a_refund_signed_by_another_key_is_refused(
+    http: TestClient, site: Party, alice: Party
+) -> None:
+    booked = receipt(site, alice)
+    http.post("/v1/receipts", json=booked.to_json())
+    impostor = Party(site.key_id)
+    forged = security.sign_cancellation(booked, Decimal(0), NOW, impostor.key, site.key_id)
+    assert error(http.post("/v1/refunds", json=forged.to_json()), 422)["code"] == (
+        "bad_site_signature"
+    )
+    assert balance(http, alice.key_id) == -PRICE
+
+
+def test_unknown_accounts_and_receipts_are_404(http: TestClient, site: Party, alice: Party) -> None:
+    assert error(http.get("/v1/accounts/nobody"), 404)["code"] == "unknown_account"
+    assert error(http.get("/v1/accounts/nobody/statement"), 404)["code"] == "unknown_account"
+    unbooked = security.sign_cancellation(
+        receipt(site, alice), Decimal(0), NOW, site.key, site.key_id
+    )
+    assert error(http.post("/v1/refunds", json=unbooked.to_json()), 404)["code"] == (
+        "unknown_receipt"
+    )
+
+
+def test_health(http: TestClient) -> None:
+    assert http.get("/healthz").json() == {"status": "ok"}
+
+
+# --------------------------------------------------------------------------- participants
+
+
+def test_participants_file_errors_name_the_key_path(tmp_path: Path, site: Party) -> None:
+    key = security.public_key_text(site.key.public_key())
+    path = tmp_path / "participants.yaml"
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            sites:
+              hpc1: {{public_key: "{key}"}}
+              hpc2: {{public_key: "not a key"}}
+              hpc3: {{}}
+            clients:
+              hpc1: {{public_key: "{key}", user: alice}}
+            banks: {{}}
+            """
+        ),
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_participants(path)
+    found = sorted(str(problem) for problem in caught.value.problems)
+    assert found[0].startswith("banks: unknown key")
+    assert found[1] == "clients.hpc1: expected a key id listed once, as a site or a client"
+    assert found[2].startswith("sites.hpc2.public_key: expected an Ed25519 public key")
+    assert found[3] == "sites.hpc3: expected public_key"
+
+
+def test_serving_needs_a_participants_file(tmp_path: Path) -> None:
+    from siteagent.ledger_service import LedgerServiceError
+
+    with pytest.raises(LedgerServiceError, match=r"ledger\.participants"):
+        open_ledger(config.parse({"state_dir": str(tmp_path)}))
+
+
+# --------------------------------------------------------------------------- the client
+
+
+def test_a_ledger_service_that_does_not_answer_is_unavailable(site: Party, alice: Party) -> None:
+    remote = RemoteLedger(f"http://127.0.0.1:{free_port()}", timeout=2)
+    with pytest.raises(LedgerUnavailable, match="did not answer"):
+        remote.book(receipt(site, alice))
+
+
+# --------------------------------------------------------------------------- the commands
+
+
+def test_deposit_balance_and_statement_commands(
+    service_config: Path, alice: Party, capsys: pytest.CaptureFixture[str]
+) -> None:
+    options = ["--config", str(service_config)]
+    assert main(["ledger", "deposit", alice.key_id, "100.00", "--memo", "grant", *options]) == 0
+    assert "balance 100.00" in capsys.readouterr().out
+    assert main(["ledger", "balance", alice.key_id, "--json", *options]) == 0
+    assert json.loads(capsys.readouterr().out) == {"account": alice.key_id, "balance": "100.00"}
+    assert main(["ledger", "statement", alice.key_id, "--json", *options]) == 0
+    lines = json.loads(capsys.readouterr().out)["lines"]
+    assert [(line["kind"], line["memo"], line["amount"]) for line in lines] == [
+        ("deposit", "grant", "100.00")
+    ]
+    assert main(["ledger", "statement", alice.key_id, *options]) == 0
+    assert "grant" in capsys.readouterr().out
+    assert main(["ledger", "balance", "bank", *options]) == 0
+    assert "bank: -100.00" in capsys.readouterr().out
+
+
+def test_commands_refuse_unknown_accounts_and_bad_amounts(
+    service_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    options = ["--config", str(service_config)]
+    assert main(["ledger", "balance", "nobody", *options]) == 1
+    assert "no account 'nobody'" in capsys.readouterr().err
+    assert main(["ledger", "deposit", "nobody", "5.00", *options]) == 1
+    assert main(["ledger", "deposit", "hpc1", "0.001", *options]) == 1
+    assert "not a whole number of cents" in capsys.readouterr().err
+
+
+def refused_with(status: int, body: bytes) -> Exception:
+    """What RemoteLedger makes of an HTTP error answer from the service."""
+    answer = urllib.error.HTTPError(
+        "https://bank/v1/receipts", status, "x", Message(), io.BytesIO(body)
+    )
+    return ledger_client.refusal("https://bank", answer)
+
+
+def test_the_services_refusals_become_the_ledgers_errors() -> None:
+    body = json.dumps({"error": {"code": "bad_site_signature", "message": "no"}}).encode()
+    refused = refused_with(422, body)
+    assert isinstance(refused, LedgerRefused) and refused.code == "bad_site_signature"
+    assert isinstance(refused_with(409, body), LedgerConflict)
+    assert isinstance(refused_with(404, body), LedgerNotFound)
+    failed = refused_with(500, b"<html>oops</html>")
+    assert isinstance(failed, LedgerUnavailable) and "HTTP 500" in str(failed)
+
+
+def test_an_agent_with_a_ledger_url_books_at_the_service(tmp_path: Path) -> None:
+    from siteagent.service import open_ledger as agent_ledger
+
+    url = "https://bank.example.org:8444/"
+    opened = agent_ledger(config.parse({"state_dir": str(tmp_path), "ledger": {"url": url}}))
+    assert isinstance(opened, RemoteLedger) and opened.url == url.rstrip("/")
+    assert not (tmp_path / "ledger.sqlite3").exists()
