@@ -18,8 +18,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, List, Optional, Set
 
-from siteagent import sdnotify
+from siteagent import bookkeeping, sdnotify
 from siteagent.backends.base import Backend, BackendError
+from siteagent.ledger import Bookkeeper
 from siteagent.model import ClusterSnapshot
 from siteagent.reservations import ReservationManager
 from siteagent.scheduling import Plan, Policy, plan
@@ -65,6 +66,7 @@ class Agent:
         store: Optional[Store] = None,
         metrics: Optional[Metrics] = None,
         watchdog: Optional[sdnotify.Watchdog] = None,
+        ledger: Optional[Bookkeeper] = None,
     ) -> None:
         if poll_interval_s <= 0:
             raise ValueError(f"poll interval must be > 0 s, got {poll_interval_s}")
@@ -76,6 +78,7 @@ class Agent:
         self.store = store
         self.metrics = metrics
         self.watchdog = watchdog
+        self.ledger = ledger
         self._waits = WaitObserver()
         self.state: Optional[State] = None
         self.last_error: Optional[str] = None
@@ -104,13 +107,11 @@ class Agent:
         try:
             state = self.refresh()
         except BackendError as exc:
-            self.last_error = str(exc)
-            log.error(
-                "backend %s failed: %s (keeping the state from before)", self.backend.name, exc
-            )
-            self._beat(f"backend {self.backend.name} unavailable: {exc}")
-            if self.metrics is not None:
-                self.metrics.observe_failure()
+            self._poll_failed(str(exc))
+            return None
+        except Exception as exc:  # an answer no parser foresaw must not end the polls
+            log.exception("reading the batch system failed unexpectedly")
+            self._poll_failed(f"unexpected {type(exc).__name__}: {exc}")
             return None
         log.info(describe(state))
         self._beat(describe(state))
@@ -119,6 +120,10 @@ class Agent:
                 self.store.record_waits(self._waits.observe(state.snapshot))
             if self.manager is not None:
                 log.info(self.manager.housekeeping().describe())
+            if self.ledger is not None and self.store is not None:
+                caught_up = bookkeeping.book_owed(self.store, self.ledger)
+                if caught_up.booked or caught_up.problems:
+                    log.info(caught_up.describe())
         except (BackendError, StoreError) as exc:
             self.last_error = str(exc)
             log.error("recording waits or reservation housekeeping failed: %s", exc)
@@ -129,6 +134,17 @@ class Agent:
             except StoreError as exc:
                 log.error("reading the reservations for the metrics failed: %s", exc)
         return state
+
+    def _poll_failed(self, error: str) -> None:
+        """Keep the state from before, and say (on /healthz, to systemd, in the metrics) that
+        the batch system could not be read: the next cycle tries again."""
+        self.last_error = error
+        log.error(
+            "backend %s failed: %s (keeping the state from before)", self.backend.name, error
+        )
+        self._beat(f"backend {self.backend.name} unavailable: {error}")
+        if self.metrics is not None:
+            self.metrics.observe_failure()
 
     def _beat(self, status: Optional[str] = None) -> None:
         """The loop made progress: feed the watchdog, and tell systemd what it saw."""

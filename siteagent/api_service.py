@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 import siteagent
-from siteagent import security
+from siteagent import bookkeeping, security
 from siteagent.agent import Agent, State
 from siteagent.api_errors import ApiError
 from siteagent.api_models import QuoteRequest
@@ -304,7 +304,11 @@ class Service:
                 reservation_id, client.key_id, key or f"confirm-{reservation_id}"
             )
             kept = self.site.store.add_receipt(reservation_id, receipt.to_json())
-        booked = self._ledger(lambda ledger: ledger.book(Receipt.from_json(kept)).to_json())
+        booked = self._ledger(
+            lambda ledger: bookkeeping.book(
+                self.site.store, ledger, reservation_id, bookkeeping.RECEIPT, kept
+            ).to_json()
+        )
         return {**self._view(record), "receipt": kept, "ledger_transaction": booked}
 
     def cancel(
@@ -326,7 +330,11 @@ class Service:
                 self.context.site_key_id,
             )
             cancellation = signed.to_json()
-            refund = self._ledger(lambda ledger: ledger.refund(signed).to_json())
+            refund = self._ledger(
+                lambda ledger: bookkeeping.book(
+                    self.site.store, ledger, reservation_id, bookkeeping.REFUND, cancellation
+                ).to_json()
+            )
         return {
             **self._view(record),
             "penalty": str(penalty.quantize(CENT)),
@@ -406,7 +414,7 @@ class Service:
     def _ledger(self, book: Callable[[Bookkeeper], Dict[str, Any]]) -> Optional[Dict[str, Any]]:
         """Book in the ledger, if there is one; its refusal after the reservation moved, or a
         ledger service that does not answer, is a 502 that says so (the reservation stands and
-        the receipt is kept in the store; retrying the request books it)."""
+        the booking stays owed: retrying the request books it, and so does the agent's loop)."""
         if self.context.ledger is None:
             return None
         try:

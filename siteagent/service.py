@@ -272,6 +272,7 @@ def assemble(site: Site) -> Parts:
     )
     site.backend = metrics.instrument(site.backend)
     site.manager.backend = site.backend
+    ledger = open_ledger(config)
     agent = Agent(
         site.backend,
         config.planner.policy,
@@ -281,13 +282,13 @@ def assemble(site: Site) -> Parts:
         store=site.store,
         metrics=metrics,
         watchdog=sdnotify.Watchdog.from_environment(time.monotonic),
+        ledger=ledger,
     )
     authenticator = security.Authenticator(
         read_clients(config.security.authorized_clients),
         max_age_s=config.security.signature_max_age_s,
         nonces=security.NonceCache(config.security.nonce_cache_size),
     )
-    ledger = open_ledger(config)
     context = ApiContext(
         site=site,
         agent=agent,

@@ -280,8 +280,27 @@ def _migrate_2(db: sqlite3.Connection) -> None:
     )
 
 
+def _migrate_3(db: sqlite3.Connection) -> None:
+    """What the site owes its ledger: each receipt and refund it signed, until booked, so that
+    the agent's loop books what a confirm or cancel could not (ledger down, no retry)."""
+    db.execute(
+        """CREATE TABLE ledger_bookings (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            reservation_id TEXT NOT NULL REFERENCES reservations(id),
+            kind TEXT NOT NULL CHECK (kind IN ('receipt', 'refund')),
+            document TEXT NOT NULL,
+            booked_at REAL,
+            UNIQUE (reservation_id, kind)
+        )"""
+    )
+
+
 #: Migration i+1 takes the schema from version i to i+1. Append, never edit a released one.
-MIGRATIONS: Tuple[Callable[[sqlite3.Connection], None], ...] = (_migrate_1, _migrate_2)
+MIGRATIONS: Tuple[Callable[[sqlite3.Connection], None], ...] = (
+    _migrate_1,
+    _migrate_2,
+    _migrate_3,
+)
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -639,6 +658,34 @@ class Store:
             return None
         kept: Dict[str, Any] = json.loads(rows[0][0])
         return kept
+
+    # ---- bookings owed to the ledger
+
+    def owe_booking(self, reservation_id: str, kind: str, document: Mapping[str, Any]) -> None:
+        """Remember a receipt or refund the ledger must book (the first one of its kind kept)."""
+        with self._write() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO ledger_bookings (reservation_id, kind, document) "
+                "VALUES (?, ?, ?)",
+                (reservation_id, kind, json.dumps(dict(document), sort_keys=True)),
+            )
+
+    def mark_booked(self, reservation_id: str, kind: str, at: float) -> None:
+        with self._write() as db:
+            db.execute(
+                "UPDATE ledger_bookings SET booked_at = ? "
+                "WHERE reservation_id = ? AND kind = ? AND booked_at IS NULL",
+                (at, reservation_id, kind),
+            )
+
+    def bookings_owed(self) -> List[Tuple[str, str, Dict[str, Any]]]:
+        """(reservation id, kind, document) not booked yet, oldest first: a refund always
+        comes after its receipt."""
+        rows = self._read(
+            "SELECT reservation_id, kind, document FROM ledger_bookings "
+            "WHERE booked_at IS NULL ORDER BY seq"
+        )
+        return [(rid, kind, json.loads(document)) for rid, kind, document in rows]
 
     # ---- queue waits
 

@@ -1,0 +1,106 @@
+"""What the site owes its ledger is booked once, in order, even when the ledger was down."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from pathlib import Path
+from typing import Iterator, List, Tuple
+
+import pytest
+
+from siteagent import bookkeeping, security
+from siteagent.ledger import Ledger, LedgerUnavailable, Transaction
+from siteagent.security import Cancellation, Receipt
+from siteagent.store import Store
+from tests.unit.deals import NOW, Party, receipt
+from tests.unit.test_store import requested
+
+
+class FlakyLedger:
+    """A ledger that does not answer while ``down`` (a ledger service being restarted)."""
+
+    def __init__(self, inner: Ledger) -> None:
+        self.inner = inner
+        self.down = False
+        self.calls: List[str] = []
+
+    def book(self, receipt: Receipt) -> Transaction:
+        self.calls.append("book")
+        if self.down:
+            raise LedgerUnavailable("unavailable", "the ledger service did not answer")
+        return self.inner.book(receipt)
+
+    def refund(self, cancellation: Cancellation) -> Transaction:
+        self.calls.append("refund")
+        if self.down:
+            raise LedgerUnavailable("unavailable", "the ledger service did not answer")
+        return self.inner.refund(cancellation)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+Parties = Tuple[Party, Party]
+
+
+@pytest.fixture
+def parties() -> Parties:
+    """The site and a buyer."""
+    return Party("hpc1"), Party("alice@laptop")
+
+
+@pytest.fixture
+def ledger(parties: Parties) -> Iterator[FlakyLedger]:
+    site, alice = parties
+    bank = Ledger()
+    bank.register(site.key_id, "site", site.key.public_key())
+    bank.register(alice.key_id, "user", alice.key.public_key())
+    yield FlakyLedger(bank)
+    bank.close()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    db = Store(str(tmp_path / "s.db"))
+    requested(db, "r-1")
+    yield db
+    db.close()
+
+
+def test_a_booking_made_while_the_ledger_is_down_is_owed_then_caught_up(
+    store: Store, ledger: FlakyLedger, parties: Parties
+) -> None:
+    site, alice = parties
+    deal = receipt(site, alice, "r-1")
+    ledger.down = True
+    with pytest.raises(LedgerUnavailable):
+        bookkeeping.book(store, ledger, "r-1", bookkeeping.RECEIPT, deal.to_json())
+    assert [kind for _, kind, _ in store.bookings_owed()] == ["receipt"]
+
+    still_down = bookkeeping.book_owed(store, ledger)
+    assert still_down.booked == 0 and "did not answer" in still_down.problems[0]
+
+    ledger.down = False
+    caught_up = bookkeeping.book_owed(store, ledger)
+    assert (caught_up.booked, caught_up.problems) == (1, [])
+    assert store.bookings_owed() == []
+    assert ledger.inner.balance(alice.key_id) == -Decimal(deal.deal["price"])
+    assert bookkeeping.book_owed(store, ledger).booked == 0  # nothing booked twice
+
+
+def test_a_refund_owed_after_its_receipt_is_booked_after_it(
+    store: Store, ledger: FlakyLedger, parties: Parties
+) -> None:
+    site, alice = parties
+    deal = receipt(site, alice, "r-1")
+    penalty = Decimal(deal.deal["cancellation_penalty"])
+    cancellation = security.sign_cancellation(deal, penalty, NOW + 120, site.key, site.key_id)
+    ledger.down = True
+    for kind, document in (("receipt", deal.to_json()), ("refund", cancellation.to_json())):
+        with pytest.raises(LedgerUnavailable):
+            bookkeeping.book(store, ledger, "r-1", kind, document)
+    ledger.down = False
+    ledger.calls.clear()
+    assert bookkeeping.book_owed(store, ledger).booked == 2
+    assert ledger.calls == ["book", "refund"]
+    assert ledger.inner.balance(alice.key_id) == -penalty
