@@ -127,6 +127,9 @@ class Agent:
         except (BackendError, StoreError) as exc:
             self.last_error = str(exc)
             log.error("recording waits or reservation housekeeping failed: %s", exc)
+        except Exception as exc:  # a bug here must not end the polls either; say so each cycle
+            self.last_error = f"unexpected {type(exc).__name__} in housekeeping: {exc}"
+            log.exception("recording waits or reservation housekeeping failed unexpectedly")
         self._beat()
         if self.metrics is not None:
             try:
@@ -137,14 +140,15 @@ class Agent:
 
     def _poll_failed(self, error: str) -> None:
         """Keep the state from before, and say (on /healthz, to systemd, in the metrics) that
-        the batch system could not be read: the next cycle tries again."""
+        the batch system could not be read: the next cycle tries again. The metrics first, so
+        that they already say so when /healthz does."""
+        if self.metrics is not None:
+            self.metrics.observe_failure()
         self.last_error = error
         log.error(
             "backend %s failed: %s (keeping the state from before)", self.backend.name, error
         )
         self._beat(f"backend {self.backend.name} unavailable: {error}")
-        if self.metrics is not None:
-            self.metrics.observe_failure()
 
     def _beat(self, status: Optional[str] = None) -> None:
         """The loop made progress: feed the watchdog, and tell systemd what it saw."""

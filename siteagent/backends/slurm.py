@@ -756,6 +756,18 @@ INVALID_USER_HINT = (
 )
 
 
+#: What a parser raises on a document in a known layout but not of the shape Slurm writes
+#: (a field of another type, a record that is not an object).
+MALFORMED = (AttributeError, KeyError, TypeError, ValueError)
+
+
+def malformed(command: str, error: Exception) -> BackendUnavailable:
+    """An answer the agent cannot read is no answer: the poll fails and is retried."""
+    return BackendUnavailable(
+        f"{command}: output is not what Slurm writes ({type(error).__name__}: {error})"
+    )
+
+
 def _message(proc: subprocess.CompletedProcess[str]) -> str:
     """The Slurm error of a failed command: stderr lines, without scontrol's trailer noise,
     with a hint where Slurm's words are ambiguous."""
@@ -822,14 +834,16 @@ class SlurmBackend(Backend):
             doc = self._json(["sinfo", "--json"])
             if isinstance(doc.get("nodes"), list):
                 self._node_source = ["sinfo", "--json"]
-                return parse_nodes(doc)
+                return self._parse_nodes(doc)
             check_errors(doc, "sinfo")
             self._node_source = ["scontrol", "--json", "show", "nodes"]
-        doc = self._json(self._node_source)
+        return self._parse_nodes(self._json(self._node_source))
+
+    def _parse_nodes(self, doc: Dict[str, Any]) -> List[NodeState]:
         try:
             return parse_nodes(doc)
-        except ValueError as exc:
-            raise BackendUnavailable(f"{' '.join(self._node_source)}: {exc}") from exc
+        except MALFORMED as exc:
+            raise malformed(" ".join(self._node_source or ["sinfo"]), exc) from exc
 
     def snapshot(self) -> ClusterSnapshot:
         """Nodes, queue and reservations, the three commands run at once: an accept re-checks
@@ -845,7 +859,10 @@ class SlurmBackend(Backend):
         usable = [n for n in scope if n.usable]
         cores_per_node = max((n.cores for n in usable or scope), default=1)
         layout = detect_layout(doc)
-        jobs = parse_jobs(doc, now, cores_per_node)
+        try:
+            jobs = parse_jobs(doc, now, cores_per_node)
+        except MALFORMED as exc:
+            raise malformed("squeue --json", exc) from exc
         return build_snapshot(now, nodes, jobs, reservations, self.config, layout)
 
     def occupancy(self) -> ClusterSnapshot:

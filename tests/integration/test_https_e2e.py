@@ -1,127 +1,62 @@
-"""End to end over real HTTPS against a running `siteagent serve` on the replay backend.
+"""End to end over real HTTPS against a running `siteagent serve`, on the replay backend and
+on the real Slurm test cluster.
 
 A buyer with an authorized Ed25519 key signs every request (RFC 9421) and trusts only the
 agent's self-signed certificate. quote -> accept -> confirm ends in a doubly signed receipt
 booked in the agent's ledger; quote -> accept -> no confirm ends with the reservation expired
-and gone from the (simulated) batch system. The test reads the ledger and the simulated
-cluster from the state directory, as another process would, while the agent runs.
+and gone from the batch system. The test reads the ledger from the state directory and the
+batch system through a backend of its own, as another process would, while the agent runs.
 """
 
 from __future__ import annotations
 
 import base64
-import json
-import ssl
-import subprocess
-import sys
-import urllib.error
-import urllib.request
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Iterator
 
 import pytest
-import yaml
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from siteagent import security
-from siteagent.backends.swf import SwfReplayBackend
 from siteagent.ledger import Ledger
 from siteagent.security import Receipt
-from siteagent.site import REPLAY_STATE_FILE
-from tests.lifecycle import write_trace
-from tests.system import free_port, stop, wait_until
+from tests.integration.https_agent import (
+    SITEAGENT,
+    BatchSystem,
+    Buyer,
+    ReplayBatch,
+    RunningAgent,
+    SlurmBatch,
+    run_agent,
+)
+from tests.system import wait_until
 from tests.unit.deals import Party
 
-SITEAGENT = Path(sys.executable).parent / "siteagent"
+__all__ = ["JOBS", "SITEAGENT", "Buyer"]  # the ledger service's tests start agents alike
+
 CONFIRM_TIMEOUT_S = 3
+#: How long after its deadline an unconfirmed reservation may take to be gone: a few polls of
+#: a busy two-core machine, each running several Slurm commands.
+EXPIRY_SLACK_S = 20
 #: 64 cores, 48 busy for two hours and a 48-core job queued behind them (tests/api/harness).
 JOBS = [(0, 7200, 32, 7200), (10, 7200, 16, 7200), (20, 3600, 48, 3600)]
 
 
-class Buyer:
-    """A client of the running agent: signs requests with its key, trusts the agent's cert."""
-
-    def __init__(self, url: str, cert: Path, party: Party) -> None:
-        self.url = url
-        self.cert = cert
-        self.party = party
-
-    def request(
-        self, method: str, path: str, payload: Optional[Dict[str, Any]] = None
-    ) -> Tuple[int, Dict[str, Any]]:
-        body = b"" if payload is None else json.dumps(payload).encode()
-        headers = {"Content-Type": "application/json"}
-        if method != "GET":
-            headers.update(
-                security.sign_request(
-                    method, self.url + path, body, self.party.key, self.party.key_id
-                )
-            )
-        request = urllib.request.Request(
-            self.url + path, data=body or None, headers=headers, method=method
-        )
-        context = ssl.create_default_context(cafile=str(self.cert))
-        try:
-            with urllib.request.urlopen(request, context=context, timeout=10) as answer:
-                return answer.status, json.load(answer)
-        except urllib.error.HTTPError as refused:
-            return refused.code, json.load(refused)
-
-    def reserve(self) -> Dict[str, Any]:
-        """Quote 8 cores for an hour and accept the first offer: a TENTATIVE reservation."""
-        status, quoted = self.request("POST", "/v1/quotes", {"cores": 8, "walltime": 3600})
-        assert status == 200 and quoted["offers"], quoted
-        offer_id = quoted["offers"][0]["offer_id"]
-        status, reservation = self.request("POST", "/v1/reservations", {"offer_id": offer_id})
-        assert status == 201, reservation
-        assert reservation["state"] == "TENTATIVE"
-        return reservation
+@pytest.fixture(params=["replay", pytest.param("slurm", marks=pytest.mark.slurm)])
+def batch(request: pytest.FixtureRequest) -> BatchSystem:
+    """replay: the 64-core trace above; slurm: the 64-core test cluster, emptied before and
+    after (reservations are made for root)."""
+    if request.param == "slurm":
+        return SlurmBatch(request.getfixturevalue("slurm"))
+    return ReplayBatch(JOBS)
 
 
 @pytest.fixture
-def site(tmp_path: Path) -> Iterator[Tuple[Buyer, Path, Party]]:
-    """A running agent with one authorized client, alice; yields her, the state dir, and an
-    unauthorized party."""
-    state = tmp_path / "state"
-    alice, mallory = Party("alice@laptop"), Party("mallory@elsewhere")
-    clients = tmp_path / "authorized_clients.yaml"
-    entry = {"public_key": security.public_key_text(alice.key.public_key()), "user": "alice"}
-    clients.write_text(yaml.safe_dump({"clients": {alice.key_id: entry}}), encoding="utf-8")
-    port = free_port()
-    config = {
-        "state_dir": str(state),
-        "site": {"name": "hpc1", "cores_per_node": 16},
-        "backend": {
-            "type": "swf",
-            "swf": {"trace": write_trace(tmp_path / "t.swf", JOBS, 64), "offset": 600},
-        },
-        "planner": {"poll_interval_s": 0.5},
-        "reservations": {"confirm_timeout_s": CONFIRM_TIMEOUT_S},
-        "security": {"authorized_clients": str(clients)},
-        "api": {"listen": "127.0.0.1", "port": port},
-    }
-    config_file = tmp_path / "siteagent.yaml"
-    config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
-    log = tmp_path / "agent.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [str(SITEAGENT), "serve", "--config", str(config_file)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    buyer = Buyer(f"https://127.0.0.1:{port}", state / "tls" / "server.crt", alice)
-
-    def up() -> bool:
-        if process.poll() is not None:
-            pytest.fail(f"the agent exited:\n{log.read_text(errors='replace')}", pytrace=False)
-        return buyer.cert.exists() and buyer.request("GET", "/healthz")[0] == 200
-
-    try:
-        wait_until("the agent's /healthz over HTTPS", up)
-        yield buyer, state, mallory
-    finally:
-        assert stop(process) == 0, log.read_text(errors="replace")
+def site(tmp_path: Path, batch: BatchSystem) -> Iterator[RunningAgent]:
+    """A running agent with one authorized client, alice."""
+    settings = {"reservations": {"confirm_timeout_s": CONFIRM_TIMEOUT_S}}
+    yield from run_agent(tmp_path, batch, settings)
 
 
 def site_key(buyer: Buyer) -> Ed25519PublicKey:
@@ -130,8 +65,8 @@ def site_key(buyer: Buyer) -> Ed25519PublicKey:
     return Ed25519PublicKey.from_public_bytes(base64.b64decode(info["public_key"]["value"]))
 
 
-def test_quote_accept_confirm_ends_in_the_ledger(site: Tuple[Buyer, Path, Party]) -> None:
-    buyer, state, _ = site
+def test_quote_accept_confirm_ends_in_the_ledger(site: RunningAgent) -> None:
+    buyer = site.buyer
     reservation = buyer.reserve()
     deal = reservation["deal"]
     assert (deal["site"], deal["buyer"]) == ("hpc1", "alice@laptop")
@@ -146,7 +81,7 @@ def test_quote_accept_confirm_ends_in_the_ledger(site: Tuple[Buyer, Path, Party]
         receipt.countersigned(), receipt.site_signature, site_key(buyer)
     )
 
-    ledger = Ledger(state / "ledger.sqlite3")  # the agent's own file, read while it runs
+    ledger = Ledger(site.state_dir / "ledger.sqlite3")  # the agent's own file, read while it runs
     try:
         price = Decimal(deal["price"])
         assert price > 0
@@ -160,21 +95,26 @@ def test_quote_accept_confirm_ends_in_the_ledger(site: Tuple[Buyer, Path, Party]
 
 
 def test_an_unconfirmed_reservation_expires_and_leaves_the_batch_system(
-    site: Tuple[Buyer, Path, Party],
+    site: RunningAgent, batch: BatchSystem
 ) -> None:
-    buyer, state, _ = site
+    buyer = site.buyer
     reservation = buyer.reserve()
     name = f"sa-{reservation['id']}"
-    cluster = SwfReplayBackend.open(str(state / REPLAY_STATE_FILE))
+    cluster = batch.open_backend(site.state_dir)
     try:
         assert name in {r.name for r in cluster.list_reservations()}
 
-        def expired() -> bool:
+        def gone() -> bool:
             status, shown = buyer.request("GET", f"/v1/reservations/{reservation['id']}")
-            return status == 200 and shown["state"] == "EXPIRED"
+            assert status == 200, shown
+            held = {r.name for r in cluster.list_reservations()}
+            return shown["state"] == "EXPIRED" and name not in held
 
-        wait_until("the reservation to expire", expired, timeout=CONFIRM_TIMEOUT_S + 10)
-        assert name not in {r.name for r in cluster.list_reservations()}
+        wait_until(
+            "the reservation to expire and leave the batch system",
+            gone,
+            timeout=CONFIRM_TIMEOUT_S + EXPIRY_SLACK_S,
+        )
     finally:
         cluster.close()
     body = security.confirm_body(reservation["deal"], buyer.party.key, buyer.party.key_id)
@@ -182,8 +122,8 @@ def test_an_unconfirmed_reservation_expires_and_leaves_the_batch_system(
     assert status == 409, late
 
 
-def test_an_unknown_key_changes_nothing(site: Tuple[Buyer, Path, Party]) -> None:
-    buyer, _, mallory = site
-    stranger = Buyer(buyer.url, buyer.cert, mallory)
+def test_an_unknown_key_changes_nothing(site: RunningAgent) -> None:
+    buyer = site.buyer
+    stranger = Buyer(buyer.url, buyer.cert, Party("mallory@elsewhere"))
     status, refused = stranger.request("POST", "/v1/quotes", {"cores": 8, "walltime": 3600})
     assert status == 401 and refused["error"]["code"] == "unknown_key"
