@@ -10,6 +10,7 @@ BENCHMARKS = {
     "slots": "bench.slots",
     "thesis": "bench.thesis",
     "slurm": "bench.slurm",
+    "service": "bench.service",
 }
 
 

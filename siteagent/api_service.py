@@ -7,13 +7,14 @@ without the framework around it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
 import threading
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -73,6 +74,10 @@ class Latest:
     slots: List[Slot]
 
 
+#: How long a quote waits for its turn to be priced before it is answered 503 "busy".
+PRICING_WAIT_S = 30.0
+
+
 class Service:
     """What the routes do, free of HTTP: each method takes checked values and returns JSON,
     or raises an error that :mod:`siteagent.api_errors` turns into a response."""
@@ -82,6 +87,7 @@ class Service:
         self.site = context.site
         self._lock = threading.Lock()
         self._latest_seen: Optional[Latest] = None
+        self._pricing_turn = threading.Lock()
 
     # ---- reads
 
@@ -185,7 +191,8 @@ class Service:
         # the plan may be a poll old: nothing may start before the present
         priced = dataclasses.replace(request, earliest=max(request.earliest or now, now))
         try:
-            prices = self.site.pricing.alternatives(context, priced, body.limit)
+            with self._turn_to_price():
+                prices = self.site.pricing.alternatives(context, priced, body.limit)
         except Refused as exc:
             return refusal(self._refusal_code(context, priced, body.limit), exc.reason, now)
         expires = now + OFFER_VALID_S
@@ -362,6 +369,25 @@ class Service:
     def _prepare(self, state: State) -> Latest:
         context = self.site.pricing.context(state.snapshot, state.plan)
         return Latest(state, context, self.site.pricing.price_slots(context, advertise(state.plan)))
+
+    @contextlib.contextmanager
+    def _turn_to_price(self) -> Iterator[None]:
+        """One quote is priced at a time. Pricing is pure Python: threads pricing together
+        only share one interpreter, and many of them starve the agent's own polling thread
+        (its snapshot then goes stale and every quote is refused). Waiting quotes queue here,
+        asleep; one that waits too long is told to come back."""
+        if not self._pricing_turn.acquire(timeout=PRICING_WAIT_S):
+            retry = self.retry_after()
+            raise ApiError(
+                503,
+                "busy",
+                f"the site is pricing other requests; retry in {retry} s",
+                headers={"Retry-After": str(retry)},
+            )
+        try:
+            yield
+        finally:
+            self._pricing_turn.release()
 
     def retry_after(self) -> int:
         """Seconds until the agent polls again: when a retry can see something new."""

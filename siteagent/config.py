@@ -257,13 +257,19 @@ DEFAULT_REFERENCE_REQUESTS = (
 )
 
 
+#: How often the reference requests are quoted again: each quote with the externality fee is a
+#: re-plan of the whole queue (a quarter second on a 10,000-job queue), too dear every cycle.
+DEFAULT_REFERENCE_INTERVAL_S = 300.0
+
+
 @dataclass(frozen=True)
 class MetricsConfig:
-    """What the Prometheus metrics quote each cycle, besides the cluster's own figures: the
-    earliest start, fee and unit price of each reference request (a buyer's view of the site
-    over time, for dashboards and alerts)."""
+    """What the Prometheus metrics quote, besides the cluster's own figures: the earliest start,
+    fee and unit price of each reference request (a buyer's view of the site over time, for
+    dashboards and alerts), at the first cycle and then every ``reference_interval_s``."""
 
     reference_requests: Tuple[ReferenceRequest, ...] = DEFAULT_REFERENCE_REQUESTS
+    reference_interval_s: float = DEFAULT_REFERENCE_INTERVAL_S
 
 
 @dataclass(frozen=True)
@@ -743,9 +749,10 @@ def read_ledger(section: Section, paths: Paths, state_dir: Path) -> LedgerConfig
 
 
 def read_metrics(section: Section) -> MetricsConfig:
+    interval = section.get("reference_interval_s", DEFAULT_REFERENCE_INTERVAL_S, seconds)
     raw = section.get("reference_requests", None, optional(list_of_anything))
     if raw is None:
-        return MetricsConfig()
+        return MetricsConfig(reference_interval_s=interval)
     shapes: List[ReferenceRequest] = []
     for index, item in enumerate(raw):
         keys = keys_of(ReferenceRequest)
@@ -765,7 +772,7 @@ def read_metrics(section: Section) -> MetricsConfig:
                 shape.child("name"), f'expected a unique name, got "{request.name}" twice'
             )
         shapes.append(request)
-    return MetricsConfig(reference_requests=tuple(shapes))
+    return MetricsConfig(reference_requests=tuple(shapes), reference_interval_s=interval)
 
 
 # --------------------------------------------------------------------------- entry points

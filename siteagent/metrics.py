@@ -86,7 +86,8 @@ class Sample:
 class Metrics:
     """The agent's metrics in their own registry (so tests and several agents never collide).
 
-    ``pricing`` and ``reference_requests`` let each cycle quote the reference shapes;
+    ``pricing`` and ``reference_requests`` let a cycle quote the reference shapes, the first
+    one and then one every ``reference_interval_s`` (their figures stay in between);
     ``store`` supplies the reservation counts; ``clock`` must be the agent's clock (the
     snapshot's age is ``clock() - state.taken_at``).
     """
@@ -95,6 +96,7 @@ class Metrics:
         self,
         pricing: Optional[Pricing] = None,
         reference_requests: Sequence[ReferenceRequest] = (),
+        reference_interval_s: float = 0.0,
         store: Optional[Store] = None,
         poll_interval_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
@@ -103,6 +105,9 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self.pricing = pricing
         self.reference_requests = tuple(reference_requests)
+        self.reference_interval_s = reference_interval_s
+        self._reference_samples: List[Sample] = []
+        self._referenced_at: Optional[float] = None
         self.store = store
         self.poll_interval_s = poll_interval_s
         self.site = site
@@ -147,14 +152,30 @@ class Metrics:
         """Take the figures of a new cycle's state (and the store's reservations)."""
         samples = cluster_samples(state.snapshot, state.plan.profile.free_at(state.snapshot.now))
         samples += plan_samples(state)
-        if self.pricing is not None:
-            samples += quote_samples(state, self.pricing, self.reference_requests)
+        samples += self._reference_quotes(state)
         with self._lock:
             self._state_samples = samples
             self._taken_at = state.taken_at
             self._backend_up = 1.0
             self._backend_name = state.snapshot.backend
         self.observe_reservations()
+
+    def follow(self, requests: Sequence[ReferenceRequest], interval_s: float) -> None:
+        """Quote these reference shapes from the next cycle on (a reloaded configuration)."""
+        self.reference_requests = tuple(requests)
+        self.reference_interval_s = interval_s
+        self._referenced_at = None
+
+    def _reference_quotes(self, state: State) -> List[Sample]:
+        """The reference shapes' quotes, made again once ``reference_interval_s`` passed."""
+        if self.pricing is None:
+            return []
+        now = self._clock()
+        due = self._referenced_at is None or now - self._referenced_at >= self.reference_interval_s
+        if due:
+            self._reference_samples = quote_samples(state, self.pricing, self.reference_requests)
+            self._referenced_at = now
+        return self._reference_samples
 
     def observe_failure(self) -> None:
         """A cycle's refresh failed: the backend is down; the last state's figures stay."""

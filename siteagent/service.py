@@ -265,6 +265,7 @@ def assemble(site: Site) -> Parts:
     metrics = Metrics(
         pricing=site.pricing,
         reference_requests=config.metrics.reference_requests,
+        reference_interval_s=config.metrics.reference_interval_s,
         store=site.store,
         poll_interval_s=config.planner.poll_interval_s,
         clock=time.monotonic,
@@ -405,7 +406,7 @@ def apply(
     parts.agent.poll_interval_s = config.planner.poll_interval_s
     parts.metrics.pricing = pricing
     parts.metrics.poll_interval_s = config.planner.poll_interval_s
-    parts.metrics.reference_requests = config.metrics.reference_requests
+    parts.metrics.follow(config.metrics.reference_requests, config.metrics.reference_interval_s)
     parts.metrics.site = config.site.name
     parts.authenticator.clients = clients
     parts.authenticator.max_age_s = config.security.signature_max_age_s

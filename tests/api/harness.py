@@ -98,7 +98,9 @@ class World:
 
     def counts(self) -> Dict[str, int]:
         """Rows in each table a state-changing request could touch (offers to receipts)."""
-        tables = ("offers", "reservations", "transitions", "idempotency", "receipts")
+        tables = (
+            "offers", "reservations", "transitions", "idempotency", "receipts", "ledger_bookings"
+        )
         with sqlite3.connect(self.site.store.path) as db:
             return {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in tables}
 

@@ -14,7 +14,7 @@ from typing import Any, Dict, Iterator
 import pytest
 from fastapi.routing import APIRoute
 
-from siteagent import security
+from siteagent import api_service, security
 from siteagent.model import CENT
 from siteagent.security import Receipt
 from siteagent.store import QueueWait
@@ -468,3 +468,19 @@ def test_history_waits_are_binned_by_cores_and_walltime(world: World) -> None:
     assert len(filled) == 1 and filled[0]["median_wait_s"] == 600
     later = world.http.get("/v1/history/waits", params={"since": 2200}).json()
     assert later["jobs"] == 2
+
+
+def test_quotes_are_priced_one_at_a_time_and_a_long_wait_is_503_busy(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pricing threads only share one interpreter and would starve the agent's polling; a
+    quote that cannot get its turn in time is told to come back, and nothing is recorded."""
+    monkeypatch.setattr(api_service, "PRICING_WAIT_S", 0.2)
+    service = world.app.state.service
+    offers_before = world.counts()
+    with service._pricing_turn:  # another quote is being priced
+        answer = world.signed(world.alice, "POST", "/v1/quotes", {"cores": 8, "walltime": 3600})
+    assert answer.status_code == 503 and error(answer)["code"] == "busy"
+    assert answer.headers["Retry-After"] == "2"
+    assert world.counts() == offers_before
+    assert quote(world, world.alice)["status"] == "offered"  # its turn came

@@ -13,7 +13,7 @@ import json
 import re
 from decimal import Decimal
 from pathlib import Path
-from typing import Dict, FrozenSet, Iterator, Set, Tuple
+from typing import Any, Dict, FrozenSet, Iterator, List, Set, Tuple
 
 import pytest
 import yaml
@@ -24,6 +24,7 @@ from siteagent.backends.base import BackendUnavailable
 from siteagent.backends.swf import SwfReplayBackend
 from siteagent.config import PricingConfig, ReferenceRequest
 from siteagent.metrics import Metrics
+from siteagent.pricing import Pricing
 from siteagent.reservations import ReservationManager
 from siteagent.site import pricing_of
 from siteagent.slots import advertise
@@ -150,6 +151,38 @@ def test_reference_requests_are_quoted_as_a_buyer_would_be(
     wide = {"request": "too-wide"}
     assert value(samples, "siteagent_reference_quote_available", **wide) == 0
     assert ("siteagent_reference_quote_fee", frozenset(wide.items())) not in samples
+
+
+def test_reference_requests_are_quoted_again_only_after_their_interval(
+    backend: FaultyBackend, store: Store, clock: FakeClock
+) -> None:
+    """Each reference quote with a fee re-plans the queue: quoted at the first cycle, kept
+    until ``reference_interval_s`` has passed, and at once for shapes a reload brings."""
+    quoted: List[str] = []
+
+    class CountingPricing(Pricing):
+        def alternatives(self, context: Any, request: Any, limit: int = 100) -> Any:
+            quoted.append(f"{request.cores}x{request.duration}")
+            return super().alternatives(context, request, limit)
+
+    base = pricing_of(PricingConfig())
+    counting = CountingPricing(base.unit, base.fee, base.policy, base.penalty_factor)
+    metrics = Metrics(
+        pricing=counting, reference_requests=SHAPES[:1], reference_interval_s=300.0,
+        store=store, clock=clock,
+    )
+    agent = Agent(metrics.instrument(backend), clock=clock, metrics=metrics)
+    agent.cycle()
+    clock.advance(30)
+    agent.cycle()
+    assert len(quoted) == 1
+    clock.advance(300)
+    agent.cycle()
+    assert len(quoted) == 2
+    metrics.follow([ReferenceRequest("two-cores", 2, 600)], 300.0)
+    agent.cycle()
+    assert len(quoted) == 3 and quoted[-1] == "2x600"
+    assert value(scrape(metrics), "siteagent_reference_quote_available", request="two-cores") == 1
 
 
 def reserve(backend: FaultyBackend, store: Store, clock: FakeClock) -> None:

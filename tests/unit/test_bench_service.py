@@ -1,0 +1,45 @@
+"""The service benchmark's helpers that could silently go wrong: reading the agent's per-cycle
+log line (a changed format would turn every cycle figure into NaN) and deriving the
+compressed trace (the queue the agent is measured on)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.service import cycles, queue_offset, write_compressed
+from siteagent.agent import State, describe
+from siteagent.model import ClusterSnapshot, Job
+from siteagent.scheduling import Policy, plan
+from siteagent.swf import SwfRecord, SwfWriter, read_records
+
+
+def test_the_cycle_line_the_agent_logs_is_read(tmp_path: Path) -> None:
+    snapshot = ClusterSnapshot(
+        now=1000,
+        capacity=8,
+        running=(Job(id="r", cores=8, submit=0, limit=3600, start=0),),
+        pending=(Job(id="p", cores=4, submit=10, limit=600),),
+    )
+    state = State(snapshot, plan(snapshot, Policy.CONSERVATIVE), 0.0, 0.012, 0.345)
+    log = tmp_path / "agent.log"
+    log.write_text(f"2026-01-01 00:00:00,000 INFO siteagent.agent: {describe(state)}\n")
+    assert cycles(log) == [{"running": 1, "pending": 1, "snapshot_ms": 12, "plan_ms": 345}]
+
+
+def record(job: int, submit: int, procs: int, run: int) -> SwfRecord:
+    return SwfRecord(job, submit, 0, run, procs, -1, -1, procs, run, -1, 1, 1, 1, -1, 1, 1, -1, -1)
+
+
+def test_the_derived_trace_compresses_submits_and_resizes_the_machine(tmp_path: Path) -> None:
+    source = tmp_path / "source.swf"
+    with SwfWriter(source, ["; MaxProcs: 4", "; MaxNodes: 4"]) as writer:
+        for job in range(1, 5):
+            writer.write(record(job, 1000 * job, 4, 10_000))
+    target = tmp_path / "derived.swf"
+    factor = write_compressed(source, target, cores=8, overload=2.0)
+    assert factor == 0.25
+    assert [r.submit for r in read_records(target)] == [1000, 1250, 1500, 1750]
+    assert "; MaxProcs: 8" in target.read_text().splitlines()
+    # 8 cores, 4-core jobs of 10,000 s: two run, the third and fourth wait
+    offset, running, pending = queue_offset(target, cores=8, pending=2)
+    assert (offset, running, pending) == (750, 2, 2)
