@@ -197,8 +197,7 @@ class Service:
             return refusal(self._refusal_code(context, priced, body.limit), exc.reason, now)
         expires = now + OFFER_VALID_S
         offers = [make_offer(p, request, expires, self.site.config.site.name) for p in prices]
-        for offer in offers:
-            self.site.manager.record_offer(offer)
+        self.site.manager.record_offers(offers)
         log.info("quote for %s: %d offers", client.key_id, len(offers))
         return {
             "status": "offered",

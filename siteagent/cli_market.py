@@ -133,8 +133,7 @@ def _quote(args: argparse.Namespace) -> int:
         alternatives = pricing.alternatives(pricing.context(snapshot), request, args.limit)
         chosen = choose(alternatives, args.alpha)
         offers = [make_offer(price, request, snapshot.now + args.valid) for price in alternatives]
-        for offer in offers:
-            site.manager.record_offer(offer)
+        site.manager.record_offers(offers)
     finally:
         site.close()
     rows = [offer_row(offer) for offer in offers]

@@ -266,12 +266,17 @@ class ReservationManager:
 
     def record_offer(self, offer: Offer) -> None:
         """Remember an offer made to a client, so that it can be accepted until it expires."""
-        if offer.size <= 0 or offer.duration <= 0:
-            raise ValueError(
-                f"offer {offer.id}: size and duration must be positive, got {offer.size} units "
-                f"for {offer.duration} s"
-            )
-        self.store.add_offer(offer, self.clock())
+        self.record_offers([offer])
+
+    def record_offers(self, offers: Sequence[Offer]) -> None:
+        """Remember the offers of one quote together (one write)."""
+        for offer in offers:
+            if offer.size <= 0 or offer.duration <= 0:
+                raise ValueError(
+                    f"offer {offer.id}: size and duration must be positive, got {offer.size} "
+                    f"units for {offer.duration} s"
+                )
+        self.store.add_offers(offers, self.clock())
 
     # ---- the buyer's requests
 

@@ -413,28 +413,38 @@ class Store:
 
     def add_offer(self, offer: Offer, at: float) -> None:
         """Remember an offer issued to a client; ids are unique."""
+        self.add_offers([offer], at)
+
+    def add_offers(self, offers: Sequence[Offer], at: float) -> None:
+        """Remember the offers of one quote in one transaction (one sync to disk, not one per
+        offer: a quote answers with up to 100); ids are unique, and a clash stores none."""
+        rows = [
+            (
+                offer.id,
+                offer.site,
+                json.dumps(request_to_dict(offer.request), sort_keys=True),
+                offer.start,
+                offer.duration,
+                offer.size,
+                str(offer.unit_price),
+                str(offer.fee),
+                str(offer.total),
+                offer.expires,
+                at,
+            )
+            for offer in offers
+        ]
         try:
             with self._write() as db:
-                db.execute(
+                db.executemany(
                     "INSERT INTO offers (id, site, request, start_time, duration, size, "
                     "unit_price, fee, total, expires, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    (
-                        offer.id,
-                        offer.site,
-                        json.dumps(request_to_dict(offer.request), sort_keys=True),
-                        offer.start,
-                        offer.duration,
-                        offer.size,
-                        str(offer.unit_price),
-                        str(offer.fee),
-                        str(offer.total),
-                        offer.expires,
-                        at,
-                    ),
+                    rows,
                 )
         except StoreError as exc:
             if isinstance(exc.__cause__, sqlite3.IntegrityError):
-                raise ValueError(f"an offer with id {offer.id!r} exists already") from None
+                ids = ", ".join(repr(offer.id) for offer in offers)
+                raise ValueError(f"an offer with one of the ids {ids} exists already") from None
             raise
 
     def get_offer(self, offer_id: str) -> Optional[Offer]:

@@ -155,6 +155,14 @@ def test_offers_round_trip_with_exact_money(db: Store) -> None:
         db.add_offer(offer, 6.0)
 
 
+def test_the_offers_of_one_quote_are_stored_together_or_not_at_all(db: Store) -> None:
+    db.add_offers([an_offer("o1"), an_offer("o2")], 5.0)
+    assert db.get_offer("o1") is not None and db.get_offer("o2") is not None
+    with pytest.raises(ValueError, match="exists already"):
+        db.add_offers([an_offer("o3"), an_offer("o1")], 6.0)
+    assert db.get_offer("o3") is None
+
+
 def test_records_round_trip_through_their_json_form(db: Store) -> None:
     record = requested(db)
     assert ReservationRecord.from_dict(record.to_dict()) == record
