@@ -131,6 +131,18 @@ class ReplayBatch(BatchSystem):
         return SwfReplayBackend.open(str(state_dir / REPLAY_STATE_FILE))
 
 
+class BundledReplay(BatchSystem):
+    """The agent's embedded default: the bundled SDSC-SP2 slice (128 cores) replayed."""
+
+    user = "alice"
+
+    def backend_config(self, tmp_path: Path) -> Dict[str, Any]:
+        return {"type": "swf"}
+
+    def open_backend(self, state_dir: Path) -> Backend:
+        return SwfReplayBackend.open(str(state_dir / REPLAY_STATE_FILE))
+
+
 @dataclass
 class SlurmBatch(BatchSystem):
     """The real Slurm test cluster, partition ``batch``; root is the only user it knows.

@@ -11,18 +11,16 @@ must exit cleanly on SIGTERM.
 from __future__ import annotations
 
 import json
-import ssl
 import subprocess
-import sys
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
 
 import pytest
 import yaml
 
+from tests.integration.https_agent import BundledReplay, RunningAgent, run_agent
 from tests.system import free_port, require_programs, stop, wait_until
 
 pytestmark = pytest.mark.prometheus
@@ -30,64 +28,14 @@ pytestmark = pytest.mark.prometheus
 REPO = Path(__file__).resolve().parents[2]
 RULES = REPO / "contrib" / "prometheus" / "siteagent-rules.yml"
 DASHBOARD = REPO / "contrib" / "grafana" / "siteagent-dashboard.json"
-SITEAGENT = Path(sys.executable).parent / "siteagent"
 CAPACITY = 128  # the bundled SDSC-SP2 slice
-
-
-@dataclass
-class RunningAgent:
-    url: str
-    cert: Path
-    address: str
-    process: subprocess.Popen[bytes]
-    log: Path
 
 
 @pytest.fixture
 def agent(tmp_path: Path) -> Iterator[RunningAgent]:
-    port = free_port()
-    state = tmp_path / "state"
-    config = {
-        "state_dir": str(state),
-        "site": {"name": "prom-test"},
-        "planner": {"poll_interval_s": 1},
-        "api": {"listen": "127.0.0.1", "port": port},
-    }
-    config_file = tmp_path / "siteagent.yaml"
-    config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
-    log = tmp_path / "agent.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [str(SITEAGENT), "serve", "--config", str(config_file)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    running = RunningAgent(
-        f"https://127.0.0.1:{port}",
-        state / "tls" / "server.crt",
-        f"127.0.0.1:{port}",
-        process,
-        log,
-    )
-    try:
-        wait_until("the agent's /healthz", lambda: healthy(running))
-        yield running
-    finally:
-        code = stop(process)
-        output = log.read_text(encoding="utf-8", errors="replace")
-        assert code == 0, f"the agent exited with {code} on SIGTERM:\n{output}"
-        assert "stopped" in output
-
-
-def healthy(agent: RunningAgent) -> bool:
-    if agent.process.poll() is not None:
-        output = agent.log.read_text(encoding="utf-8", errors="replace")
-        pytest.fail(f"the agent exited with {agent.process.returncode}:\n{output}")
-    if not agent.cert.exists():
-        return False
-    context = ssl.create_default_context(cafile=str(agent.cert))
-    with urllib.request.urlopen(f"{agent.url}/healthz", context=context, timeout=5) as answer:
-        return bool(json.load(answer)["status"] == "ok")
+    """The agent on its bundled replay, polling every second."""
+    settings = {"site": {"name": "prom-test"}, "planner": {"poll_interval_s": 1}}
+    yield from run_agent(tmp_path, BundledReplay(), settings)
 
 
 @pytest.fixture
@@ -101,8 +49,8 @@ def prometheus(tmp_path: Path, agent: RunningAgent) -> Iterator[str]:
             {
                 "job_name": "siteagent",
                 "scheme": "https",
-                "tls_config": {"ca_file": str(agent.cert)},
-                "static_configs": [{"targets": [agent.address]}],
+                "tls_config": {"ca_file": str(agent.buyer.cert)},
+                "static_configs": [{"targets": [urllib.parse.urlsplit(agent.buyer.url).netloc]}],
             }
         ],
     }
