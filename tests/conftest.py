@@ -8,45 +8,19 @@ Slurm packages the same tests are skipped with the reason instead.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Iterator, List
 
 import pytest
 
-from tests.slurm_cluster import ClusterError, SlurmTestCluster, missing_binaries
-
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-def _unavailable_reason() -> str:
-    """Why the cluster cannot be started on this machine, or "" if it can be tried."""
-    if os.geteuid() != 0:
-        return "the Slurm test cluster needs root"
-    missing = missing_binaries()
-    if missing:
-        return "Slurm/munge not installed (missing " + ", ".join(missing) + "); run " \
-            "tests/setup/install-system-deps"
-    return ""
+from tests.slurm_cluster import SlurmTestCluster
+from tests.system import running_slurm
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster() -> Iterator[SlurmTestCluster]:
     """A running 4-node Slurm cluster (n1..n4, 16 cores each, partition ``batch``)."""
-    reason = _unavailable_reason()
-    if reason:
-        if IN_CI:
-            pytest.fail(f"Slurm test cluster unavailable under CI: {reason}", pytrace=False)
-        pytest.skip(reason)
-    cluster = SlurmTestCluster()
-    try:
-        cluster.start()
-    except ClusterError as exc:
-        pytest.fail(f"Slurm test cluster did not start: {exc}", pytrace=False)
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+    yield from running_slurm()
 
 
 @pytest.fixture

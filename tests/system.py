@@ -14,14 +14,42 @@ import signal
 import socket
 import subprocess
 import time
-from typing import Any, Dict
+from typing import Any, Dict, Iterator
 
 import pytest
+
+from tests.slurm_accounting import missing_accounting_binaries
+from tests.slurm_cluster import ClusterError, SlurmTestCluster, missing_binaries
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 #: How long a started process may take to answer, on a busy two-core CI machine.
 START_TIMEOUT_S = 60.0
+
+
+def running_slurm(accounting: bool = False) -> Iterator[SlurmTestCluster]:
+    """A started Slurm test cluster (with slurmdbd if ``accounting``), stopped afterwards;
+    skips (or, under CI, fails) with the reason when it cannot run or start here."""
+    missing = missing_binaries() + (missing_accounting_binaries() if accounting else [])
+    if os.geteuid() != 0:
+        reason = "the Slurm test cluster needs root (slurmd runs jobs as users)"
+    elif missing:
+        reason = f"missing {', '.join(missing)}; run tests/setup/install-system-deps"
+    else:
+        reason = ""
+    if reason:
+        if IN_CI:
+            pytest.fail(f"Slurm test cluster unavailable under CI: {reason}", pytrace=False)
+        pytest.skip(reason)
+    cluster = SlurmTestCluster(accounting=accounting)
+    try:
+        cluster.start()
+    except ClusterError as exc:
+        pytest.fail(f"Slurm test cluster did not start: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 def require_programs(*names: str) -> Dict[str, str]:

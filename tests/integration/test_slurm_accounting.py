@@ -11,7 +11,6 @@ pending. Once accounting lists them all as finished, ``sacct_waits`` and ``sitea
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from datetime import datetime, timezone
@@ -23,10 +22,9 @@ import pytest
 from siteagent.backends.slurm import SlurmBackend, SlurmConfig
 from siteagent.cli import main
 from siteagent.history import sacct_waits, wait_table
-from tests.slurm_accounting import missing_accounting_binaries
-from tests.slurm_cluster import ClusterError, SlurmTestCluster, missing_binaries
+from tests.slurm_cluster import SlurmTestCluster
 from tests.slurm_queue import job_state, wait_for
-from tests.system import IN_CI
+from tests.system import running_slurm
 
 pytestmark = pytest.mark.slurm
 
@@ -54,23 +52,7 @@ class Job(NamedTuple):
 @pytest.fixture(scope="module")
 def acct() -> Iterator[SlurmTestCluster]:
     """A 4-node cluster (64 cores) with slurmdbd; fails under CI when it cannot start."""
-    missing = missing_binaries() + missing_accounting_binaries()
-    reason = "needs root" if os.geteuid() != 0 else (
-        f"missing {', '.join(missing)}; run tests/setup/install-system-deps" if missing else ""
-    )
-    if reason:
-        if IN_CI:
-            pytest.fail(f"Slurm accounting unavailable under CI: {reason}", pytrace=False)
-        pytest.skip(reason)
-    cluster = SlurmTestCluster(accounting=True)
-    try:
-        cluster.start()
-    except ClusterError as exc:
-        pytest.fail(f"Slurm cluster with accounting did not start: {exc}", pytrace=False)
-    try:
-        yield cluster
-    finally:
-        cluster.stop()
+    yield from running_slurm(accounting=True)
 
 
 def submit_jobs(cluster: SlurmTestCluster) -> Tuple[Dict[str, Bin], str]:
