@@ -34,6 +34,9 @@ from tests.system import free_port, stop, wait_until
 from tests.unit.deals import Party
 
 SITEAGENT = Path(sys.executable).parent / "siteagent"
+#: A replayed 64-core cluster: 48 cores busy for two hours and a 48-core job queued behind
+#: them (as in tests/api/harness), so that offers start now and fees can arise.
+BUSY_JOBS = [(0, 7200, 32, 7200), (10, 7200, 16, 7200), (20, 3600, 48, 3600)]
 
 
 @dataclass(frozen=True)

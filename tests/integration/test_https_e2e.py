@@ -22,7 +22,7 @@ from siteagent import security
 from siteagent.ledger import Ledger
 from siteagent.security import Receipt
 from tests.integration.https_agent import (
-    SITEAGENT,
+    BUSY_JOBS,
     BatchSystem,
     Buyer,
     ReplayBatch,
@@ -33,23 +33,19 @@ from tests.integration.https_agent import (
 from tests.system import wait_until
 from tests.unit.deals import Party
 
-__all__ = ["JOBS", "SITEAGENT", "Buyer"]  # the ledger service's tests start agents alike
-
 CONFIRM_TIMEOUT_S = 3
 #: How long after its deadline an unconfirmed reservation may take to be gone: a few polls of
 #: a busy two-core machine, each running several Slurm commands.
 EXPIRY_SLACK_S = 20
-#: 64 cores, 48 busy for two hours and a 48-core job queued behind them (tests/api/harness).
-JOBS = [(0, 7200, 32, 7200), (10, 7200, 16, 7200), (20, 3600, 48, 3600)]
 
 
 @pytest.fixture(params=["replay", pytest.param("slurm", marks=pytest.mark.slurm)])
 def batch(request: pytest.FixtureRequest) -> BatchSystem:
-    """replay: the 64-core trace above; slurm: the 64-core test cluster, emptied before and
-    after (reservations are made for root)."""
+    """replay: the busy 64-core trace (BUSY_JOBS); slurm: the 64-core test cluster, emptied
+    before and after (reservations are made for root)."""
     if request.param == "slurm":
         return SlurmBatch(request.getfixturevalue("slurm"))
-    return ReplayBatch(JOBS)
+    return ReplayBatch(BUSY_JOBS)
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from siteagent import security
-from tests.integration.test_https_e2e import JOBS, SITEAGENT, Buyer
+from tests.integration.https_agent import BUSY_JOBS, SITEAGENT, Buyer
 from tests.lifecycle import write_trace
 from tests.system import free_port, stop, wait_until
 from tests.unit.deals import Party
@@ -98,7 +98,7 @@ class Federation:
                 "site": {"name": "hpc1", "cores_per_node": 16},
                 "backend": {
                     "type": "swf",
-                    "swf": {"trace": write_trace(tmp_path / "t.swf", JOBS, 64), "offset": 600},
+                    "swf": {"trace": write_trace(tmp_path / "t.swf", BUSY_JOBS, 64), "offset": 600},
                 },
                 "planner": {"poll_interval_s": 0.5},
                 "security": {"authorized_clients": str(clients), "site_key": str(self.site_key)},
