@@ -120,6 +120,7 @@ class Metrics:
         self._refresh_failures = 0
         self._transitions: Dict[Tuple[str, str], int] = {}
         self._by_state: Dict[ReservationState, int] = {}
+        self._bookings_owed = 0
         self._last_seq = 0
         self.requests = Histogram(
             "siteagent_http_request_duration_seconds",
@@ -188,10 +189,12 @@ class Metrics:
         if self.store is None:
             return
         by_state = self.store.count_by_state()
+        owed = len(self.store.bookings_owed())
         with self._lock:
             last, counts = self.store.count_transitions(self._last_seq)
             self._last_seq = last
             self._by_state = by_state
+            self._bookings_owed = owed
             for (src, dst), count in counts.items():
                 key = ("" if src is None else src.value, dst.value)
                 self._transitions[key] = self._transitions.get(key, 0) + count
@@ -247,6 +250,7 @@ class Metrics:
                     )
                     for s in ReservationState
                 ]
+                samples.append(Sample("siteagent_ledger_bookings_owed", float(self._bookings_owed)))
             return samples
 
     def _counters(self) -> List[Sample]:
@@ -511,6 +515,8 @@ HELP = {
     "siteagent_reference_quote_unit_price_per_core_hour": "Unit price at the earliest start.",
     "siteagent_reference_quote_total": "Total price at the earliest start.",
     "siteagent_reservations": "The agent's reservations by lifecycle state.",
+    "siteagent_ledger_bookings_owed": "Receipts and refunds signed but not yet booked by the "
+    "ledger (it did not answer); the agent's loop books them when it does.",
     "siteagent_refresh_failures": "Cycles whose snapshot failed since the agent started.",
     "siteagent_reservation_transitions": "Reservation lifecycle moves, from the store.",
     "siteagent_reservation_confirm_timeouts": "Tentative reservations expired unconfirmed.",

@@ -170,6 +170,7 @@ def test_every_rule_evaluates_and_none_fires(prometheus: str) -> None:
         "SiteagentBackendDown",
         "SiteagentBackendErrors",
         "SiteagentConfirmTimeoutsRising",
+        "SiteagentLedgerBookingsOwed",
     }
     assert [rule["name"] for rule in rules if rule["health"] != "ok"] == []
     assert [rule["name"] for rule in rules if rule["state"] != "inactive"] == []
@@ -201,4 +202,4 @@ def test_promtool_accepts_the_rules() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 5 rules found" in result.stdout
+    assert "SUCCESS: 6 rules found" in result.stdout

@@ -333,7 +333,22 @@ def test_the_alerting_rules_use_only_defined_metrics(
     rules = yaml.safe_load((REPO / "contrib/prometheus/siteagent-rules.yml").read_text())
     names = exposed_names(backend, metrics, clock, store)
     exprs = {rule["alert"]: rule["expr"] for group in rules["groups"] for rule in group["rules"]}
-    assert len(exprs) == 5
+    assert len(exprs) == 6
     for alert, expr in exprs.items():
         used = set(METRIC_NAME.findall(expr))
         assert used <= names, f"{alert}: {used - names} undefined"
+
+
+def test_bookings_owed_to_the_ledger_are_counted_until_booked(
+    backend: FaultyBackend, metrics: Metrics, clock: FakeClock, store: Store
+) -> None:
+    reserve(backend, store, clock)
+    observed(backend, metrics, clock)
+    assert value(scrape(metrics), "siteagent_ledger_bookings_owed") == 0
+    confirmed = next(r for r in store.reservations() if r.state is ReservationState.CONFIRMED)
+    store.owe_booking(confirmed.id, "receipt", {"id": "r"})
+    observed(backend, metrics, clock)
+    assert value(scrape(metrics), "siteagent_ledger_bookings_owed") == 1
+    store.mark_booked(confirmed.id, "receipt", clock())
+    observed(backend, metrics, clock)
+    assert value(scrape(metrics), "siteagent_ledger_bookings_owed") == 0
