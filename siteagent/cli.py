@@ -23,12 +23,11 @@ from siteagent import (
     cli_market,
     cli_reservations,
     cli_setup,
-    config,
     console,
 )
 from siteagent.agent import State
 from siteagent.backends.base import BackendError, BackendUnavailable
-from siteagent.config import ApiConfig, Config
+from siteagent.config import Config
 from siteagent.pricing import Refused
 from siteagent.reservations import LifecycleError
 from siteagent.scheduling import Policy
@@ -235,24 +234,9 @@ def _serve_config(args: argparse.Namespace) -> Config:
         loaded,
         backend=dataclasses.replace(loaded.backend, swf=swf),
         planner=planner,
-        api=_api_overrides(loaded.api, args.listen, args.port),
+        api=cli_args.with_listener(loaded.api, args.listen, args.port),
         explicit=frozenset(explicit),
     )
-
-
-def _api_overrides(api: ApiConfig, listen: Optional[str], port: Optional[int]) -> ApiConfig:
-    """``--listen`` and ``--port`` over the file's ``api.listen`` and ``api.port``."""
-    try:
-        if listen is not None:
-            api = dataclasses.replace(api, listen=config.listen_address(listen))
-    except config.Invalid as exc:
-        raise ValueError(f"--listen: expected {exc}, got {listen!r}") from None
-    try:
-        if port is not None:
-            api = dataclasses.replace(api, port=config.port(port))
-    except config.Invalid as exc:
-        raise ValueError(f"--port: expected {exc}, got {port}") from None
-    return api
 
 
 def _print_state(state: State, as_json: bool) -> None:

@@ -15,10 +15,13 @@ import time
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 from siteagent import config
-from siteagent.config import Config
+from siteagent.config import ApiConfig, Config, LedgerConfig
+
+#: A configuration section with a ``listen`` address and a ``port`` (the API, the ledger).
+Listener = TypeVar("Listener", ApiConfig, LedgerConfig)
 
 _DURATION_RE = re.compile(r"^(\d+)([smhd]?)$")
 _UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -138,3 +141,19 @@ def local_time(epoch_s: Any) -> Optional[str]:
     if not isinstance(epoch_s, (int, float)):
         return None
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch_s))
+
+
+def with_listener(section: Listener, listen: Optional[str], port: Optional[int]) -> Listener:
+    """``--listen`` and ``--port`` over a section's ``listen`` and ``port``, checked as the
+    file's values are; a bad one names the option."""
+    try:
+        if listen is not None:
+            section = dataclasses.replace(section, listen=config.listen_address(listen))
+    except config.Invalid as exc:
+        raise ValueError(f"--listen: expected {exc}, got {listen!r}") from None
+    try:
+        if port is not None:
+            section = dataclasses.replace(section, port=config.port(port))
+    except config.Invalid as exc:
+        raise ValueError(f"--port: expected {exc}, got {port}") from None
+    return section

@@ -12,9 +12,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict
 
-from siteagent import cli_args, config, console
+from siteagent import cli_args, console
 from siteagent.config import Config
 from siteagent.ledger import BANK, Ledger, LedgerError
 
@@ -94,24 +94,12 @@ def _serve(args: argparse.Namespace) -> int:
 
     loaded = cli_args.load_config(args)
     try:
-        ledger_service.serve(_listen_overrides(loaded, args.listen, args.port))
+        ledger = cli_args.with_listener(loaded.ledger, args.listen, args.port)
+        ledger_service.serve(dataclasses.replace(loaded, ledger=ledger))
     except (ledger_service.LedgerServiceError, LedgerError) as exc:
         console.error(str(exc))
         return EXIT_FAILED
     return 0
-
-
-def _listen_overrides(loaded: Config, listen: Optional[str], port: Optional[int]) -> Config:
-    """``--listen`` and ``--port`` over ``ledger.listen`` and ``ledger.port``."""
-    ledger = loaded.ledger
-    try:
-        if listen is not None:
-            ledger = dataclasses.replace(ledger, listen=config.listen_address(listen))
-        if port is not None:
-            ledger = dataclasses.replace(ledger, port=config.port(port))
-    except config.Invalid as exc:
-        raise ValueError(f"--listen/--port: expected {exc}") from None
-    return dataclasses.replace(loaded, ledger=ledger)
 
 
 def _balance(args: argparse.Namespace) -> int:

@@ -189,7 +189,7 @@ class Metrics:
         if self.store is None:
             return
         by_state = self.store.count_by_state()
-        owed = len(self.store.bookings_owed())
+        owed = self.store.count_bookings_owed()
         with self._lock:
             last, counts = self.store.count_transitions(self._last_seq)
             self._last_seq = last

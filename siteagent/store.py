@@ -688,6 +688,9 @@ class Store:
                 (at, reservation_id, kind),
             )
 
+    def count_bookings_owed(self) -> int:
+        return int(self._read("SELECT COUNT(*) FROM ledger_bookings WHERE booked_at IS NULL")[0][0])
+
     def bookings_owed(self) -> List[Tuple[str, str, Dict[str, Any]]]:
         """(reservation id, kind, document) not booked yet, oldest first: a refund always
         comes after its receipt."""

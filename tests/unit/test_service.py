@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Dict, Iterator, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
 from siteagent import config, security
+from siteagent.cli import main
 from siteagent.service import Parts, apply, assemble, changed_keys, keep_restart_settings
 from siteagent.site import Site, open_site
 from tests.lifecycle import write_trace
@@ -91,3 +92,20 @@ def test_the_site_key_is_made_once_and_kept(running: Tuple[Site, Parts]) -> None
         parts.context.site_key.public_key()
     )
     assert parts.context.site_key_id == site.config.site.name
+
+
+@pytest.mark.parametrize("command", [["serve"], ["ledger", "serve"]])
+@pytest.mark.parametrize(
+    "option, expected",
+    [(["--port", "70000"], "--port: expected"), (["--listen", "not an address!"], "--listen")],
+)
+def test_a_bad_listener_option_is_refused_naming_it(
+    command: List[str], option: List[str], expected: str, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The agent and the ledger service check --listen/--port as the file's values, before
+    anything starts."""
+    code = main([*command, *option, "--state-dir", str(tmp_path)])
+    assert code == 1
+    assert expected in capsys.readouterr().err
+    assert not (tmp_path / "siteagent.sqlite3").exists()
