@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from siteagent.profile import Profile
+from siteagent.profile import CHUNK, Profile
 
 LIMIT = 400  # the model's horizon: far past every breakpoint and window the tests make
 
@@ -151,14 +151,25 @@ def _query(profile: Profile, model: Model, query: Tuple) -> None:  # type: ignor
         assert profile.run_start(size, before, after) == expected_run, query
 
 
+#: Chunks of one and two segments put every update and question across chunk boundaries
+#: (splits, merges that empty a chunk, skips over whole chunks); CHUNK is what runs.
+CHUNKS = [1, 2, CHUNK]
+
+
+@pytest.mark.parametrize("chunk", CHUNKS)
 @settings(max_examples=400, deadline=None, derandomize=True)
 @given(
     capacity=st.integers(0, 8),
     origin=st.integers(0, 20),
     steps=st.lists(st.tuples(UPDATES, st.lists(QUERIES, max_size=4)), min_size=1, max_size=25),
 )
-def test_profile_matches_brute_force(capacity: int, origin: int, steps: List[Tuple]) -> None:  # type: ignore[type-arg]
-    profile = Profile(capacity, origin)
+def test_profile_matches_brute_force(
+    chunk: int,
+    capacity: int,
+    origin: int,
+    steps: List[Tuple],  # type: ignore[type-arg]
+) -> None:
+    profile = Profile(capacity, origin, chunk)
     model = Model(capacity, origin)
     for update, queries in steps:
         kind = update[0]
@@ -176,8 +187,9 @@ def test_profile_matches_brute_force(capacity: int, origin: int, steps: List[Tup
             _query(profile, model, query)
 
 
-def test_copy_is_independent() -> None:
-    profile = Profile(4, 0)
+@pytest.mark.parametrize("chunk", CHUNKS)
+def test_copy_is_independent(chunk: int) -> None:
+    profile = Profile(4, 0, chunk)
     profile.reserve(0, 10, 3)
     clone = profile.copy()
     clone.reserve(5, 20, 1)
@@ -252,10 +264,12 @@ def test_overcommitted_segments_never_fit() -> None:
     assert not profile.fits(0, 5, 1)
 
 
+@pytest.mark.parametrize("chunk", CHUNKS)
 @pytest.mark.parametrize("updates", [1, 50, 400])
-def test_lazy_rebuild_after_bursts_of_updates(updates: int) -> None:
-    """Many updates between two queries, then queries in every order."""
-    profile = Profile(1000, 0)
+def test_bursts_of_updates_across_many_chunks(updates: int, chunk: int) -> None:
+    """Many updates between two queries (hundreds of breakpoints, so many chunks), then
+    queries in every order."""
+    profile = Profile(1000, 0, chunk)
     model = Model(1000, 0)
     for k in range(updates):
         start = (k * 37) % 250
@@ -265,3 +279,17 @@ def test_lazy_rebuild_after_bursts_of_updates(updates: int) -> None:
     for t in (299, 0, 150, 17):
         assert profile.free_at(t) == model.free[t]
     check_shape(profile, model)
+    for size in (1, 980, 995, 1000):
+        for at in range(0, 290, 23):
+            for duration in (0, 5, 40, 90):
+                fit = model.earliest_fit(size, duration, at, None)
+                assert profile.earliest_fit(size, duration, at) == fit, (size, at, duration)
+                assert profile.fits(size, at, duration) == model.window_ok(size, at, duration)
+                assert profile.min_free(at, at + duration) == model.min_free(at, at + duration)
+                run = model.run_start(size, at + duration, at)
+                assert profile.run_start(size, at + duration, at) == run, (size, at, duration)
+    for k in sorted(range(updates), key=lambda k: (k * 7919) % updates):
+        start = (k * 37) % 250
+        profile.release(start, start + (k * 11) % 40, k % 7 + 1)
+    assert list(profile.segments()) == [(0, None, 1000)]
+    assert len(profile) == 1
