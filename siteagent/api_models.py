@@ -49,7 +49,11 @@ class QuoteRequest(Strict):
         None, ge=0, le=MAX_TIME, description="latest end (epoch seconds)"
     )
     earliest_start: Optional[int] = Field(
-        None, ge=0, le=MAX_TIME, description="earliest start (epoch seconds)"
+        None,
+        ge=0,
+        le=MAX_TIME,
+        description="earliest start (epoch seconds); offers start a minute after the quote at "
+        "the soonest, and can be accepted until their window starts",
     )
     memory_per_core_mb: Optional[int] = Field(None, ge=1, le=2**31)
     architecture: Optional[str] = Field(None, min_length=1, max_length=64)

@@ -27,7 +27,7 @@ from siteagent.history import wait_table
 from siteagent.ledger import Bookkeeper, LedgerError, LedgerUnavailable
 from siteagent.metrics import Metrics
 from siteagent.model import CENT, CapacityUnit, ClusterSnapshot, Request, Slot
-from siteagent.offers import OFFER_VALID_S, make_offer, offer_row, slot_row
+from siteagent.offers import OFFER_VALID_S, earliest_start, make_offer, offer_row, slot_row
 from siteagent.pricing import Context, Refused, choose
 from siteagent.security import AuthorizedClient, Receipt
 from siteagent.site import Site
@@ -188,15 +188,16 @@ class Service:
         unsatisfied = self._unsatisfied(body, request, snapshot)
         if unsatisfied is not None:
             return refusal("unsatisfiable", unsatisfied[1], now, unsatisfied[0])
-        # the plan may be a poll old: nothing may start before the present
-        priced = dataclasses.replace(request, earliest=max(request.earliest or now, now))
+        # the plan may be a poll old: nothing may start before the present (and the buyer's
+        # time to accept)
+        priced = dataclasses.replace(request, earliest=earliest_start(request.earliest, now))
         try:
             with self._turn_to_price():
                 prices = self.site.pricing.alternatives(context, priced, body.limit)
         except Refused as exc:
             return refusal(self._refusal_code(context, priced, body.limit), exc.reason, now)
-        expires = now + OFFER_VALID_S
-        offers = [make_offer(p, request, expires, self.site.config.site.name) for p in prices]
+        site = self.site.config.site.name
+        offers = [make_offer(p, request, now, OFFER_VALID_S, site) for p in prices]
         self.site.manager.record_offers(offers)
         log.info("quote for %s: %d offers", client.key_id, len(offers))
         return {

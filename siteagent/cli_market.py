@@ -16,7 +16,7 @@ from typing import Any, Dict, List
 from siteagent import cli_args, console
 from siteagent.cli_args import decimal, duration, epoch, local_time
 from siteagent.model import Request
-from siteagent.offers import OFFER_VALID_S, make_offer, offer_row, slot_row
+from siteagent.offers import OFFER_VALID_S, earliest_start, make_offer, offer_row, slot_row
 from siteagent.pricing import FlatPrice, LoadBasedPrice, NoFee, Pricing, choose
 from siteagent.pricing.base import FeePolicy, UnitPricePolicy
 from siteagent.scheduling import Policy, plan
@@ -60,7 +60,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     cli_args.add_lifecycle_options(quote)
     quote.add_argument("--cores", type=int, required=True)
     quote.add_argument("--duration", type=duration, required=True, help="seconds, or 90m, 2h")
-    quote.add_argument("--earliest", help="earliest start: +DURATION, epoch or ISO (default now)")
+    quote.add_argument(
+        "--earliest",
+        help="earliest start: +DURATION, epoch or ISO (default and soonest: a minute from now, "
+        "the time to accept an offer)",
+    )
     quote.add_argument("--deadline", help="latest end: +DURATION, epoch or ISO")
     quote.add_argument("--alpha", type=float, default=0.5, help="fee/start trade-off (0.5)")
     quote.add_argument("--max-price", type=decimal, help="refuse above this per core-hour")
@@ -126,13 +130,15 @@ def _quote(args: argparse.Namespace) -> int:
         request = Request(
             cores=args.cores,
             duration=args.duration,
-            earliest=epoch(args.earliest, snapshot.now) if args.earliest else None,
+            earliest=earliest_start(
+                epoch(args.earliest, snapshot.now) if args.earliest else None, snapshot.now
+            ),
             deadline=epoch(args.deadline, snapshot.now) if args.deadline else None,
             max_price=args.max_price,
         )
         alternatives = pricing.alternatives(pricing.context(snapshot), request, args.limit)
         chosen = choose(alternatives, args.alpha)
-        offers = [make_offer(price, request, snapshot.now + args.valid) for price in alternatives]
+        offers = [make_offer(price, request, snapshot.now, args.valid) for price in alternatives]
         site.manager.record_offers(offers)
     finally:
         site.close()

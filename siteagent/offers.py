@@ -7,7 +7,7 @@ records; sharing these functions keeps the two answering the same offer in the s
 from __future__ import annotations
 
 import uuid
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from siteagent.model import Offer, Request, Slot
 from siteagent.pricing import Price
@@ -15,9 +15,21 @@ from siteagent.pricing import Price
 #: How long a quoted offer can be accepted, by default (seconds).
 OFFER_VALID_S = 300
 
+#: How far ahead of the quote the earliest offered window starts (seconds). The past cannot be
+#: reserved, so an offer stops being acceptable when its window starts; a window starting at
+#: the quote's own instant would be refused to any buyer a second slower than the agent. A
+#: minute is time enough for a program (or a multi-round auction) to accept.
+ACCEPT_LEAD_S = 60
 
-def make_offer(price: Price, request: Request, expires: int, site: str = "") -> Offer:
-    """The offer of one priced window for ``request``, with a fresh random id."""
+
+def earliest_start(asked: Optional[int], now: int) -> int:
+    """The earliest start a quote offers: the buyer's, but not before now + ACCEPT_LEAD_S."""
+    return max(asked or now, now + ACCEPT_LEAD_S)
+
+
+def make_offer(price: Price, request: Request, now: int, valid_s: int, site: str = "") -> Offer:
+    """The offer of one priced window for ``request``, with a fresh random id; acceptable for
+    ``valid_s`` seconds from ``now``, or until its window starts if that is sooner."""
     window = price.window
     return Offer(
         id=uuid.uuid4().hex[:16],
@@ -27,7 +39,7 @@ def make_offer(price: Price, request: Request, expires: int, site: str = "") -> 
         size=window.size,
         unit_price=price.unit_price,
         fee=price.fee,
-        expires=expires,
+        expires=min(now + valid_s, window.start),
         site=site,
     )
 

@@ -16,6 +16,7 @@ from fastapi.routing import APIRoute
 
 from siteagent import api_service, security
 from siteagent.model import CENT
+from siteagent.offers import ACCEPT_LEAD_S, OFFER_VALID_S
 from siteagent.security import Receipt
 from siteagent.store import QueueWait
 from tests.api.harness import World, make_world
@@ -93,11 +94,25 @@ def test_a_quote_is_priced_offers_recorded_to_be_accepted(world: World) -> None:
     assert answer["status"] == "offered" and answer["offers"]
     assert 0 <= answer["chosen"] < len(answer["offers"])
     for offer in answer["offers"]:
-        assert offer["expires"] > answer["now"] and offer["start"] >= answer["now"]
+        # the soonest start leaves the buyer a minute to accept; an offer lapses at its start
+        assert offer["start"] >= answer["now"] + ACCEPT_LEAD_S
+        assert offer["expires"] == min(answer["now"] + OFFER_VALID_S, offer["start"])
         assert offer["cores"] == 8 and offer["end"] - offer["start"] == 3600
         stored = world.site.store.get_offer(offer["offer_id"])
         assert stored is not None and str(stored.total) == offer["total"]
         assert stored.request.max_price == Decimal("2")
+
+
+def test_the_soonest_offer_can_still_be_accepted_seconds_later(world: World) -> None:
+    """A buyer is never as fast as the agent: the earliest offer (the cluster has room now)
+    must not have started by the time its accept arrives."""
+    offers = quote(world, world.alice)["offers"]
+    soonest = min(offers, key=lambda offer: offer["start"])
+    time.sleep(1.1)  # the accept lands in a later second than the quote
+    accept = {"offer_id": soonest["offer_id"]}
+    answer = world.signed(world.alice, "POST", "/v1/reservations", accept)
+    assert answer.status_code == 201, answer.text
+    assert answer.json()["start"] == soonest["start"]
 
 
 def test_quotes_come_from_the_agents_plan_not_a_new_poll(world: World) -> None:

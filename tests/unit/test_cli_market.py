@@ -12,6 +12,7 @@ from typing import Any, Dict, List
 import pytest
 
 from siteagent.cli import EXIT_BAD_INPUT, main
+from siteagent.offers import ACCEPT_LEAD_S
 from tests.lifecycle import write_trace
 
 H = 3600
@@ -90,11 +91,12 @@ def test_quote_json(site: List[str], capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_quote_earliest_and_load_price(site: List[str], capsys: pytest.CaptureFixture[str]) -> None:
-    """--earliest moves the first start; --load START MIN ROUNDS prices by load: 8 of the 16
-    cores are allocated over the first hour, L = 0.5, Δ = (10 - 4)(1 - 0.5)/3 = 1: 9."""
+    """--earliest moves the first start (by default a minute out, the buyer's time to accept);
+    --load START MIN ROUNDS prices by load: 8 of the 16 cores are allocated over the first
+    hour, L = 0.5, Δ = (10 - 4)(1 - 0.5)/3 = 1: 9."""
     request = ["quote", "--cores", "4", "--duration", "1h", *site]
     now_answer = run_json(capsys, *request)
-    assert now_answer["alternatives"][0]["start"] == now_answer["now"]
+    assert now_answer["alternatives"][0]["start"] == now_answer["now"] + ACCEPT_LEAD_S
     later = run_json(capsys, *request, "--earliest", "+2h")
     assert later["alternatives"][0]["start"] == later["now"] + 2 * H
     loaded = run_json(capsys, *request, "--load", "10", "4", "3")["alternatives"][0]
