@@ -66,15 +66,18 @@ def run_measured(
 INSTALLS = ROOT / "bench" / ".work"
 
 
-def installed_siteagent() -> str:
+def installed_siteagent(pure: bool = False) -> str:
     """Python of a venv holding this tree installed as users get it (compiled when possible).
 
-    Benchmarks measure the package as installed, whatever the development venv holds; children
-    run it from outside the source tree so that the installed modules, not the sources, are
-    imported. Each version of the sources gets its own venv, built once under a lock, so that
-    benchmarks running at the same time never reinstall a package another one is importing.
+    Benchmarks measure the package as installed, whatever the development venv holds (its
+    editable install puts the compiled modules beside the sources); children run it from
+    outside the source tree so that the installed modules, not the sources, are imported. With
+    ``pure``, the install skips compiling (SITEAGENT_PURE_PYTHON=1): the baseline a compiled
+    figure is compared with. Each version of the sources gets its own venvs, built once under a
+    lock, so that benchmarks running at the same time never reinstall a package another one is
+    importing.
     """
-    venv = INSTALLS / f"venv-siteagent-{_sources_digest()}"
+    venv = INSTALLS / f"venv-siteagent-{_sources_digest()}{'-pure' if pure else ''}"
     python, done = venv / "bin" / "python", venv / ".installed"
     INSTALLS.mkdir(parents=True, exist_ok=True)
     with open(INSTALLS / "install.lock", "w") as lock:
@@ -83,7 +86,8 @@ def installed_siteagent() -> str:
             subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
             pip = [str(python), "-m", "pip", "install", "--quiet"]
             subprocess.run([*pip, "--upgrade", "pip"], check=True)
-            subprocess.run([*pip, str(ROOT)], check=True)
+            env = {**os.environ, "SITEAGENT_PURE_PYTHON": "1"} if pure else None
+            subprocess.run([*pip, str(ROOT)], check=True, env=env)
             done.touch()
     return str(python)
 
@@ -105,6 +109,13 @@ def compiled(python: str) -> bool:
         [python, "-c", "import siteagent.scheduling as s; print(s.__file__)"], cwd=OUTSIDE
     )
     return not probe.stdout.strip().endswith(".py")
+
+
+def running_compiled() -> bool:
+    """Whether this process imports the mypyc-compiled scheduling engines."""
+    import siteagent.scheduling
+
+    return not siteagent.scheduling.__file__.endswith(".py")
 
 
 #: Where children run, so that ``import siteagent`` finds the installed package.

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
-from bench.common import RESULTS, TRACES, machine, md_table, write_results
+from bench.common import RESULTS, TRACES, machine, md_table, running_compiled, write_results
 from siteagent.console import progress_bar
 from siteagent.model import BatchReservation, ClusterSnapshot, Job, Request
 from siteagent.pricing import ExternalityFee, FlatPrice, Pricing, Refused, choose
@@ -356,7 +356,8 @@ def markdown(results: Dict[str, Any]) -> str:
         "# Singh's thesis, reproduced: slots (ch. 3) and externality fees (ch. 5)",
         "",
         f"Run {where['date']} on {where['cpus']} CPUs shared with other work (load average "
-        f"{where['load_average_1m_at_start']} at start), pure Python sources, "
+        f"{where['load_average_1m_at_start']} at start), "
+        f"{'mypyc-compiled engines' if results.get('compiled') else 'pure Python sources'}, "
         f"{'quick' if results['quick'] else 'full'} configuration: fees over the first "
         f"{results['days']} days, {results['fraction']:.0%} of jobs as reservations. Time per "
         "part in bench/results/thesis.json. Plots: " + ", ".join(results["plots"]) + ".",
@@ -468,6 +469,7 @@ def main(argv: List[str]) -> int:
     days = args.days if args.days is not None else (7.0 if args.quick else 30.0)
     results: Dict[str, Any] = {
         "machine": machine(),
+        "compiled": running_compiled(),
         "quick": args.quick,
         "days": days,
         "fraction": args.fraction,
