@@ -28,7 +28,6 @@ capacity); such segments never fit.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from typing import Iterator, List, Optional, Tuple
 
 #: Segments per chunk after a split (a chunk splits in two when it exceeds twice this). Larger
@@ -240,10 +239,10 @@ class Profile:
 
     def _locate(self, t: int) -> Position:
         """The segment holding instant t; the first one if t is earlier."""
-        c = bisect_right(self._firsts, t) - 1
+        c = _after(self._firsts, t) - 1
         if c < 0:
             return 0, 0, self._bases[0]
-        k = bisect_right(self._times[c], t) - 1
+        k = _after(self._times[c], t) - 1
         return c, k, self._value(c, k)
 
     def _room(self, at: Position, size: int) -> Position:
@@ -328,9 +327,9 @@ class Profile:
 
     def _split(self, t: int) -> Tuple[int, int]:
         """Make t a breakpoint (t >= origin), splitting a chunk that grew too long; where it is."""
-        c = bisect_right(self._firsts, t) - 1
+        c = _after(self._firsts, t) - 1
         times = self._times[c]
-        k = bisect_left(times, t)
+        k = _at_or_after(times, t)
         if k < len(times) and times[k] == t:
             return c, k
         times.insert(k, t)
@@ -398,3 +397,31 @@ class Profile:
         self._lows[c] = low
         self._highs[c] = high
         self._exact[c] = True
+
+
+# The bisect module compares list items as generic objects; compiled by mypyc, these loops
+# compare machine integers, which makes every lookup of an instant about twice as fast.
+
+
+def _after(times: List[int], t: int) -> int:
+    """Index of the first item greater than t (bisect_right)."""
+    low, high = 0, len(times)
+    while low < high:
+        middle = (low + high) // 2
+        if t < times[middle]:
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
+def _at_or_after(times: List[int], t: int) -> int:
+    """Index of the first item not less than t (bisect_left)."""
+    low, high = 0, len(times)
+    while low < high:
+        middle = (low + high) // 2
+        if times[middle] < t:
+            low = middle + 1
+        else:
+            high = middle
+    return low

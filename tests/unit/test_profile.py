@@ -6,13 +6,14 @@ engines rely on for "fits now"): the model checks [s, s + max(duration, 1)).
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from typing import Dict, List, Optional, Tuple
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from siteagent.profile import CHUNK, Profile
+from siteagent.profile import CHUNK, Profile, _after, _at_or_after
 
 LIMIT = 400  # the model's horizon: far past every breakpoint and window the tests make
 
@@ -293,3 +294,9 @@ def test_bursts_of_updates_across_many_chunks(updates: int, chunk: int) -> None:
         profile.release(start, start + (k * 11) % 40, k % 7 + 1)
     assert list(profile.segments()) == [(0, None, 1000)]
     assert len(profile) == 1
+
+
+@given(times=st.lists(st.integers(0, 40), max_size=30).map(sorted), t=st.integers(-3, 43))
+def test_the_compiled_binary_searches_are_bisect(times: List[int], t: int) -> None:
+    assert _after(times, t) == bisect_right(times, t)
+    assert _at_or_after(times, t) == bisect_left(times, t)
