@@ -385,6 +385,13 @@ class Service:
                 self._latest_seen = self._prepare(state)
             return self._latest_seen
 
+    def prepare(self, state: State) -> None:
+        """Make ``state``'s pricing context and priced slots now (the agent calls this at the
+        end of each cycle, in its own thread), so that no request waits for them."""
+        latest = self._prepare(state)
+        with self._lock:
+            self._latest_seen = latest
+
     def _prepare(self, state: State) -> Latest:
         context = self.site.pricing.context(state.snapshot, state.plan)
         return Latest(state, context, self.site.pricing.price_slots(context, advertise(state.plan)))

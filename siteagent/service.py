@@ -40,6 +40,7 @@ from siteagent import sdnotify, security
 from siteagent.agent import Agent, State
 from siteagent.api import ApiContext, create_app, register_participants
 from siteagent.config import Config, ConfigError, TlsConfig
+from siteagent.heap import Heap
 from siteagent.ledger import Bookkeeper, Ledger
 from siteagent.ledger_client import RemoteLedger
 from siteagent.metrics import Metrics
@@ -122,6 +123,8 @@ class Daemon:
         self._ready = threading.Event()
         self.parts = assemble(site)
         self.app = create_app(self.parts.context)
+        heap = Heap()
+        self.parts.agent.listeners += [self.app.state.service.prepare, lambda _: heap.settle()]
         try:
             self.server = NotifyingServer(https_for(self.app, site.config))
         except BaseException:

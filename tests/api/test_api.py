@@ -408,6 +408,19 @@ def test_a_snapshot_that_stops_being_refreshed_is_not_sold_from(world: World) ->
     assert world.http.get("/healthz").status_code == 200
 
 
+def test_the_agent_prepares_each_state_for_the_api_off_the_request_path(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = world.app.state.service
+    world.context.agent.listeners.append(service.prepare)
+    world.context.agent.cycle()
+    prepared: List[object] = []
+    prepare = service._prepare
+    monkeypatch.setattr(service, "_prepare", lambda state: prepared.append(state) or prepare(state))
+    assert quote(world, world.alice)["snapshot_time"] == world.context.agent.state.snapshot.now
+    assert prepared == []  # the quote found the state's pricing context ready
+
+
 def test_healthz_reports_the_snapshot_age(world: World) -> None:
     health = world.http.get("/healthz")
     assert health.status_code == 200
