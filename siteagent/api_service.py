@@ -22,7 +22,7 @@ from siteagent import bookkeeping, security
 from siteagent.agent import Agent, State
 from siteagent.api_errors import ApiError
 from siteagent.api_models import QuoteRequest
-from siteagent.api_pricing import PricingQueue, priced_inline
+from siteagent.api_pricing import PricingQueue, priced_inline, yielding
 from siteagent.history import wait_table
 from siteagent.ledger import Bookkeeper, LedgerError, LedgerUnavailable
 from siteagent.metrics import Metrics
@@ -196,14 +196,13 @@ class Service:
         # the plan may be a poll old: nothing may start before the present
         priced = dataclasses.replace(request, earliest=max(request.earliest or now, now))
         pricing = self.site.pricing
-
-        def price() -> Union[List[Price], Tuple[str, str]]:
-            return self._price(pricing, context, priced, body.limit)
-
         if priced_inline(pricing, body.limit):
-            prices = price()
+            prices = self._price(pricing, context, priced, body.limit)
         else:
-            prices = await self.pricing_queue.run(price, body.limit)
+            threaded = yielding(pricing)
+            prices = await self.pricing_queue.run(
+                lambda: self._price(threaded, context, priced, body.limit), body.limit
+            )
         if isinstance(prices, tuple):
             return refusal(prices[0], prices[1], now)
         expires = now + OFFER_VALID_S

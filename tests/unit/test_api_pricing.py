@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 import threading
 import time
 from decimal import Decimal
@@ -11,8 +12,9 @@ from decimal import Decimal
 import pytest
 
 from siteagent.api_errors import ApiError
-from siteagent.api_pricing import PricingQueue, priced_inline
-from siteagent.pricing import ExternalityFee, FlatPrice, NoFee, Pricing
+from siteagent.api_pricing import PricingQueue, priced_inline, yielding
+from siteagent.model import ClusterSnapshot, Job, Request
+from siteagent.pricing import ExternalityFee, FlatPrice, NoFee, Pricing, Refused
 
 
 def test_only_quotes_that_may_replan_the_queue_leave_the_event_loop() -> None:
@@ -70,3 +72,26 @@ def test_the_pricing_runs_on_the_pricing_thread_and_errors_reach_the_quote() -> 
 
     asyncio.run(scenario())
     queue.close()
+
+
+def test_the_pricing_thread_prices_as_the_site_does_fees_and_refusals_alike() -> None:
+    """The pause after each fee lets the event loop in; it changes no price."""
+    hour = 3600
+    snapshot = ClusterSnapshot(
+        now=0,
+        capacity=5,
+        running=(Job("run", 3, 0, 2 * hour, start=0),),
+        pending=(Job("q", 2, 0, 1 * hour), Job("r", 4, 0, 2 * hour)),
+    )
+    site = Pricing(FlatPrice(), ExternalityFee(Decimal(1)))
+    threaded = yielding(site)
+    context = site.context(snapshot)
+    request = Request(cores=2, duration=hour)
+    priced = site.alternatives(context, request, 10)
+    assert any(price.fee > 0 for price in priced)  # some starts delay the queue
+    assert threaded.alternatives(context, request, 10) == priced
+    assert threaded.describe() == site.describe()
+    with pytest.raises(Refused) as refused:
+        site.alternatives(context, Request(cores=6, duration=hour), 10)
+    with pytest.raises(Refused, match=re.escape(refused.value.reason)):
+        threaded.alternatives(context, Request(cores=6, duration=hour), 10)
