@@ -13,12 +13,15 @@ speed 1, so it starts on a ~10,000-job queue that keeps moving with the clock.
 
 Measured, in one run:
 
-- **quote latency**: 1, 10 and 50 client threads, each sending a fixed number of quotes of
-  varied shapes (cores 1..256, walltime 10 min..12 h); p50/p99 per request, throughput, and
-  refusals and errors. Two agents side by side: the default pricing (unit price and the
-  externality fee, conservative) and unit price only (``pricing.externality.enabled: false``);
-  each with the default ``limit`` of 20 offers and with ``limit: 1``. Target: p99 < 100 ms
-  at 50 clients.
+- **quote latency**: 1, 10 and 50 client processes (bench/quote_clients.py: one HTTPS
+  connection each, every quote signed afresh), each sending quotes of varied shapes (cores
+  1..256, walltime 10 min..12 h) one after the other, a fixed number of them, and at 50
+  clients for a whole poll interval as well (so that a poll of the agent lands in the level);
+  p50/p99 per request, throughput, refusals, 503 busy answers and errors, and the CPU the
+  agent and the clients spent per quote. Two agents one after the other: the default pricing
+  (unit price and the externality fee, conservative) and unit price only
+  (``pricing.externality.enabled: false``); each with the default ``limit`` of 20 offers and
+  with ``limit: 1``. Target: p99 < 100 ms at 50 clients.
 - **RSS and CPU**: the agent polling every 30 s for 10 minutes (``--quick``: 2), psutil
   sampling its resident memory and CPU time, with the per-cycle snapshot and plan times from
   its log; once with the default metrics reference requests (quoted at the first cycle,
@@ -31,18 +34,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import random
 import re
 import shutil
 import signal
 import ssl
 import subprocess
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 import httpx
 import psutil
@@ -60,6 +60,7 @@ from bench.common import (
     median,
     write_results,
 )
+from bench.quote_clients import Load, Target, percentile, run_level
 from siteagent import security
 from siteagent.scheduling import Policy
 from siteagent.sim import Simulator, Workload
@@ -258,110 +259,54 @@ def free_port() -> int:
 # --------------------------------------------------------------------------- quote latency
 
 
-@dataclass
-class Outcome:
-    """What the clients of one load level saw."""
-
-    latencies: List[float] = field(default_factory=list)
-    offered: int = 0
-    refused: int = 0
-    errors: List[str] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def add(self, seconds: float, kind: str, error: str = "") -> None:
-        with self.lock:
-            self.latencies.append(seconds)
-            if kind == "offered":
-                self.offered += 1
-            elif kind == "refused":
-                self.refused += 1
-            else:
-                self.errors.append(error)
-
-
-def shapes(seed: int) -> Iterator[Dict[str, int]]:
-    """Request shapes a buyer might send: cores 1..256 (log-uniform), walltime 10 min..12 h."""
-    rng = random.Random(seed)
-    while True:
-        cores = max(1, min(256, round(math.exp(rng.uniform(0, math.log(256))))))
-        yield {"cores": cores, "walltime": rng.randrange(600, 12 * 3600 + 1, 60)}
-
-
-def quote(
-    client: httpx.Client, url: str, key: Ed25519PrivateKey, body: Dict[str, int]
-) -> Tuple[str, str]:
-    """One signed quote; ("offered" | "refused" | "error", detail)."""
-    payload = json.dumps(body).encode()
-    headers = {"Content-Type": "application/json"}
-    headers.update(security.sign_request("POST", url, payload, key, KEY_ID))
-    try:
-        answer = client.post(url, content=payload, headers=headers)
-    except httpx.HTTPError as exc:
-        return "error", f"{type(exc).__name__}: {exc}"
-    if answer.status_code != 200:
-        return "error", f"HTTP {answer.status_code}: {answer.text[:200]}"
-    status = str(answer.json().get("status"))
-    return (status, "") if status in ("offered", "refused") else ("error", answer.text[:200])
-
-
 def load_level(
-    agent: RunningAgent,
-    key: Ed25519PrivateKey,
-    clients: int,
-    per_client: int,
-    limit: int,
-    timeout: float,
+    agent: RunningAgent, key: Ed25519PrivateKey, clients: int, load: Load
 ) -> Dict[str, Any]:
-    """``clients`` threads, each sending ``per_client`` quotes one after the other."""
-    outcome = Outcome()
-    url = agent.url + "/v1/quotes"
-
-    def client_thread(index: int) -> None:
-        bodies = shapes(1000 * clients + index)
-        with httpx.Client(verify=tls_context(agent.cert), timeout=timeout) as client:
-            for _ in range(per_client):
-                body = {**next(bodies), "limit": limit}
-                began = time.perf_counter()
-                kind, detail = quote(client, url, key, body)
-                outcome.add(time.perf_counter() - began, kind, detail)
-
-    threads = [threading.Thread(target=client_thread, args=(i,)) for i in range(clients)]
-    began = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    wall = time.perf_counter() - began
-    values = outcome.latencies
+    """``clients`` client processes, each sending its quotes one after the other; the agent's
+    CPU time and its polls are taken over the same span (bench/quote_clients.py)."""
+    target = Target.of(agent.url, agent.cert, KEY_ID, key)
+    process = psutil.Process(agent.process.pid)
+    cpu_before, polls_before = cpu_seconds(process), len(cycles(agent.log))
+    level = run_level(target, clients, load)
+    agent_cpu = cpu_seconds(process) - cpu_before  # the clients' warm-up quotes included
+    answered = level.latencies(("offered", "refused"))
+    busy = level.latencies(("busy",))
+    errors = level.errors()
     return {
         "clients": clients,
-        "requests": len(values),
-        "p50_ms": percentile(values, 50) * 1000,
-        "p99_ms": percentile(values, 99) * 1000,
-        "max_ms": max(values) * 1000,
-        "throughput_per_s": len(values) / wall,
-        "wall_s": wall,
-        "offered": outcome.offered,
-        "refused": outcome.refused,
-        "errors": len(outcome.errors),
-        "first_errors": outcome.errors[:3],
+        "requests": len(level.samples),
+        "p50_ms": percentile(answered, 50) * 1000,
+        "p99_ms": percentile(answered, 99) * 1000,
+        "max_ms": max(answered, default=float("nan")) * 1000,
+        "throughput_per_s": len(level.samples) / level.wall_s,
+        "wall_s": level.wall_s,
+        "polls": len(cycles(agent.log)) - polls_before,
+        "offered": level.count("offered"),
+        "refused": level.count("refused"),
+        "busy": len(busy),
+        "busy_p50_ms": percentile(busy, 50) * 1000,
+        "busy_max_ms": max(busy, default=float("nan")) * 1000,
+        "errors": len(errors),
+        "first_errors": errors[:3],
+        "agent_cpu_ms_per_request": agent_cpu / (len(level.samples) + clients) * 1000,
+        "client_cpu_ms_per_request": level.client_cpu_s / len(level.samples) * 1000,
     }
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """Nearest-rank percentile (p99 of 50 samples is the largest but one)."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(q / 100 * len(ordered)) - 1)]
 
 
 @dataclass(frozen=True)
 class Variant:
-    """One series of load levels: offers asked per quote and quotes per client per level."""
+    """One series of load levels: offers asked per quote, and each level's quotes per client
+    (at 50 clients, for at least a poll interval as well, so that a poll lands in it)."""
 
     label: str
     limit: int
     per_client: Dict[int, int]
     timeout_s: float
+    whole_poll_at_50: bool = True
+
+    def load(self, clients: int) -> Load:
+        seconds = POLL_S + 2 if clients == 50 and self.whole_poll_at_50 else 0.0
+        return Load(self.per_client[clients], self.limit, seconds, self.timeout_s)
 
 
 def latency_runs(
@@ -369,23 +314,22 @@ def latency_runs(
 ) -> Dict[str, Any]:
     """Each pricing configuration: its own agent, its variants' load levels in turn."""
     scale = 4 if quick else 1
+    fast = {1: 300 // scale, 10: 100 // scale, 50: 40 // scale}
     configurations: List[Tuple[str, Dict[str, Any], List[Variant]]] = [
         (
             "unit price only",
             {"pricing": {"externality": {"enabled": False}}},
             [
-                Variant("limit 20", 20, {1: 200 // scale, 10: 40 // scale, 50: 20 // scale}, 60),
-                Variant("limit 1", 1, {1: 200 // scale, 10: 40 // scale, 50: 20 // scale}, 60),
+                Variant("limit 20", 20, fast, 60, whole_poll_at_50=not quick),
+                Variant("limit 1", 1, fast, 60, whole_poll_at_50=not quick),
             ],
         ),
         (
             "default (externality fee)",
             {},
             [
-                Variant(
-                    "limit 1", 1, {1: 20 // scale, 10: 4 // scale or 1, 50: 2 // scale or 1}, 900
-                ),
-                Variant("limit 20", 20, {1: 3, 10: 1} if quick else {1: 3, 10: 1, 50: 1}, 1800),
+                Variant("limit 1", 1, fast, 60, whole_poll_at_50=not quick),
+                Variant("limit 20", 20, {1: 5, 10: 2, 50: 2}, 120, whole_poll_at_50=False),
             ],
         ),
     ]
@@ -396,17 +340,12 @@ def latency_runs(
         try:
             entry: Dict[str, Any] = {"ready_s": agent.ready_s, "variants": {}}
             for variant in variants:
-                load_level(agent, key, 1, 1, variant.limit, variant.timeout_s)  # warm-up
+                load_level(agent, key, 1, Load(1, variant.limit))  # warm-up
                 levels = []
-                for clients, per_client in variant.per_client.items():
-                    print(
-                        f"  {name}, {variant.label}: {clients} clients x {per_client}", flush=True
-                    )
-                    levels.append(
-                        load_level(
-                            agent, key, clients, per_client, variant.limit, variant.timeout_s
-                        )
-                    )
+                for clients in variant.per_client:
+                    load = variant.load(clients)
+                    print(f"  {name}, {variant.label}: {clients} clients, {load}", flush=True)
+                    levels.append(load_level(agent, key, clients, load))
                 entry["variants"][variant.label] = levels
             entry["cycles"] = cycles(agent.log)
             results[name] = entry
@@ -501,34 +440,43 @@ def cycles(log: Path) -> List[Dict[str, int]]:
 def latency_notes(latency: Mapping[str, Any]) -> List[str]:
     """Why the figures are what they are, with this run's numbers."""
     notes = [
-        "Why: with the externality fee each offer that starts inside the predicted schedule "
-        "(not in a hole of it) is priced by re-planning the whole queue with the reservation "
-        "in it, about 0.3 s per alternative on this queue (bench/results/slots.md), in the "
-        "request's thread; all requests share one interpreter, so a quote asking for 20 "
-        "offers takes seconds alone and minutes behind other clients. With `limit: 1` the "
-        "one offer is the earliest start with no fee (the candidate list always keeps the "
-        "fee-free start, replacing the earliest one when the list is full), and a start in a "
-        "hole needs no re-plan: the default pricing then answers at unit-price speed, but "
-        "offers only that fee-free start, never an earlier one with a fee.",
+        "How a quote is served: on the agent's event loop (TLS, RFC 9421 signature check, "
+        "validation, pricing), its offers stored by one writer thread in group commits (a "
+        "quote is answered once its offers are on disk), so a cheap quote never changes "
+        "threads. A quote whose externality fee may re-plan the queue (more than one offer "
+        "asked) is priced on the one pricing thread instead, and is answered 503 `busy` at "
+        "once, with the estimated wait as Retry-After, when the quotes ahead of it would "
+        "hold it more than 5 s. Every 50-client level of a fast variant runs for a whole "
+        "poll interval as well, so that one of the agent's polls (snapshot, plan, pricing "
+        "context) lands inside it: the `polls` column counts them.",
         "",
     ]
     notes += error_notes(latency)
-    unit = latency.get("unit price only", {}).get("variants", {})
-    for label, levels in unit.items():
-        at50 = [level for level in levels if level["clients"] == 50]
-        if at50:
-            level = at50[0]
-            notes.append(
-                f"- Unit price only, {label}, is throughput-bound at 50 clients: the agent "
-                f"answers {level['throughput_per_s']:.0f} quotes/s (one Python process, TLS, "
-                "signature check, pricing, offers recorded in SQLite), so each request waits "
-                f"for about 50 / {level['throughput_per_s']:.0f} = "
-                f"{50 / level['throughput_per_s'] * 1000:.0f} ms of the others' work; a p99 "
-                "under 100 ms at 50 clients needs several times that throughput (more "
-                "processes, or less work per quote). The bench's 50 client threads share "
-                "the same CPUs, and each poll's plan (a third of a second of CPU holding the "
-                "interpreter) lands in some requests' latency."
-            )
+    for name, entry in latency.items():
+        for label, levels in entry["variants"].items():
+            for level in (lv for lv in levels if lv["clients"] == 50):
+                notes.append(
+                    f"- {name}, {label}, 50 clients: {level['throughput_per_s']:.0f} quotes/s, "
+                    f"the agent spending {level['agent_cpu_ms_per_request']:.2f} ms of CPU "
+                    f"per quote and each client process "
+                    f"{level['client_cpu_ms_per_request']:.2f} ms (both on the same 2 CPUs)"
+                    + (
+                        f"; {level['busy']} of {level['requests']} answered 503 busy (p50 "
+                        f"{level['busy_p50_ms']:,.0f} ms, max {level['busy_max_ms']:,.0f} ms; "
+                        "p50/p99 are of the priced ones)."
+                        if level["busy"]
+                        else "."
+                    )
+                )
+    fee20 = latency.get("default (externality fee)", {}).get("variants", {}).get("limit 20")
+    if fee20:
+        alone = fee20[0]
+        notes.append(
+            f"- The externality fee with 20 offers asked costs {alone['p50_ms']:,.0f} ms per "
+            "quote even alone (each start inside the schedule re-plans the 10,000-job queue): "
+            "the agent prices a few such quotes per second, whatever the concurrency, and "
+            "answers the excess 503 busy rather than queueing it."
+        )
     return notes
 
 
@@ -565,7 +513,7 @@ def markdown(results: Mapping[str, Any]) -> str:
         "# The running agent on a 10,000-job queue: quote latency, RSS and CPU",
         "",
         f"Measured {where['date']} on {where['cpus']} CPUs shared with other work (and with "
-        f"the bench's own client threads), Python {where['python']}, load average "
+        f"the bench's own client processes), Python {where['python']}, load average "
         f"{where['load_average_1m_at_start']} at start; installed package compiled: "
         f"{results['compiled']}."
         + (" Quick run (--quick): fewer requests, 2-minute watch." if results["quick"] else ""),
@@ -574,8 +522,12 @@ def markdown(results: Mapping[str, Any]) -> str:
         f"{queue['cores']:,} cores ({queue['path']}), replayed by the agent's SWF backend at "
         f"speed 1 from offset {queue['offset_s']:,} s, where the package's simulator has "
         f"{queue['pending_at_offset']:,} jobs waiting and {queue['running_at_offset']:,} "
-        "running. Clients: signed POST /v1/quotes over HTTPS (the agent's self-signed "
-        "certificate verified), cores 1..256, walltime 10 min..12 h.",
+        "running. Clients: one process each, one keep-alive HTTPS connection (the agent's "
+        "self-signed certificate verified), signed POST /v1/quotes (every request signed "
+        "afresh, and verified in full by the agent), cores 1..256, walltime 10 min..12 h; "
+        "each client connects and sends one unmeasured quote, then all start together. "
+        "p50/p99/max are over the quotes answered 200 (offered or refused), from before "
+        "signing to the parsed answer.",
         "",
         "## Quote latency",
         "",
@@ -592,10 +544,14 @@ def markdown(results: Mapping[str, Any]) -> str:
                         "requests": level["requests"],
                         "p50 ms": level["p50_ms"],
                         "p99 ms": level["p99_ms"],
+                        "max ms": level["max_ms"],
                         "req/s": level["throughput_per_s"],
+                        "polls": level["polls"],
                         "offered": level["offered"],
                         "refused": level["refused"],
+                        "busy": level["busy"],
                         "errors": level["errors"],
+                        "agent CPU ms/req": level["agent_cpu_ms_per_request"],
                     }
                 )
     lines.append(md_table(rows, list(rows[0])))

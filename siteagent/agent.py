@@ -16,7 +16,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, List, Optional, Set
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Set
 
 from siteagent import bookkeeping, sdnotify
 from siteagent.backends.base import Backend, BackendError
@@ -53,7 +53,9 @@ class Agent:
 
     ``manager`` (optional) carries the reservations along each cycle; ``store`` (optional)
     receives the queue waits observed between cycles; ``metrics`` (optional) takes each
-    cycle's state; ``watchdog`` (optional) is fed while the loop makes progress.
+    cycle's state; ``watchdog`` (optional) is fed while the loop makes progress;
+    ``listeners`` are called in order with each new state at the end of its cycle, in the
+    loop's thread (the service prepares the API's view of it there, off the request path).
     """
 
     def __init__(
@@ -67,6 +69,7 @@ class Agent:
         metrics: Optional[Metrics] = None,
         watchdog: Optional[sdnotify.Watchdog] = None,
         ledger: Optional[Bookkeeper] = None,
+        listeners: Sequence[Callable[[State], object]] = (),
     ) -> None:
         if poll_interval_s <= 0:
             raise ValueError(f"poll interval must be > 0 s, got {poll_interval_s}")
@@ -79,6 +82,7 @@ class Agent:
         self.metrics = metrics
         self.watchdog = watchdog
         self.ledger = ledger
+        self.listeners: List[Callable[[State], object]] = list(listeners)
         self._waits = WaitObserver()
         self.state: Optional[State] = None
         self.last_error: Optional[str] = None
@@ -136,6 +140,11 @@ class Agent:
                 self.metrics.observe_state(state)
             except StoreError as exc:
                 log.error("reading the reservations for the metrics failed: %s", exc)
+        for listener in self.listeners:
+            try:
+                listener(state)
+            except Exception:  # a listener's bug must not end the polls
+                log.exception("a listener of the agent's state failed")
         return state
 
     def _poll_failed(self, error: str) -> None:

@@ -7,14 +7,13 @@ without the framework around it.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import math
 import threading
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -23,12 +22,14 @@ from siteagent import bookkeeping, security
 from siteagent.agent import Agent, State
 from siteagent.api_errors import ApiError
 from siteagent.api_models import QuoteRequest
+from siteagent.api_pricing import PricingQueue, priced_inline, yielding
 from siteagent.history import wait_table
 from siteagent.ledger import Bookkeeper, LedgerError, LedgerUnavailable
 from siteagent.metrics import Metrics
 from siteagent.model import CENT, CapacityUnit, ClusterSnapshot, Request, Slot
+from siteagent.offer_writer import OfferWriter
 from siteagent.offers import OFFER_VALID_S, earliest_start, make_offer, offer_row, slot_row
-from siteagent.pricing import Context, Refused, choose
+from siteagent.pricing import Context, Price, Pricing, Refused, choose
 from siteagent.security import AuthorizedClient, Receipt
 from siteagent.site import Site
 from siteagent.slots import advertise
@@ -74,10 +75,6 @@ class Latest:
     slots: List[Slot]
 
 
-#: How long a quote waits for its turn to be priced before it is answered 503 "busy".
-PRICING_WAIT_S = 30.0
-
-
 class Service:
     """What the routes do, free of HTTP: each method takes checked values and returns JSON,
     or raises an error that :mod:`siteagent.api_errors` turns into a response."""
@@ -87,7 +84,13 @@ class Service:
         self.site = context.site
         self._lock = threading.Lock()
         self._latest_seen: Optional[Latest] = None
-        self._pricing_turn = threading.Lock()
+        self.pricing_queue = PricingQueue()
+        self.offer_writer = OfferWriter(lambda offers: self.site.manager.record_offers(offers))
+
+    def close(self) -> None:
+        """Finish the quotes in progress (priced, offers stored); the store closes next."""
+        self.pricing_queue.close()
+        self.offer_writer.close()
 
     # ---- reads
 
@@ -180,7 +183,9 @@ class Service:
 
     # ---- quotes
 
-    def quote(self, body: QuoteRequest, client: AuthorizedClient) -> Dict[str, Any]:
+    async def quote(self, body: QuoteRequest, client: AuthorizedClient) -> Dict[str, Any]:
+        """Priced offers, stored before they are answered; runs on the event loop (see
+        :mod:`siteagent.api_pricing` for where the pricing itself runs)."""
         latest = self._latest()
         context, snapshot = latest.context, latest.state.snapshot
         request = self._request(body, snapshot)
@@ -191,15 +196,20 @@ class Service:
         # the plan may be a poll old: nothing may start before the present (and the buyer's
         # time to accept)
         priced = dataclasses.replace(request, earliest=earliest_start(request.earliest, now))
-        try:
-            with self._turn_to_price():
-                prices = self.site.pricing.alternatives(context, priced, body.limit)
-        except Refused as exc:
-            return refusal(self._refusal_code(context, priced, body.limit), exc.reason, now)
+        pricing = self.site.pricing
+        if priced_inline(pricing, body.limit):
+            prices = self._price(pricing, context, priced, body.limit)
+        else:
+            threaded = yielding(pricing)
+            prices = await self.pricing_queue.run(
+                lambda: self._price(threaded, context, priced, body.limit), body.limit
+            )
+        if isinstance(prices, tuple):
+            return refusal(prices[0], prices[1], now)
         site = self.site.config.site.name
         offers = [make_offer(p, request, now, OFFER_VALID_S, site) for p in prices]
-        self.site.manager.record_offers(offers)
-        log.info("quote for %s: %d offers", client.key_id, len(offers))
+        await self.offer_writer.record(offers)
+        log.debug("quote for %s: %d offers", client.key_id, len(offers))
         return {
             "status": "offered",
             "now": now,
@@ -208,6 +218,16 @@ class Service:
             "offers": [{**offer_row(o), "expires": o.expires} for o in offers],
             "chosen": choose(prices, body.alpha),
         }
+
+    @classmethod
+    def _price(
+        cls, pricing: Pricing, context: Context, request: Request, limit: int
+    ) -> Union[List[Price], Tuple[str, str]]:
+        """The priced alternatives, or the refusal (code, reason)."""
+        try:
+            return pricing.alternatives(context, request, limit)
+        except Refused as exc:
+            return cls._refusal_code(pricing, context, request, limit), exc.reason
 
     def _request(self, body: QuoteRequest, snapshot: ClusterSnapshot) -> Request:
         """The RFQL request in the site's capacity unit (cores, or whole nodes)."""
@@ -271,14 +291,13 @@ class Service:
             return "disk_gb", "this site does not advertise disk space, so it cannot promise it"
         return None
 
-    def _refusal_code(self, context: Context, request: Request, limit: int) -> str:
+    @staticmethod
+    def _refusal_code(pricing: Pricing, context: Context, request: Request, limit: int) -> str:
         """``price_above_maximum`` when only the buyer's price stood in the way."""
         if request.max_price is None:
             return "no_offer"
         try:
-            self.site.pricing.alternatives(
-                context, dataclasses.replace(request, max_price=None), limit
-            )
+            pricing.alternatives(context, dataclasses.replace(request, max_price=None), limit)
         except Refused:
             return "no_offer"
         return "price_above_maximum"
@@ -366,28 +385,16 @@ class Service:
                 self._latest_seen = self._prepare(state)
             return self._latest_seen
 
+    def prepare(self, state: State) -> None:
+        """Make ``state``'s pricing context and priced slots now (the agent calls this at the
+        end of each cycle, in its own thread), so that no request waits for them."""
+        latest = self._prepare(state)
+        with self._lock:
+            self._latest_seen = latest
+
     def _prepare(self, state: State) -> Latest:
         context = self.site.pricing.context(state.snapshot, state.plan)
         return Latest(state, context, self.site.pricing.price_slots(context, advertise(state.plan)))
-
-    @contextlib.contextmanager
-    def _turn_to_price(self) -> Iterator[None]:
-        """One quote is priced at a time. Pricing is pure Python: threads pricing together
-        only share one interpreter, and many of them starve the agent's own polling thread
-        (its snapshot then goes stale and every quote is refused). Waiting quotes queue here,
-        asleep; one that waits too long is told to come back."""
-        if not self._pricing_turn.acquire(timeout=PRICING_WAIT_S):
-            retry = self.retry_after()
-            raise ApiError(
-                503,
-                "busy",
-                f"the site is pricing other requests; retry in {retry} s",
-                headers={"Retry-After": str(retry)},
-            )
-        try:
-            yield
-        finally:
-            self._pricing_turn.release()
 
     def retry_after(self) -> int:
         """Seconds until the agent polls again: when a retry can see something new."""

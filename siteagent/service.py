@@ -40,6 +40,7 @@ from siteagent import sdnotify, security
 from siteagent.agent import Agent, State
 from siteagent.api import ApiContext, create_app, register_participants
 from siteagent.config import Config, ConfigError, TlsConfig
+from siteagent.heap import Heap
 from siteagent.ledger import Bookkeeper, Ledger
 from siteagent.ledger_client import RemoteLedger
 from siteagent.metrics import Metrics
@@ -121,8 +122,11 @@ class Daemon:
         self._hangup = threading.Event()
         self._ready = threading.Event()
         self.parts = assemble(site)
+        self.app = create_app(self.parts.context)
+        heap = Heap()
+        self.parts.agent.listeners += [self.app.state.service.prepare, lambda _: heap.settle()]
         try:
-            self.server = NotifyingServer(uvicorn_config(self.parts.context, site.config))
+            self.server = NotifyingServer(https_for(self.app, site.config))
         except BaseException:
             self._close_ledger()
             raise
@@ -142,6 +146,7 @@ class Daemon:
             sdnotify.notify("STOPPING=1")
             log.info("waiting for the agent loop to finish its cycle")
             loop.join()
+            self.app.state.service.close()
             self._close_ledger()
             _restore_signals(previous)
             log.info("stopped; the store and the backend are closed next")
@@ -318,9 +323,9 @@ def open_ledger(config: Config) -> Bookkeeper:
     return Ledger(config.ledger.path)
 
 
-def uvicorn_config(context: ApiContext, config: Config) -> uvicorn.Config:
+def https_for(app: Any, config: Config) -> uvicorn.Config:
     """The agent's server settings: the configured address and TLS (see https_config)."""
-    return https_config(create_app(context), config.api.listen, config.api.port, config.api.tls)
+    return https_config(app, config.api.listen, config.api.port, config.api.tls)
 
 
 def https_config(app: Any, listen: str, port: int, tls: TlsConfig) -> uvicorn.Config:

@@ -418,11 +418,19 @@ class Store:
     def add_offers(self, offers: Sequence[Offer], at: float) -> None:
         """Remember the offers of one quote in one transaction (one sync to disk, not one per
         offer: a quote answers with up to 100); ids are unique, and a clash stores none."""
+        encoded: Dict[int, str] = {}
+
+        def request_json(request: Request) -> str:
+            """The offers of a quote share one request: it is encoded once."""
+            if id(request) not in encoded:
+                encoded[id(request)] = json.dumps(request_to_dict(request), sort_keys=True)
+            return encoded[id(request)]
+
         rows = [
             (
                 offer.id,
                 offer.site,
-                json.dumps(request_to_dict(offer.request), sort_keys=True),
+                request_json(offer.request),
                 offer.start,
                 offer.duration,
                 offer.size,
@@ -833,9 +841,13 @@ def _record(row: Sequence[Any]) -> ReservationRecord:
 _REQUEST_MONEY = ("max_price", "best_price")
 
 
+#: The fields of a request, in order (all plain values: no need for asdict's deep copies).
+_REQUEST_FIELDS = tuple(item.name for item in fields(Request))
+
+
 def request_to_dict(request: Request) -> Dict[str, Any]:
     """A request for quotes as JSON-ready data (money as decimal strings, never floats)."""
-    out = asdict(request)
+    out = {name: getattr(request, name) for name in _REQUEST_FIELDS}
     for key in _REQUEST_MONEY:
         if out[key] is not None:
             out[key] = str(out[key])

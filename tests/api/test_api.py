@@ -6,17 +6,19 @@ from __future__ import annotations
 import base64
 import inspect
 import json
+import threading
 import time
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Dict, Iterator
+from typing import Any, Dict, Iterator, List
 
 import pytest
 from fastapi.routing import APIRoute
 
-from siteagent import api_service, security
+from siteagent import security
 from siteagent.model import CENT
 from siteagent.offers import ACCEPT_LEAD_S, OFFER_VALID_S
+from siteagent.pricing import Pricing
 from siteagent.security import Receipt
 from siteagent.store import QueueWait
 from tests.api.harness import World, make_world
@@ -29,6 +31,7 @@ def world(tmp_path: Path) -> Iterator[World]:
     ledger = made.ledger
     yield made
     made.http.close()
+    made.app.state.service.close()
     ledger.close()
     made.site.close()
 
@@ -420,6 +423,19 @@ def test_a_snapshot_that_stops_being_refreshed_is_not_sold_from(world: World) ->
     assert world.http.get("/healthz").status_code == 200
 
 
+def test_the_agent_prepares_each_state_for_the_api_off_the_request_path(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    service = world.app.state.service
+    world.context.agent.listeners.append(service.prepare)
+    world.context.agent.cycle()
+    prepared: List[object] = []
+    prepare = service._prepare
+    monkeypatch.setattr(service, "_prepare", lambda state: prepared.append(state) or prepare(state))
+    assert quote(world, world.alice)["snapshot_time"] == world.context.agent.state.snapshot.now
+    assert prepared == []  # the quote found the state's pricing context ready
+
+
 def test_healthz_reports_the_snapshot_age(world: World) -> None:
     health = world.http.get("/healthz")
     assert health.status_code == 200
@@ -429,8 +445,12 @@ def test_healthz_reports_the_snapshot_age(world: World) -> None:
 
 def test_metrics_observe_requests_by_route(world: World) -> None:
     world.http.get("/v1/reservations/abc")
+    quote(world, world.alice)
+    world.http.get("/no/such/route")
     text = world.http.get("/metrics").text
-    assert 'route="/v1/reservations/{reservation_id}"' in text
+    assert 'method="GET",route="/v1/reservations/{reservation_id}",status="404"' in text
+    assert 'method="POST",route="/v1/quotes",status="200"' in text
+    assert 'method="GET",route="unmatched",status="404"' in text
     assert "siteagent_http_request_duration_seconds" in text
     assert "siteagent_cluster_capacity_cores 64.0" in text
 
@@ -454,7 +474,6 @@ def test_without_a_ledger_the_site_still_keeps_and_returns_the_receipt(world: Wo
 def test_endpoints_that_touch_the_batch_system_run_in_the_thread_pool(world: World) -> None:
     """An async endpoint would run accept/confirm/cancel on the event loop and stall it."""
     blocking = {
-        "/v1/quotes",
         "/v1/reservations",
         "/v1/reservations/{reservation_id}",
         "/v1/reservations/{reservation_id}/confirm",
@@ -467,6 +486,31 @@ def test_endpoints_that_touch_the_batch_system_run_in_the_thread_pool(world: Wor
     }
     assert set(endpoints) == blocking
     assert not any(inspect.iscoroutinefunction(f) for f in endpoints.values())
+
+
+def test_quotes_are_priced_on_the_event_loop_unless_they_may_replan_the_queue(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread hand-over costs more than cheap pricing; a quote whose externality fee may
+    re-plan the queue for each start it asks for is priced on the one pricing thread, so that
+    the event loop goes on answering meanwhile."""
+    quotes = next(
+        route.endpoint
+        for route in world.app.routes
+        if isinstance(route, APIRoute) and route.path == "/v1/quotes"
+    )
+    assert inspect.iscoroutinefunction(quotes)
+    threads: List[str] = []
+    alternatives = Pricing.alternatives
+
+    def spied(pricing: Pricing, *args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return alternatives(pricing, *args, **kwargs)
+
+    monkeypatch.setattr(Pricing, "alternatives", spied)
+    assert quote(world, world.alice, limit=1)["status"] == "offered"
+    assert quote(world, world.alice, limit=5)["status"] == "offered"
+    assert not threads[0].startswith("pricing") and threads[1].startswith("pricing")
 
 
 def test_history_waits_are_binned_by_cores_and_walltime(world: World) -> None:
@@ -485,17 +529,41 @@ def test_history_waits_are_binned_by_cores_and_walltime(world: World) -> None:
     assert later["jobs"] == 2
 
 
-def test_quotes_are_priced_one_at_a_time_and_a_long_wait_is_503_busy(
+def test_a_quote_that_would_wait_too_long_to_be_priced_is_503_busy_at_once(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Pricing threads only share one interpreter and would starve the agent's polling; a
-    quote that cannot get its turn in time is told to come back, and nothing is recorded."""
-    monkeypatch.setattr(api_service, "PRICING_WAIT_S", 0.2)
-    service = world.app.state.service
-    offers_before = world.counts()
-    with service._pricing_turn:  # another quote is being priced
-        answer = world.signed(world.alice, "POST", "/v1/quotes", {"cores": 8, "walltime": 3600})
-    assert answer.status_code == 503 and error(answer)["code"] == "busy"
-    assert answer.headers["Retry-After"] == "2"
-    assert world.counts() == offers_before
-    assert quote(world, world.alice)["status"] == "offered"  # its turn came
+    """Quotes that may re-plan the queue are priced one at a time; one that would wait longer
+    than the site allows is told so at once (nothing recorded), while cheap quotes are still
+    answered, and once the queue has drained it is priced."""
+    pricing_queue = world.app.state.service.pricing_queue
+    assert quote(world, world.alice, limit=5)["status"] == "offered"  # the time per offer
+    monkeypatch.setattr(pricing_queue, "max_wait_s", 0.0)
+    started, release = threading.Event(), threading.Event()
+    alternatives = Pricing.alternatives
+
+    def held(pricing: Pricing, *args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread().name.startswith("pricing") and not release.is_set():
+            started.set()
+            release.wait(30)
+        return alternatives(pricing, *args, **kwargs)
+
+    monkeypatch.setattr(Pricing, "alternatives", held)
+    answers: List[Any] = []
+    body = {"cores": 8, "walltime": 3600}
+    first = threading.Thread(
+        target=lambda: answers.append(world.signed(world.bob, "POST", "/v1/quotes", body))
+    )
+    first.start()
+    try:
+        assert started.wait(30)
+        offers_before = world.counts()
+        answer = world.signed(world.alice, "POST", "/v1/quotes", body)
+        assert answer.status_code == 503 and error(answer)["code"] == "busy"
+        assert int(answer.headers["Retry-After"]) >= 1
+        assert world.counts() == offers_before
+        assert quote(world, world.alice, limit=1)["status"] == "offered"  # not held up
+    finally:
+        release.set()
+        first.join(30)
+    assert answers[0].status_code == 200 and answers[0].json()["status"] == "offered"
+    assert quote(world, world.alice, limit=5)["status"] == "offered"  # its turn came

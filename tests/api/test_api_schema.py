@@ -35,6 +35,7 @@ def world(tmp_path: Path) -> Iterator[World]:
     made.app.dependency_overrides[authenticated_client] = lambda: alice
     yield made
     made.http.close()
+    made.app.state.service.close()
     ledger.close()
     made.site.close()
 

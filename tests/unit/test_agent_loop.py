@@ -4,9 +4,12 @@ like an outage (reported, retried) instead of ending the loop's thread, which wo
 
 from __future__ import annotations
 
+import gc
+import weakref
 from pathlib import Path
+from typing import List
 
-from siteagent.agent import Agent
+from siteagent.agent import Agent, State
 from siteagent.backends.swf import SwfReplayBackend
 from siteagent.metrics import Metrics
 from siteagent.model import ClusterSnapshot
@@ -57,3 +60,43 @@ def test_an_unexpected_error_in_housekeeping_is_reported_and_the_loop_goes_on(
     state = agent.cycle()
     assert state is not None and agent.state is state  # the snapshot still counts
     assert agent.last_error == "unexpected KeyError in housekeeping: 'a bug'"
+
+
+def test_listeners_get_each_new_state_and_a_failing_one_does_not_end_the_polls(
+    tmp_path: Path,
+) -> None:
+    backend = BrokenParser(write_trace(tmp_path / "t.swf", [(0, 3600, 8, 3600)], 16))
+    seen: List[State] = []
+
+    def broken(state: State) -> None:
+        raise RuntimeError("a listener's bug")
+
+    agent = Agent(backend, poll_interval_s=0.5, listeners=[broken, seen.append])
+    first = agent.cycle()
+    assert first is not None and seen == [first]  # called after the one that failed
+
+    backend.broken = True
+    assert agent.cycle() is None and seen == [first]  # a failed poll has no new state
+
+    backend.broken = False
+    second = agent.cycle()
+    assert second is not None and seen == [first, second] and agent.last_error is None
+
+
+def test_a_replaced_state_is_freed_by_reference_counting_alone(tmp_path: Path) -> None:
+    """The service freezes each state out of the garbage collector's sight (heap.py): that is
+    only free if a state holds no reference cycle, so the next one frees it at once."""
+    trace = [(0, 3600, 8, 3600), (10, 600, 16, 600), (20, 1200, 4, 1200)]
+    agent = Agent(SwfReplayBackend(write_trace(tmp_path / "t.swf", trace, 16)))
+    first = agent.cycle()
+    assert first is not None and first.plan.starts  # a queue was planned
+    parts = [weakref.ref(first), weakref.ref(first.snapshot)]
+    del first
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        assert agent.cycle() is not None
+        assert [part() for part in parts] == [None, None]
+    finally:
+        if collecting:
+            gc.enable()

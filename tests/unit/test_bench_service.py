@@ -4,8 +4,12 @@ compressed trace (the queue the agent is measured on)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
+import pytest
+
+from bench.quote_clients import Level, Load, percentile
 from bench.service import cycles, queue_offset, write_compressed
 from siteagent.agent import State, describe
 from siteagent.model import ClusterSnapshot, Job
@@ -43,3 +47,26 @@ def test_the_derived_trace_compresses_submits_and_resizes_the_machine(tmp_path: 
     # 8 cores, 4-core jobs of 10,000 s: two run, the third and fourth wait
     offset, running, pending = queue_offset(target, cores=8, pending=2)
     assert (offset, running, pending) == (750, 2, 2)
+
+
+def test_a_level_counts_its_quotes_and_its_percentiles_ignore_the_busy_answers() -> None:
+    samples = [
+        (0.0, 0.010, "offered", ""),
+        (0.0, 0.030, "refused", ""),
+        (0.5, 0.501, "busy", "503"),
+        (0.2, 1.000, "error", "HTTP 500"),
+    ]
+    level = Level(4, samples, client_cpu_s=0.1)
+    answered = level.latencies(("offered", "refused"))
+    assert answered == pytest.approx([0.010, 0.030])
+    assert percentile(answered, 50) == pytest.approx(0.010)
+    assert percentile(answered, 99) == pytest.approx(0.030)
+    assert level.count("busy") == 1 and level.errors() == ["HTTP 500"]
+    assert level.wall_s == pytest.approx(1.0)
+
+
+def test_a_load_sends_its_count_and_then_goes_on_for_its_seconds() -> None:
+    now = time.perf_counter()
+    assert Load(2, 1).more(1, now) and not Load(2, 1).more(2, now)
+    assert Load(2, 1, seconds=60).more(5, now)
+    assert not Load(2, 1, seconds=60).more(5, now - 61)
