@@ -30,7 +30,7 @@ from decimal import Decimal
 from typing import Callable, Optional, TypeVar
 
 from siteagent.api_errors import ApiError
-from siteagent.pricing import NoFee, Pricing
+from siteagent.pricing import Pricing
 from siteagent.pricing.base import Context, FeePolicy, Window
 
 #: A quote that would wait longer than this for the pricing thread is refused as busy.
@@ -48,13 +48,13 @@ _T = TypeVar("_T")
 def priced_inline(pricing: Pricing, limit: int) -> bool:
     """Whether a quote asking for ``limit`` offers is cheap enough to price on the event loop.
 
-    Without a fee nothing re-plans the queue. With one, a single offer asked is the earliest
-    start with no fee (the pricing keeps that start when the list is cut short), which is a
-    hole of the plan and needs no re-plan; only when no such start meets the deadline is the
-    earliest admissible start priced instead, at one re-plan. Any other fee policy, and more
-    offers, may re-plan the queue once per start.
+    A fee policy that never re-plans is cheap. With one that does, a single offer asked is the
+    earliest start with no fee (the pricing keeps that start when the list is cut short), which
+    is a hole of the plan and needs no re-plan; only when no such start meets the deadline is
+    the earliest admissible start priced instead, at one re-plan. More offers may re-plan the
+    queue once per start.
     """
-    return isinstance(pricing.fee, NoFee) or limit == 1
+    return not pricing.fee.replans or limit == 1
 
 
 def yielding(pricing: Pricing) -> Pricing:
@@ -74,6 +74,7 @@ class YieldingFee(FeePolicy):
 
     def __init__(self, inner: FeePolicy) -> None:
         self.inner = inner
+        self.replans = inner.replans
 
     def fee(self, context: Context, window: Window) -> Decimal:
         try:

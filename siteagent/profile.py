@@ -92,18 +92,22 @@ class Profile:
 
     # -- questions -------------------------------------------------------------------------
 
-    def segments(self) -> Iterator[Tuple[int, Optional[int], int]]:
-        """(start, end, free) for each segment, end None for the last (unbounded) one."""
+    def segments(self, since: Optional[int] = None) -> Iterator[Tuple[int, Optional[int], int]]:
+        """(start, end, free) for each segment, end None for the last (unbounded) one; with
+        ``since``, from the segment holding that instant on (a quote's window, not the plan)."""
+        begin, first, free = (0, 0, self._bases[0]) if since is None else self._locate(since)
         chunks = len(self._firsts)
-        for c in range(chunks):
+        for c in range(begin, chunks):
             times, deltas = self._times[c], self._deltas[c]
-            free = self._bases[c]
+            if first == 0:
+                free = self._bases[c]
             last = len(times) - 1
-            for k in range(last):
+            for k in range(first, last):
                 yield times[k], times[k + 1], free
                 free += deltas[k + 1]
             following = self._firsts[c + 1] if c + 1 < chunks else None
             yield times[last], following, free
+            first = 0
 
     def free_at(self, t: int) -> int:
         """Free capacity at instant t (t >= origin)."""

@@ -107,7 +107,7 @@ class Context:
     def load(self, window: Window) -> float:
         """Fraction of the machine allocated in the predicted schedule over the window."""
         free = 0
-        for start, end, units in self.plan.profile.segments():
+        for start, end, units in self.plan.profile.segments(since=window.start):
             stop = window.end if end is None else min(end, window.end)
             begin = max(start, window.start)
             if stop > begin:
@@ -139,6 +139,10 @@ class UnitPricePolicy(abc.ABC):
 
 class FeePolicy(abc.ABC):
     """Decides ``f``, the fixed part of the price, for a window."""
+
+    #: Whether a fee may re-plan the queue (tens of milliseconds on a long queue), so that a
+    #: server knows which quotes to price off its event loop.
+    replans: bool = False
 
     @abc.abstractmethod
     def fee(self, context: Context, window: Window) -> Decimal:

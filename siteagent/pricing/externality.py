@@ -20,6 +20,8 @@ from siteagent.scheduling import Policy, ReservationConflict, plan, replan_with_
 class ExternalityFee(FeePolicy):
     """``f`` = the queued jobs' total delay (core-hours) caused by the window, times ``rate``."""
 
+    replans = True
+
     def __init__(self, rate: Decimal = Decimal(1)) -> None:
         if rate < 0:
             raise ValueError(f"the externality rate must be >= 0, got {rate}")

@@ -100,10 +100,10 @@ class Pricing:
         """
         free_from = context.plan.profile.earliest_fit(size, duration, first)
         starts = [first]
-        for start, _, _ in context.plan.profile.segments():
-            if len(starts) >= limit:
+        for start, _, _ in context.plan.profile.segments(since=first):
+            if len(starts) >= limit or (last_start is not None and start > last_start):
                 break
-            if start <= first or (last_start is not None and start > last_start):
+            if start <= first:
                 continue
             if context.hard.fits(size, start, duration):
                 starts.append(start)

@@ -141,6 +141,9 @@ def _query(profile: Profile, model: Model, query: Tuple) -> None:  # type: ignor
     elif kind == "free_at":
         t = _instant(profile, query[1])
         assert profile.free_at(t) == model.free[t]
+        every = list(profile.segments())
+        since = [segment for segment in every if segment[1] is None or segment[1] > t]
+        assert list(profile.segments(since=t)) == since
     elif kind == "min_free":
         start, end = _instant(profile, query[1]), _instant(profile, (query[1][0], 0), query[2])
         assert profile.min_free(start, end) == model.min_free(start, end), query
