@@ -84,6 +84,10 @@ S = ReservationState
 #: Seconds a buyer has to confirm a tentative reservation (the paper's step 10 timer).
 DEFAULT_CONFIRM_TIMEOUT_S = 120.0
 
+#: How long an offer nobody accepted is kept after it expired (seconds): a late accept is still
+#: told when it expired rather than that it never existed; after a day it is forgotten.
+OFFER_RETENTION_S = 86400
+
 #: The actor named in the history for the agent's own moves (expiry, reconciliation, time).
 AGENT = "agent"
 
@@ -199,6 +203,7 @@ class Housekeeping:
     expired: List[str]
     reconciliation: Reconciliation
     by_state: Dict[ReservationState, int]
+    offers_pruned: int = 0
 
     def describe(self) -> str:
         """One log line: the live reservations, then what changed (if anything)."""
@@ -212,6 +217,7 @@ class Housekeeping:
             (len(rec.failed), "failed after a crash"),
             (len(rec.lost), "LOST (vanished from the batch system)"),
             (len(rec.orphans_deleted), "leftovers deleted"),
+            (self.offers_pruned, "expired offers forgotten"),
         ]
         done = "; ".join(f"{n} {what}" for n, what in changes if n)
         return f"reservations: {live}" + (f"; this cycle: {done}" if done else "")
@@ -488,19 +494,21 @@ class ReservationManager:
         return result
 
     def housekeeping(self) -> Housekeeping:
-        """One agent cycle's work: advance with time, expire, reconcile."""
+        """One agent cycle's work: advance with time, expire, reconcile, forget old offers."""
         activated: List[str] = []
         completed: List[str] = []
         for record in self.advance():
             (completed if record.state is S.COMPLETED else activated).append(record.id)
         expired = [record.id for record in self.expire_due()]
         reconciliation = self.reconcile()
+        pruned = self.store.prune_offers(int(self.clock()) - OFFER_RETENTION_S)
         return Housekeeping(
             activated=activated,
             completed=completed,
             expired=expired,
             reconciliation=reconciliation,
             by_state=self.store.count_by_state(),
+            offers_pruned=pruned,
         )
 
     # ---- helpers

@@ -295,11 +295,17 @@ def _migrate_3(db: sqlite3.Connection) -> None:
     )
 
 
+def _migrate_4(db: sqlite3.Connection) -> None:
+    """Offers by expiry, so that each cycle finds the expired ones to prune cheaply."""
+    db.execute("CREATE INDEX offers_by_expiry ON offers(expires)")
+
+
 #: Migration i+1 takes the schema from version i to i+1. Append, never edit a released one.
 MIGRATIONS: Tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_1,
     _migrate_2,
     _migrate_3,
+    _migrate_4,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -475,6 +481,24 @@ class Store:
             expires=expires,
             site=site,
         )
+
+    def prune_offers(self, expired_before: int, batch: int = 5000) -> int:
+        """Forget offers that expired before ``expired_before`` and were never accepted; how
+        many. An agent answering quotes all day would otherwise keep every offer it ever
+        made. Deleted in batches, each its own short transaction, so that quotes storing their
+        offers meanwhile wait at most one batch."""
+        pruned = 0
+        while True:
+            with self._write() as db:
+                count = db.execute(
+                    "DELETE FROM offers WHERE id IN (SELECT id FROM offers WHERE expires < ? "
+                    "AND NOT EXISTS (SELECT 1 FROM reservations WHERE offer_id = offers.id) "
+                    "LIMIT ?)",
+                    (expired_before, batch),
+                ).rowcount
+            pruned += count
+            if count < batch:
+                return pruned
 
     # ---- reservations
 

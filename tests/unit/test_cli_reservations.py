@@ -20,7 +20,7 @@ from siteagent.backends.swf import SwfReplayBackend
 from siteagent.cli import EXIT_REFUSED, main
 from siteagent.model import ClusterSnapshot, Job
 from siteagent.offers import ACCEPT_LEAD_S
-from siteagent.reservations import ReservationManager
+from siteagent.reservations import OFFER_RETENTION_S, ReservationManager
 from siteagent.store import QueueWait, ReservationState, Store
 from tests.lifecycle import FakeClock, record_offer, write_trace
 
@@ -132,6 +132,12 @@ def test_each_cycle_expires_and_reports(tmp_path: Path, caplog: pytest.LogCaptur
     assert "this cycle: 1 expired" in caplog.text
     assert store.get_reservation(record.id).state is S.EXPIRED  # type: ignore[union-attr]
     assert backend.list_reservations() == []
+    unused = record_offer(manager, 2, start=backend.now() + 600, duration=600, valid_s=30)
+    clock.advance(31 + OFFER_RETENTION_S)  # a day and a second after it expired
+    agent.cycle()
+    assert "1 expired offers forgotten" in caplog.text
+    assert store.get_offer(unused.id) is None
+    assert store.get_offer(bid.id) is not None  # its reservation still refers to it
 
 
 def test_waits_are_observed_from_pending_to_running() -> None:

@@ -3,6 +3,7 @@ and processes (including one killed in the middle of writing)."""
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import sqlite3
 import subprocess
@@ -161,6 +162,20 @@ def test_the_offers_of_one_quote_are_stored_together_or_not_at_all(db: Store) ->
     with pytest.raises(ValueError, match="exists already"):
         db.add_offers([an_offer("o3"), an_offer("o1")], 6.0)
     assert db.get_offer("o3") is None
+
+
+def test_expired_offers_nobody_accepted_are_pruned_in_batches(db: Store) -> None:
+    """Offers expiring at 2000: those never accepted go once the cut-off passes 2000; an
+    accepted one stays (its reservation refers to it), as do offers still valid."""
+    db.add_offers([an_offer(f"o{i}") for i in range(7)], 5.0)
+    db.add_offers([dataclasses.replace(an_offer("late"), expires=5000)], 5.0)
+    accepted = a_record("r1", "o3")
+    db.add_reservation(accepted, "alice", "accepted", Remember("alice", accepted.accept_key, "a"))
+    assert db.prune_offers(expired_before=2000) == 0  # expired at 2000, not before it
+    assert db.prune_offers(expired_before=2001, batch=2) == 6
+    assert db.get_offer("o3") is not None and db.get_offer("late") is not None
+    assert [db.get_offer(f"o{i}") for i in (0, 1, 2, 4, 5, 6)] == [None] * 6
+    assert db.prune_offers(expired_before=2001) == 0
 
 
 def test_records_round_trip_through_their_json_form(db: Store) -> None:
