@@ -1,10 +1,13 @@
-"""Small helpers shared by the core's unit tests: writing SWF files by hand."""
+"""Small helpers shared by the core's unit tests: writing SWF files by hand, an offer."""
 
 from __future__ import annotations
 
 import gzip
+from decimal import Decimal
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence
+
+from siteagent.model import Offer, Request
 
 TRACES = Path(__file__).resolve().parents[2] / "traces"
 
@@ -82,3 +85,18 @@ def trace_prefix(name: str, jobs: int, path: Path) -> Path:
             count += 1
     Path(path).write_text("".join(out), encoding="latin-1")
     return Path(path)
+
+
+def an_offer(offer_id: str = "o1") -> Offer:
+    """A 4-core, one-hour offer at 1000 that expires at 2000, with exact money in it."""
+    return Offer(
+        id=offer_id,
+        request=Request(cores=4, duration=3600, max_price=Decimal("2.50"), deadline=99),
+        start=1000,
+        duration=3600,
+        size=4,
+        unit_price=Decimal("1.10"),
+        fee=Decimal("0.333"),
+        expires=2000,
+        site="here",
+    )

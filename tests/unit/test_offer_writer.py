@@ -5,27 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from decimal import Decimal
 from typing import List, Sequence
 
 import pytest
 
-from siteagent.model import Offer, Request
+from siteagent.model import Offer
 from siteagent.offer_writer import OfferWriter
 from siteagent.store import Store
-
-
-def an_offer(offer_id: str) -> Offer:
-    return Offer(
-        id=offer_id,
-        request=Request(cores=4, duration=3600),
-        start=1000,
-        duration=3600,
-        size=4,
-        unit_price=Decimal("1"),
-        fee=Decimal("0"),
-        expires=2000,
-    )
+from tests.unit.helpers import an_offer
 
 
 class Recorder:

@@ -18,7 +18,7 @@ from typing import List
 import pytest
 
 from siteagent import store as store_module
-from siteagent.model import CapacityUnit, Offer, Request
+from siteagent.model import CapacityUnit
 from siteagent.store import (
     SCHEMA_VERSION,
     QueueWait,
@@ -29,23 +29,10 @@ from siteagent.store import (
     Store,
     StoreError,
 )
+from tests.unit.helpers import an_offer
 
 S = ReservationState
 REPO = Path(__file__).resolve().parents[2]
-
-
-def an_offer(offer_id: str = "o1") -> Offer:
-    return Offer(
-        id=offer_id,
-        request=Request(cores=4, duration=3600, max_price=Decimal("2.50"), deadline=99),
-        start=1000,
-        duration=3600,
-        size=4,
-        unit_price=Decimal("1.10"),
-        fee=Decimal("0.333"),
-        expires=2000,
-        site="here",
-    )
 
 
 def a_record(rid: str = "r1", offer_id: str = "o1") -> ReservationRecord:
