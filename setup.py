@@ -13,9 +13,9 @@ from setuptools import setup
 from setuptools.command.build_ext import build_ext
 
 HOT_MODULES = [
-    "siteagent/profile.py",
-    "siteagent/scheduling.py",
-    "siteagent/swf.py",
+    "siteagent/core/profile.py",
+    "siteagent/core/scheduling.py",
+    "siteagent/sim/swf.py",
     "siteagent/sim/simulator.py",
     "siteagent/sim/workload.py",
 ]

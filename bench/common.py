@@ -106,16 +106,16 @@ def _sources_digest() -> str:
 def compiled(python: str) -> bool:
     """Whether that Python imports the mypyc-compiled scheduling engines."""
     probe = run_measured(
-        [python, "-c", "import siteagent.scheduling as s; print(s.__file__)"], cwd=OUTSIDE
+        [python, "-c", "import siteagent.core.scheduling as s; print(s.__file__)"], cwd=OUTSIDE
     )
     return not probe.stdout.strip().endswith(".py")
 
 
 def running_compiled() -> bool:
     """Whether this process imports the mypyc-compiled scheduling engines."""
-    import siteagent.scheduling
+    import siteagent.core.scheduling
 
-    return not siteagent.scheduling.__file__.endswith(".py")
+    return not siteagent.core.scheduling.__file__.endswith(".py")
 
 
 #: Where children run, so that ``import siteagent`` finds the installed package.

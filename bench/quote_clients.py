@@ -32,7 +32,7 @@ from typing import Any, Dict, Iterator, List, Sequence, Tuple
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from siteagent import security
+from siteagent.protocol.signing import sign_request
 
 #: What one quote came to: its start and end (perf_counter), kind and detail.
 Sample = Tuple[float, float, str, str]
@@ -83,7 +83,7 @@ class Buyer:
         payload = json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
         headers.update(
-            security.sign_request(
+            sign_request(
                 "POST", self.quotes_url, payload, self.key, self.target.key_id
             )
         )

@@ -61,10 +61,10 @@ from bench.common import (
     write_results,
 )
 from bench.quote_clients import Load, Target, percentile, run_level
-from siteagent import security
-from siteagent.scheduling import Policy
+from siteagent.core.scheduling import Policy
+from siteagent.protocol import keys
 from siteagent.sim import Simulator, Workload
-from siteagent.swf import SwfReader, SwfWriter
+from siteagent.sim.swf import SwfReader, SwfWriter
 
 WORK = INSTALLS / "service"
 TARGET_P99_S = 0.100
@@ -182,7 +182,7 @@ def start_agent(
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     clients = root / "authorized_clients.yaml"
-    entry = {"public_key": security.public_key_text(key.public_key()), "user": "bench"}
+    entry = {"public_key": keys.public_key_text(key.public_key()), "user": "bench"}
     clients.write_text(yaml.safe_dump({"clients": {KEY_ID: entry}}), encoding="utf-8")
     config = {
         "state_dir": str(root / "state"),

@@ -40,7 +40,7 @@ TARGET_RSS_MB = 300.0
 
 
 def ours(python: str, trace: Path, policy: str, out: str = "") -> Dict[str, Any]:
-    argv = [python, "-m", "siteagent.cli", "simulate", str(trace), "--policy", policy]
+    argv = [python, "-m", "siteagent.cli.main", "simulate", str(trace), "--policy", policy]
     argv += ["--skip-invalid", "--json"] + (["--out", out] if out else [])
     measured = run_measured(argv, cwd=OUTSIDE)
     _check(measured, argv)

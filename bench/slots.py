@@ -206,8 +206,8 @@ def markdown(results: Dict[str, Any]) -> str:
             "What makes 100 of them fit: each placement checks a window spanning hundreds of "
             "breakpoints of the plan, and the profile keeps its breakpoints in chunks with "
             "their least and greatest free capacity, so a check or a search costs a few chunks "
-            "rather than every segment (siteagent/profile.py). Before the chunks the same list "
-            "took 31.1 s compiled (bench/results/slots.md at commit 153d5c4)."
+            "rather than every segment (siteagent/core/profile.py). Before the chunks the same "
+            "list took 31.1 s compiled (bench/results/slots.md at commit 153d5c4)."
             if met
             else "The re-plans are still too slow for the target on this machine."
         ),

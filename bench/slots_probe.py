@@ -15,11 +15,11 @@ import sys
 import time
 from typing import Any, Dict, List
 
-from siteagent.model import ClusterSnapshot, Job, Request
+from siteagent.core.model import ClusterSnapshot, Job, Request
+from siteagent.core.scheduling import Policy, plan
+from siteagent.core.slots import advertise
 from siteagent.pricing import ExternalityFee, FlatPrice, Pricing
-from siteagent.scheduling import Policy, plan
 from siteagent.sim import LoadScaling, Simulator, Workload
-from siteagent.slots import advertise
 
 
 def build(args: argparse.Namespace) -> int:
@@ -126,7 +126,7 @@ def measure(args: argparse.Namespace) -> int:
             "mean": sum(fees) / len(fees),
         }
         counts[f"fee_list_{policy}"] = [str(price.fee) for price in priced]
-    import siteagent.scheduling as scheduling
+    import siteagent.core.scheduling as scheduling
 
     out = {
         "times_s": times,

@@ -13,7 +13,7 @@ four slurmd on localhost, 64 cores) and measures, in one run:
   reservation, parsed) and a conservative ``plan`` of it with 2,000 jobs queued, next to the
   bare ``squeue --json`` it starts with.
 - **agreement**: for a random queue, how many of Slurm's published expected starts the planner
-  predicts within a minute (``siteagent.estimates.compare_starts``).
+  predicts within a minute (``siteagent.core.estimates.compare_starts``).
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Sequence
 
 from bench.common import machine, md_table, median, write_results
-from siteagent import config as site_config
 from siteagent.backends.slurm import SlurmBackend, reservation_args
-from siteagent.estimates import compare_starts
-from siteagent.model import ReservationSpec
-from siteagent.scheduling import plan
-from siteagent.site import Site, open_site
+from siteagent.config import loading
+from siteagent.core.estimates import compare_starts
+from siteagent.core.model import ReservationSpec
+from siteagent.core.scheduling import plan
+from siteagent.market.site import Site, open_site
 from tests.lifecycle import record_offer
 from tests.slurm_cluster import ClusterError, SlurmTestCluster
 from tests.slurm_queue import BACKFILL_PASS_S, random_queue, submit_many
@@ -62,7 +62,7 @@ def timed(action: Callable[..., Any], *args: Any, **kwargs: Any) -> float:
 
 def open_slurm_site(cluster: SlurmTestCluster, state_dir: Path) -> Site:
     """The site ``siteagent serve`` would open for this cluster (partition ``batch``)."""
-    config = site_config.parse(
+    config = loading.parse(
         {
             "state_dir": str(state_dir),
             "backend": {

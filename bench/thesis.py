@@ -25,12 +25,12 @@ from decimal import Decimal
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from bench.common import RESULTS, TRACES, machine, md_table, running_compiled, write_results
-from siteagent.console import progress_bar
-from siteagent.model import BatchReservation, ClusterSnapshot, Job, Request
+from siteagent.cli.console import progress_bar
+from siteagent.core.model import BatchReservation, ClusterSnapshot, Job, Request
+from siteagent.core.scheduling import Plan, Policy, ReservationConflict, Task
+from siteagent.core.slots import advertise
 from siteagent.pricing import ExternalityFee, FlatPrice, Pricing, Refused, choose
-from siteagent.scheduling import Plan, Policy, ReservationConflict, Task
 from siteagent.sim import LoadScaling, Simulator, Workload
-from siteagent.slots import advertise
 
 TRACE_FILES = {
     "CTC-SP2": ("CTC-SP2-1996-3.1-cln.swf.gz", 430),

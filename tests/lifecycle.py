@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from siteagent.backends.base import Backend, BackendUnavailable, ReservationRefused
-from siteagent.model import BatchReservation, ClusterSnapshot, Offer, Request, ReservationSpec
-from siteagent.reservations import LIVE, ReservationManager
-from siteagent.scheduling import plan
-from siteagent.store import ReservationState, Store
+from siteagent.core.model import BatchReservation, ClusterSnapshot, Offer, Request, ReservationSpec
+from siteagent.core.scheduling import plan
+from siteagent.market.reservations import LIVE, ReservationManager
+from siteagent.market.store import ReservationState, Store
 
 S = ReservationState
 

@@ -12,7 +12,7 @@ import subprocess
 import time
 from typing import List, Mapping, Sequence
 
-from siteagent.model import BatchReservation, ClusterSnapshot, ReservationSpec
+from siteagent.core.model import BatchReservation, ClusterSnapshot, ReservationSpec
 
 
 class BackendError(Exception):

@@ -31,12 +31,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar
 
-from siteagent.backends.base import (
-    Backend,
-    BackendError,
-    BackendUnavailable,
-    ReservationRefused,
-)
+from siteagent.backends.base import Backend, BackendError, BackendUnavailable, ReservationRefused
 from siteagent.backends.slurm import (
     NAME_RE,
     SlurmConfig,
@@ -49,7 +44,7 @@ from siteagent.backends.slurm import (
     parse_slurm_time,
 )
 from siteagent.backends.slurm import reservation_args as slurm_reservation_args
-from siteagent.model import BatchReservation, CapacityUnit, ClusterSnapshot, ReservationSpec
+from siteagent.core.model import BatchReservation, CapacityUnit, ClusterSnapshot, ReservationSpec
 
 #: The first pyslurm release with the Reservation/Reservations classes.
 MIN_RESERVATION_API = "25.5"

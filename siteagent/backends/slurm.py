@@ -41,7 +41,7 @@ from siteagent.backends.base import (
     ReservationRefused,
     run_command,
 )
-from siteagent.model import (
+from siteagent.core.model import (
     UNLIMITED_S,
     BatchReservation,
     CapacityUnit,

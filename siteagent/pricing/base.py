@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Optional
 
-from siteagent.model import CENT, ClusterSnapshot, Request
-from siteagent.profile import Profile
-from siteagent.scheduling import Plan, Policy, plan
+from siteagent.core.model import CENT, ClusterSnapshot, Request
+from siteagent.core.profile import Profile
+from siteagent.core.scheduling import Plan, Policy, plan
 
 HOUR = Decimal(3600)
 

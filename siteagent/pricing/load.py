@@ -17,7 +17,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Optional
 
-from siteagent.model import CENT, Request
+from siteagent.core.model import CENT, Request
 from siteagent.pricing.base import Context, Refused, UnitPricePolicy, Window
 
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Dict, List, Optional, Sequence
 
-from siteagent.model import CENT, ClusterSnapshot, Request, Slot
+from siteagent.core.model import CENT, ClusterSnapshot, Request, Slot
+from siteagent.core.scheduling import Plan, Policy
 from siteagent.pricing.base import Context, FeePolicy, Price, Refused, UnitPricePolicy, Window
-from siteagent.scheduling import Plan, Policy
 
 #: Cancelling a confirmed reservation costs p x f, f being its fee (the harm it did to queued
 #: jobs). 0.1 is the one value the thesis evaluates (Singh, ch. 6.4: "a penalty factor of 0.1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from siteagent.scheduling import Policy
+from siteagent.core.scheduling import Policy
 from siteagent.sim.output import ScheduleWriter
 from siteagent.sim.simulator import Simulator, Summary
 from siteagent.sim.workload import LoadScaling, Workload

@@ -10,8 +10,8 @@ from __future__ import annotations
 import heapq
 from typing import List, Tuple
 
-from siteagent.scheduling import Task
-from siteagent.swf import SwfJob, SwfRecord, SwfWriter, parse_record
+from siteagent.core.scheduling import Task
+from siteagent.sim.swf import SwfJob, SwfRecord, SwfWriter, parse_record
 
 
 class ScheduleWriter:

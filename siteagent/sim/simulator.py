@@ -3,7 +3,7 @@
 Events are task arrivals (from the workload, in order), task completions (at start + actual
 run time) and reservation ends. At each instant completions come first, then arrivals join the
 queue, then the policy's pass decides what starts. The policy is the very engine the agent
-plans with (``siteagent.scheduling``); this module only moves time.
+plans with (``siteagent.core.scheduling``); this module only moves time.
 
 The simulator can stop at any instant and go on later (the replay backend advances it to
 "now" on every snapshot) and takes advance reservations injected while it runs.
@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
-from siteagent.scheduling import Engine, Policy, Task, make_engine
+from siteagent.core.scheduling import Engine, Policy, Task, make_engine
 
 BOUNDED_SLOWDOWN_TAU_S = 10
 

@@ -16,8 +16,8 @@ import random
 from dataclasses import dataclass
 from typing import Deque, Dict, Iterator, Optional
 
-from siteagent.scheduling import Task
-from siteagent.swf import SwfJob, SwfReader
+from siteagent.core.scheduling import Task
+from siteagent.sim.swf import SwfJob, SwfReader
 
 WEEK_S = 7 * 86400
 

@@ -17,12 +17,14 @@ from typing import Any, Dict, Optional
 
 from fastapi import FastAPI
 
-from siteagent import config, security
-from siteagent.agent import Agent
-from siteagent.api import ApiContext, create_app
-from siteagent.ledger import Ledger
-from siteagent.metrics import Metrics
-from siteagent.site import Site, open_site
+from siteagent.agent.loop import Agent
+from siteagent.agent.metrics import Metrics
+from siteagent.api.app import ApiContext, create_app
+from siteagent.config import loading
+from siteagent.ledger.bank import Ledger
+from siteagent.market.site import Site, open_site
+from siteagent.protocol import signing
+from siteagent.security import authentication
 from tests.lifecycle import FaultyBackend, write_trace
 from tests.unit.deals import Party
 
@@ -89,7 +91,7 @@ class World:
     ) -> Any:
         """Send a request signed by ``party`` (RFC 9421), as a client library would."""
         body = b"" if payload is None else json.dumps(payload).encode()
-        headers = security.sign_request(
+        headers = signing.sign_request(
             method, BASE + path, body, party.key, party.key_id, created=created
         )
         headers["Content-Type"] = "application/json"
@@ -107,7 +109,7 @@ class World:
 
 def make_world(tmp_path: Path) -> World:
     trace = write_trace(tmp_path / "trace.swf", JOBS, max_procs=64)
-    settings = config.parse(
+    settings = loading.parse(
         {
             "state_dir": str(tmp_path / "state"),
             "site": SITE,
@@ -135,7 +137,7 @@ def make_world(tmp_path: Path) -> World:
     context = ApiContext(
         site=site,
         agent=agent,
-        authenticator=security.Authenticator(clients, max_age_s=300),
+        authenticator=authentication.Authenticator(clients, max_age_s=300),
         site_key=Party("hpc1").key,
         site_key_id="hpc1",
         ledger=Ledger(":memory:"),

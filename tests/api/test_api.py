@@ -15,12 +15,12 @@ from typing import Any, Dict, Iterator, List
 import pytest
 from fastapi.routing import APIRoute
 
-from siteagent import security
-from siteagent.model import CENT
-from siteagent.offers import ACCEPT_LEAD_S, OFFER_VALID_S
+from siteagent.core.model import CENT
+from siteagent.core.waits import QueueWait
+from siteagent.market.offers import ACCEPT_LEAD_S, OFFER_VALID_S
 from siteagent.pricing import Pricing
-from siteagent.security import Receipt
-from siteagent.store import QueueWait
+from siteagent.protocol import documents, keys, signing
+from siteagent.protocol.documents import Receipt
 from tests.api.harness import World, make_world
 from tests.unit.deals import Party
 
@@ -54,7 +54,7 @@ def reserve(world: World, party: Party, **fields: Any) -> Dict[str, Any]:
 
 
 def confirm(world: World, party: Party, reservation: Dict[str, Any]) -> Any:
-    body = security.confirm_body(reservation["deal"], party.key, party.key_id)
+    body = documents.confirm_body(reservation["deal"], party.key, party.key_id)
     return world.signed(party, "POST", f"/v1/reservations/{reservation['id']}/confirm", body)
 
 
@@ -74,7 +74,7 @@ def test_info_describes_the_site_its_prices_and_key(world: World) -> None:
     assert info["pricing"]["cancellation_penalty_factor"] == "0.1"
     assert info["pricing"]["unit_price"]["policy"] == "flat"
     raw = base64.b64decode(info["public_key"]["value"])
-    assert security.parse_public_key(info["public_key"]["value"]).public_bytes_raw() == raw
+    assert keys.parse_public_key(info["public_key"]["value"]).public_bytes_raw() == raw
     assert raw == world.context.site_key.public_key().public_bytes_raw()
     assert info["public_key"]["keyid"] == "hpc1" and info["api_version"]
 
@@ -182,10 +182,10 @@ def test_quote_accept_confirm_books_a_doubly_signed_receipt(world: World) -> Non
     assert confirmed["state"] == "CONFIRMED"
     receipt = Receipt.from_json(confirmed["receipt"])
     assert receipt.deal == reservation["deal"]
-    assert security.signature_valid(
+    assert documents.signature_valid(
         receipt.deal, receipt.user_signature, world.alice.key.public_key()
     )
-    assert security.signature_valid(
+    assert documents.signature_valid(
         receipt.countersigned(), receipt.site_signature, world.context.site_key.public_key()
     )
     price = Decimal(reservation["total"])
@@ -282,7 +282,7 @@ def test_a_request_signed_with_the_wrong_key_is_401(world: World) -> None:
 
 def test_a_tampered_body_is_401(world: World) -> None:
     body = json.dumps({"cores": 8, "walltime": 3600}).encode()
-    headers = security.sign_request(
+    headers = signing.sign_request(
         "POST", "http://testserver/v1/quotes", body, world.alice.key, world.alice.key_id
     )
     tampered = body.replace(b"8", b"9")
@@ -305,7 +305,7 @@ def test_an_expired_signature_is_401(world: World) -> None:
 def test_a_replayed_request_is_401_and_changes_nothing(world: World) -> None:
     offer = quote(world, world.alice)["offers"][0]
     body = json.dumps({"offer_id": offer["offer_id"]}).encode()
-    headers = security.sign_request(
+    headers = signing.sign_request(
         "POST", "http://testserver/v1/reservations", body, world.alice.key, world.alice.key_id
     )
     headers["Content-Type"] = "application/json"
@@ -334,7 +334,7 @@ def test_only_the_owner_confirms_or_cancels(world: World) -> None:
 def test_a_confirm_signed_over_another_deal_is_422(world: World) -> None:
     reservation = reserve(world, world.alice)
     cheaper = {**reservation["deal"], "price": "0.01"}
-    body = security.confirm_body(cheaper, world.alice.key, world.alice.key_id)
+    body = documents.confirm_body(cheaper, world.alice.key, world.alice.key_id)
     before = world.counts()
     answer = world.signed(
         world.alice, "POST", f"/v1/reservations/{reservation['id']}/confirm", body
@@ -373,7 +373,7 @@ def test_malformed_json_and_bad_parameters_are_4xx(world: World) -> None:
     answer = world.http.post(
         "/v1/quotes",
         content=b"{not json",
-        headers=security.sign_request(
+        headers=signing.sign_request(
             "POST", "http://testserver/v1/quotes", b"{not json", world.alice.key, world.alice.key_id
         ),
     )

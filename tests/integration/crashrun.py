@@ -5,7 +5,7 @@
 runs ``siteagent ARGS...`` (the real command-line entry point, in this process) after
 arranging that the Nth call (counting from 1) of TARGET kills the process with SIGKILL,
 ``before`` the call runs or ``after`` it returned. TARGET is ``store.METHOD`` (a method of
-:class:`siteagent.store.Store`) or ``backend.METHOD`` (that method on every Backend class).
+:class:`siteagent.market.store.Store`) or ``backend.METHOD`` (that method on every Backend class).
 
 A random delay before an external SIGKILL mostly lands in interpreter start-up; crash points
 land exactly between the writes that matter (intent written / reservation created /
@@ -21,9 +21,9 @@ import signal
 import sys
 from typing import Any, Callable, List, Optional, Sequence
 
-from siteagent import cli
 from siteagent.backends.base import Backend
-from siteagent.store import Store
+from siteagent.cli import main as cli
+from siteagent.market.store import Store
 
 WHEN = ("before", "after")
 

@@ -23,11 +23,11 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 import pytest
 import yaml
 
-from siteagent import security
 from siteagent.backends.base import Backend
+from siteagent.backends.replay import SwfReplayBackend
 from siteagent.backends.slurm import SlurmBackend, SlurmConfig
-from siteagent.backends.swf import SwfReplayBackend
-from siteagent.site import REPLAY_STATE_FILE
+from siteagent.market.site import REPLAY_STATE_FILE
+from siteagent.protocol import keys, signing
 from tests.lifecycle import write_trace
 from tests.slurm_cluster import SlurmTestCluster
 from tests.system import free_port, stop, wait_until
@@ -66,7 +66,7 @@ class Buyer:
         headers = {"Content-Type": "application/json"}
         if method != "GET":
             headers.update(
-                security.sign_request(
+                signing.sign_request(
                     method, self.url + path, body, self.party.key, self.party.key_id
                 )
             )
@@ -201,7 +201,7 @@ def run_agent(
     state = tmp_path / "state"
     alice = Party("alice@laptop")
     clients = tmp_path / "authorized_clients.yaml"
-    entry = {"public_key": security.public_key_text(alice.key.public_key()), "user": batch.user}
+    entry = {"public_key": keys.public_key_text(alice.key.public_key()), "user": batch.user}
     clients.write_text(yaml.safe_dump({"clients": {alice.key_id: entry}}), encoding="utf-8")
     port = free_port()
     config = {

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import IO, Callable, List, Optional, Union
 
 from siteagent.backends.base import Backend
+from siteagent.backends.replay import SwfReplayBackend
 from siteagent.backends.slurm import SlurmBackend, SlurmConfig
-from siteagent.backends.swf import SwfReplayBackend
-from siteagent.model import CapacityUnit
-from siteagent.reservations import ReservationManager
-from siteagent.site import REPLAY_STATE_FILE, STORE_FILE
-from siteagent.store import Store
+from siteagent.core.model import CapacityUnit
+from siteagent.market.reservations import ReservationManager
+from siteagent.market.site import REPLAY_STATE_FILE, STORE_FILE
+from siteagent.market.store import Store
 from tests.slurm_cluster import SlurmTestCluster
 from tests.system import free_port
 

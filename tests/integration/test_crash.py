@@ -38,7 +38,7 @@ from typing import Callable, Counter, Dict, List, Optional, Set, Tuple
 
 import pytest
 
-from siteagent.store import ReservationRecord, ReservationState
+from siteagent.market.store import ReservationRecord, ReservationState
 from tests.integration.lifecycle_site import LifecycleSite
 from tests.lifecycle import earliest_start, record_offer, violations
 

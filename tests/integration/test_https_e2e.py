@@ -18,9 +18,9 @@ from typing import Iterator
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from siteagent import security
-from siteagent.ledger import Ledger
-from siteagent.security import Receipt
+from siteagent.ledger.bank import Ledger
+from siteagent.protocol import documents
+from siteagent.protocol.documents import Receipt
 from tests.integration.https_agent import (
     BUSY_JOBS,
     BatchSystem,
@@ -66,14 +66,14 @@ def test_quote_accept_confirm_ends_in_the_ledger(site: RunningAgent) -> None:
     reservation = buyer.reserve()
     deal = reservation["deal"]
     assert (deal["site"], deal["buyer"]) == ("hpc1", "alice@laptop")
-    body = security.confirm_body(deal, buyer.party.key, buyer.party.key_id)
+    body = documents.confirm_body(deal, buyer.party.key, buyer.party.key_id)
     status, confirmed = buyer.request("POST", f"/v1/reservations/{reservation['id']}/confirm", body)
     assert status == 200, confirmed
     assert confirmed["state"] == "CONFIRMED"
     receipt = Receipt.from_json(confirmed["receipt"])
     assert receipt.deal == deal
-    assert security.signature_valid(deal, receipt.user_signature, buyer.party.key.public_key())
-    assert security.signature_valid(
+    assert documents.signature_valid(deal, receipt.user_signature, buyer.party.key.public_key())
+    assert documents.signature_valid(
         receipt.countersigned(), receipt.site_signature, site_key(buyer)
     )
 
@@ -113,7 +113,7 @@ def test_an_unconfirmed_reservation_expires_and_leaves_the_batch_system(
         )
     finally:
         cluster.close()
-    body = security.confirm_body(reservation["deal"], buyer.party.key, buyer.party.key_id)
+    body = documents.confirm_body(reservation["deal"], buyer.party.key, buyer.party.key_id)
     status, late = buyer.request("POST", f"/v1/reservations/{reservation['id']}/confirm", body)
     assert status == 409, late
 

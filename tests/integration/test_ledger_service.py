@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterator, List
 import pytest
 import yaml
 
-from siteagent import security
+from siteagent.protocol import documents, keys
 from tests.integration.https_agent import BUSY_JOBS, SITEAGENT, Buyer
 from tests.lifecycle import write_trace
 from tests.system import free_port, stop, wait_until
@@ -55,10 +55,10 @@ class Federation:
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
         self.alice = Party("alice@laptop")
-        site_key = security.load_or_create_site_key(tmp_path / "site.key")
+        site_key = keys.load_or_create_site_key(tmp_path / "site.key")
         self.site_key = tmp_path / "site.key"
-        alice_key = security.public_key_text(self.alice.key.public_key())
-        site_public = security.public_key_text(site_key.public_key())
+        alice_key = keys.public_key_text(self.alice.key.public_key())
+        site_public = keys.public_key_text(site_key.public_key())
         self.participants = participants = tmp_path / "participants.yaml"
         participants.write_text(
             yaml.safe_dump(
@@ -142,7 +142,7 @@ class Federation:
         return reservation
 
     def confirm(self, reservation: Dict[str, Any]) -> Any:
-        body = security.confirm_body(reservation["deal"], self.alice.key, self.alice.key_id)
+        body = documents.confirm_body(reservation["deal"], self.alice.key, self.alice.key_id)
         return self.buyer.request("POST", f"/v1/reservations/{reservation['id']}/confirm", body)
 
 
@@ -211,7 +211,7 @@ def test_a_cancelled_deal_is_refunded_in_the_ledger_service(federation: Federati
 
 def test_sighup_opens_the_accounts_of_new_participants(federation: Federation) -> None:
     document = yaml.safe_load(federation.participants.read_text(encoding="utf-8"))
-    joining = security.public_key_text(Party("hpc2").key.public_key())
+    joining = keys.public_key_text(Party("hpc2").key.public_key())
     document["sites"]["hpc2"] = {"public_key": joining}
     federation.participants.write_text(yaml.safe_dump(document), encoding="utf-8")
     assert federation.bank.request("GET", "/v1/accounts/hpc2")[0] == 404

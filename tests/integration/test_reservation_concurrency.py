@@ -26,11 +26,11 @@ from typing import Iterator, List, Tuple
 
 import pytest
 
-from siteagent.model import CapacityUnit, Offer
-from siteagent.reservations import OfferRefused, ReservationFailed, ReservationManager
-from siteagent.scheduling import plan
-from siteagent.site import STORE_FILE
-from siteagent.store import ReservationRecord, ReservationState
+from siteagent.core.model import CapacityUnit, Offer
+from siteagent.core.scheduling import plan
+from siteagent.market.reservations import OfferRefused, ReservationFailed, ReservationManager
+from siteagent.market.site import STORE_FILE
+from siteagent.market.store import ReservationRecord, ReservationState
 from tests.integration.lifecycle_site import LifecycleSite, ReplaySite, SlurmSite
 from tests.lifecycle import busy_trace, capacity_overruns, ours, record_offer
 

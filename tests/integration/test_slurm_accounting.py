@@ -19,9 +19,10 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import pytest
 
+from siteagent.backends.sacct import sacct_waits
 from siteagent.backends.slurm import SlurmBackend, SlurmConfig
-from siteagent.cli import main
-from siteagent.history import sacct_waits, wait_table
+from siteagent.cli.main import main
+from siteagent.core.waits import wait_table
 from tests.slurm_cluster import SlurmTestCluster
 from tests.slurm_queue import job_state, wait_for
 from tests.system import running_slurm

@@ -17,14 +17,14 @@ from typing import Dict, Iterator, List, Tuple
 
 import pytest
 
-from siteagent import config as site_config
 from siteagent.backends.base import BackendUnavailable
 from siteagent.backends.slurm import parse_jobs, parse_slurm_time
-from siteagent.estimates import DEFAULT_TOLERANCE_S, compare_starts
-from siteagent.reservations import ReservationFailed
-from siteagent.scheduling import plan
-from siteagent.site import Site, open_site
-from siteagent.store import ReservationRecord, ReservationState
+from siteagent.config import loading
+from siteagent.core.estimates import DEFAULT_TOLERANCE_S, compare_starts
+from siteagent.core.scheduling import plan
+from siteagent.market.reservations import ReservationFailed
+from siteagent.market.site import Site, open_site
+from siteagent.market.store import ReservationRecord, ReservationState
 from tests.lifecycle import record_offer
 from tests.slurm_cluster import SlurmTestCluster
 from tests.slurm_queue import (
@@ -44,7 +44,7 @@ CONFIRM_TIMEOUT_S = 3.0
 @pytest.fixture
 def site(slurm: SlurmTestCluster, tmp_path: Path) -> Iterator[Site]:
     """The site ``siteagent serve`` would open for this cluster (partition ``batch``)."""
-    config = site_config.parse(
+    config = loading.parse(
         {
             "state_dir": str(tmp_path / "state"),
             "backend": {

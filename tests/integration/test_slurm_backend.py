@@ -14,7 +14,7 @@ import pytest
 
 from siteagent.backends.base import BackendUnavailable, ReservationRefused
 from siteagent.backends.slurm import SlurmBackend, SlurmConfig, parse_slurm_time
-from siteagent.model import CapacityUnit, ClusterSnapshot, ReservationSpec
+from siteagent.core.model import CapacityUnit, ClusterSnapshot, ReservationSpec
 from tests.slurm_cluster import SlurmTestCluster
 from tests.slurm_queue import job_state, wait_for
 

@@ -38,11 +38,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, cast
 
-from siteagent.backends.swf import bundled_trace
-from siteagent.scheduling import Policy, ReservationConflict, Task
+from siteagent.backends.replay import bundled_trace
+from siteagent.core.scheduling import Policy, ReservationConflict, Task
 from siteagent.sim.simulator import Simulator
+from siteagent.sim.swf import SwfJob, parse_record
 from siteagent.sim.workload import Workload
-from siteagent.swf import SwfJob, parse_record
 from tests.pbs_standin.protocol import (
     PBSE_BADATVAL,
     PBSE_BADTSPEC,

@@ -8,9 +8,11 @@ from typing import Any, Dict
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from siteagent import security
-from siteagent.model import Offer, Request
-from siteagent.security import AuthorizedClient, Receipt
+from siteagent.core.model import Offer, Request
+from siteagent.market import deals
+from siteagent.protocol import documents
+from siteagent.protocol.documents import Receipt
+from siteagent.security.clients import AuthorizedClient
 
 NOW = 1_700_000_000
 
@@ -51,7 +53,7 @@ def deal(
     site: Party, buyer: Party, reservation_id: str = "r-1", penalty: str = "0.34", **kw: Any
 ) -> Dict[str, Any]:
     made = offer(**kw)
-    return security.deal_document(
+    return documents.deal_document(
         site.key_id, buyer.key_id, reservation_id, made, made.total, Decimal(penalty)
     )
 
@@ -59,5 +61,5 @@ def deal(
 def receipt(site: Party, buyer: Party, reservation_id: str = "r-1", **kw: Any) -> Receipt:
     """What an agent produces from a valid confirm."""
     document = deal(site, buyer, reservation_id, **kw)
-    body = security.confirm_body(document, buyer.key, buyer.key_id)
-    return security.accept_confirm(body, document, buyer.client(), site.key, site.key_id, NOW + 60)
+    body = documents.confirm_body(document, buyer.key, buyer.key_id)
+    return deals.accept_confirm(body, document, buyer.client(), site.key, site.key_id, NOW + 60)

@@ -7,7 +7,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence
 
-from siteagent.model import Offer, Request
+from siteagent.core.model import Offer, Request
 
 TRACES = Path(__file__).resolve().parents[2] / "traces"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from siteagent.model import BatchReservation, ClusterSnapshot, Job
+from siteagent.core.model import BatchReservation, ClusterSnapshot, Job
 
 
 @st.composite

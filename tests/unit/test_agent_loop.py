@@ -9,10 +9,11 @@ import weakref
 from pathlib import Path
 from typing import List
 
-from siteagent.agent import Agent, State
-from siteagent.backends.swf import SwfReplayBackend
-from siteagent.metrics import Metrics
-from siteagent.model import ClusterSnapshot
+from siteagent.agent.loop import Agent
+from siteagent.agent.metrics import Metrics
+from siteagent.agent.state import State
+from siteagent.backends.replay import SwfReplayBackend
+from siteagent.core.model import ClusterSnapshot
 from tests.lifecycle import write_trace
 
 

@@ -11,9 +11,9 @@ from decimal import Decimal
 
 import pytest
 
-from siteagent.api_errors import ApiError
-from siteagent.api_pricing import PricingQueue, priced_inline, yielding
-from siteagent.model import ClusterSnapshot, Job, Request
+from siteagent.api.errors import ApiError
+from siteagent.api.pricing_queue import PricingQueue, priced_inline, yielding
+from siteagent.core.model import ClusterSnapshot, Job, Request
 from siteagent.pricing import ExternalityFee, FlatPrice, NoFee, Pricing, Refused
 
 

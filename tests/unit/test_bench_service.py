@@ -11,10 +11,11 @@ import pytest
 
 from bench.quote_clients import Level, Load, percentile
 from bench.service import cycles, queue_offset, write_compressed
-from siteagent.agent import State, describe
-from siteagent.model import ClusterSnapshot, Job
-from siteagent.scheduling import Policy, plan
-from siteagent.swf import SwfRecord, SwfWriter, read_records
+from siteagent.agent.loop import describe
+from siteagent.agent.state import State
+from siteagent.core.model import ClusterSnapshot, Job
+from siteagent.core.scheduling import Policy, plan
+from siteagent.sim.swf import SwfRecord, SwfWriter, read_records
 
 
 def test_the_cycle_line_the_agent_logs_is_read(tmp_path: Path) -> None:

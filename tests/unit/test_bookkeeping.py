@@ -8,10 +8,11 @@ from typing import Iterator, List, Tuple
 
 import pytest
 
-from siteagent import bookkeeping, security
-from siteagent.ledger import Ledger, LedgerUnavailable, Transaction
-from siteagent.security import Cancellation, Receipt
-from siteagent.store import Store
+from siteagent.ledger.bank import Ledger, LedgerUnavailable, Transaction
+from siteagent.market import bookkeeping
+from siteagent.market.store import Store
+from siteagent.protocol import documents
+from siteagent.protocol.documents import Cancellation, Receipt
 from tests.unit.deals import NOW, Party, receipt
 from tests.unit.test_store import requested
 
@@ -94,7 +95,7 @@ def test_a_refund_owed_after_its_receipt_is_booked_after_it(
     site, alice = parties
     deal = receipt(site, alice, "r-1")
     penalty = Decimal(deal.deal["cancellation_penalty"])
-    cancellation = security.sign_cancellation(deal, penalty, NOW + 120, site.key, site.key_id)
+    cancellation = documents.sign_cancellation(deal, penalty, NOW + 120, site.key, site.key_id)
     ledger.down = True
     for kind, document in (("receipt", deal.to_json()), ("refund", cancellation.to_json())):
         with pytest.raises(LedgerUnavailable):

@@ -11,8 +11,8 @@ from typing import Any, Dict, List
 
 import pytest
 
-from siteagent.cli import EXIT_BAD_INPUT, main
-from siteagent.offers import ACCEPT_LEAD_S
+from siteagent.cli.main import EXIT_BAD_INPUT, main
+from siteagent.market.offers import ACCEPT_LEAD_S
 from tests.lifecycle import write_trace
 
 H = 3600

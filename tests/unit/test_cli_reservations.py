@@ -15,13 +15,14 @@ from typing import Any, Dict, List
 
 import pytest
 
-from siteagent.agent import Agent, WaitObserver
-from siteagent.backends.swf import SwfReplayBackend
-from siteagent.cli import EXIT_REFUSED, main
-from siteagent.model import ClusterSnapshot, Job
-from siteagent.offers import ACCEPT_LEAD_S
-from siteagent.reservations import OFFER_RETENTION_S, ReservationManager
-from siteagent.store import QueueWait, ReservationState, Store
+from siteagent.agent.loop import Agent, WaitObserver
+from siteagent.backends.replay import SwfReplayBackend
+from siteagent.cli.main import EXIT_REFUSED, main
+from siteagent.core.model import ClusterSnapshot, Job
+from siteagent.core.waits import QueueWait
+from siteagent.market.offers import ACCEPT_LEAD_S
+from siteagent.market.reservations import OFFER_RETENTION_S, ReservationManager
+from siteagent.market.store import ReservationState, Store
 from tests.lifecycle import FakeClock, record_offer, write_trace
 
 S = ReservationState

@@ -11,12 +11,14 @@ from typing import List
 
 import pytest
 
-from siteagent import config, reservations, site
-from siteagent.cli import main
-from siteagent.config import BackendType, ConfigError, PricingPolicy
-from siteagent.model import CapacityUnit
+from siteagent.cli.main import main
+from siteagent.config import loading, reading, schema
+from siteagent.config.reading import ConfigError
+from siteagent.config.schema import BackendType, PricingPolicy
+from siteagent.core.model import CapacityUnit
+from siteagent.core.scheduling import Policy
+from siteagent.market import reservations, site
 from siteagent.pricing import quote
-from siteagent.scheduling import Policy
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +37,7 @@ def write(tmp_path: Path, text: str, name: str = "siteagent.yaml") -> Path:
 
 def problems(tmp_path: Path, text: str) -> List[str]:
     with pytest.raises(ConfigError) as caught:
-        config.load(write(tmp_path, text))
+        loading.load(write(tmp_path, text))
     return [str(problem) for problem in caught.value.problems]
 
 
@@ -43,7 +45,7 @@ def problems(tmp_path: Path, text: str) -> List[str]:
 
 
 def test_defaults_load_with_no_file(data_home: Path) -> None:
-    effective = config.load()
+    effective = loading.load()
     state = data_home / "siteagent"
     assert effective.source is None and effective.explicit == frozenset()
     assert effective.state_dir == state
@@ -56,22 +58,22 @@ def test_defaults_load_with_no_file(data_home: Path) -> None:
     assert effective.security.authorized_clients == state / "authorized_clients.yaml"
     assert effective.ledger.path == state / "ledger.sqlite3" and effective.ledger.url is None
     assert effective.reservations.name_prefix == "sa-"
-    assert config.NAME_RE.match(effective.site.name)
+    assert reading.NAME_RE.match(effective.site.name)
 
 
 def test_an_empty_file_is_the_defaults(tmp_path: Path) -> None:
-    loaded = config.load(write(tmp_path, ""))
-    assert loaded.backend == config.load().backend
+    loaded = loading.load(write(tmp_path, ""))
+    assert loaded.backend == loading.load().backend
     assert loaded.source == tmp_path / "siteagent.yaml"
 
 
 def test_systemd_state_directory_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STATE_DIRECTORY", f"{tmp_path}/one:{tmp_path}/two")
-    assert config.load().state_dir == tmp_path / "one"
+    assert loading.load().state_dir == tmp_path / "one"
 
 
 def test_defaults_agree_with_the_reservation_lifecycle() -> None:
-    effective = config.load()
+    effective = loading.load()
     assert effective.pricing.cancellation_penalty == quote.DEFAULT_PENALTY_FACTOR
     assert effective.reservations.confirm_timeout_s == reservations.DEFAULT_CONFIRM_TIMEOUT_S
 
@@ -113,7 +115,7 @@ def test_a_full_file_gives_typed_values(tmp_path: Path) -> None:
         ledger: {url: "https://bank.example.org:8444/"}
         """,
     )
-    loaded = config.load(path)
+    loaded = loading.load(path)
     assert loaded.site.partitions == ("batch", "debug") and loaded.site.cores_per_node == 16
     assert loaded.backend.type is BackendType.SLURM
     slurm = loaded.backend.slurm
@@ -121,12 +123,12 @@ def test_a_full_file_gives_typed_values(tmp_path: Path) -> None:
     assert (slurm.partition, slurm.unit, slurm.timeout) == ("batch", CapacityUnit.NODE, 12.5)
     assert slurm.flags == ("MAINT", "IGNORE_JOBS") and slurm.users == ("market", "alice")
     assert site.slurm_config(loaded).users == ("market", "alice")
-    assert loaded.planner == config.PlannerConfig(Policy.EASY, 10.0)
+    assert loaded.planner == schema.PlannerConfig(Policy.EASY, 10.0)
     pricing = loaded.pricing
     assert pricing.policy is PricingPolicy.LOAD
     assert pricing.flat.price == Decimal("1.1")  # through repr, not the binary fraction
-    assert pricing.load == config.LoadPricing(Decimal("3.00"), Decimal("0.25"), 5)
-    assert pricing.externality == config.ExternalityPricing(False, Policy.FCFS, Decimal("0.5"))
+    assert pricing.load == schema.LoadPricing(Decimal("3.00"), Decimal("0.25"), 5)
+    assert pricing.externality == schema.ExternalityPricing(False, Policy.FCFS, Decimal("0.5"))
     assert pricing.cancellation_penalty == Decimal("0.2")
     assert loaded.api.port == 9443 and not loaded.api.tls.enabled
     assert loaded.state_dir == tmp_path / "state"
@@ -141,7 +143,7 @@ def test_a_full_file_gives_typed_values(tmp_path: Path) -> None:
 def test_tls_files_given_are_used_not_generated(tmp_path: Path) -> None:
     (tmp_path / "a.crt").write_text("x")
     (tmp_path / "a.key").write_text("x")
-    loaded = config.load(write(tmp_path, "api: {tls: {cert: a.crt, key: a.key}}"))
+    loaded = loading.load(write(tmp_path, "api: {tls: {cert: a.crt, key: a.key}}"))
     assert loaded.api.tls.cert == tmp_path / "a.crt" and not loaded.api.tls.self_signed
 
 
@@ -238,7 +240,7 @@ def test_every_error_names_the_path_and_the_expectation(
 
 
 def test_the_ledger_service_keys(tmp_path: Path, data_home: Path) -> None:
-    defaults = config.load().ledger
+    defaults = loading.load().ledger
     assert (defaults.ca, defaults.participants) == (None, None)
     assert (defaults.listen, defaults.port) == ("127.0.0.1", 8444)
     (tmp_path / "bank-ca.pem").write_text("x")
@@ -251,7 +253,7 @@ def test_the_ledger_service_keys(tmp_path: Path, data_home: Path) -> None:
           listen: 0.0.0.0
           port: 9444
         """
-    ledger = config.load(write(tmp_path, text)).ledger
+    ledger = loading.load(write(tmp_path, text)).ledger
     assert ledger.ca == tmp_path / "bank-ca.pem"  # relative to the file
     assert ledger.participants == tmp_path / "participants.yaml"
     assert (ledger.listen, ledger.port) == ("0.0.0.0", 9444)
@@ -290,7 +292,7 @@ def test_all_problems_are_reported_at_once(tmp_path: Path) -> None:
 
 def test_only_the_selected_backend_needs_its_files(tmp_path: Path) -> None:
     text = "backend: {type: swf, slurm: {slurm_conf: /etc/elsewhere/slurm.conf}}"
-    assert config.load(write(tmp_path, text)).backend.slurm.slurm_conf == Path(
+    assert loading.load(write(tmp_path, text)).backend.slurm.slurm_conf == Path(
         "/etc/elsewhere/slurm.conf"
     )
     found = problems(tmp_path, "backend: {type: pyslurm, slurm: {slurm_conf: missing.conf}}")
@@ -300,7 +302,7 @@ def test_only_the_selected_backend_needs_its_files(tmp_path: Path) -> None:
 def test_a_file_that_is_not_yaml_says_where(tmp_path: Path) -> None:
     path = write(tmp_path, "site:\n  name: [unclosed\n")
     with pytest.raises(ConfigError, match=r"line \d+, column \d+: not valid YAML"):
-        config.load(path)
+        loading.load(path)
 
 
 def test_a_document_that_is_not_a_mapping(tmp_path: Path) -> None:
@@ -309,13 +311,13 @@ def test_a_document_that_is_not_a_mapping(tmp_path: Path) -> None:
 
 def test_a_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read it"):
-        config.load(tmp_path / "absent.yaml")
+        loading.load(tmp_path / "absent.yaml")
 
 
 def test_the_error_text_names_the_file(tmp_path: Path) -> None:
     path = write(tmp_path, "api: {port: 0}")
     with pytest.raises(ConfigError) as caught:
-        config.load(path)
+        loading.load(path)
     assert str(caught.value) == (
         f"{path}: api.port: expected a TCP port number from 1 to 65535, got 0"
     )

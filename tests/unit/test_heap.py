@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-from siteagent.heap import Heap
+from siteagent.agent.heap import Heap
 
 
 class Node:

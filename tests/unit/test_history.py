@@ -17,19 +17,19 @@ from typing import Any, Dict, List, Sequence
 import pytest
 
 from siteagent.backends.base import BackendError, BackendUnavailable
+from siteagent.backends.sacct import sacct_waits, waits_from_sacct
 from siteagent.backends.slurm import SlurmBackend, sacct_args
-from siteagent.cli import main
-from siteagent.cli_history import since_epoch
-from siteagent.history import (
+from siteagent.cli.history import since_epoch
+from siteagent.cli.main import main
+from siteagent.core.model import UNLIMITED_S
+from siteagent.core.waits import (
     DEFAULT_CORE_BINS,
     DEFAULT_WALLTIME_BINS_S,
+    QueueWait,
     percentile,
-    sacct_waits,
     wait_table,
-    waits_from_sacct,
 )
-from siteagent.model import UNLIMITED_S
-from siteagent.store import QueueWait, Store
+from siteagent.market.store import Store
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "slurm"
 T0 = 1795318000

@@ -14,8 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from siteagent import security
-from siteagent.ledger import (
+from siteagent.ledger.bank import (
     BANK,
     Ledger,
     LedgerConflict,
@@ -23,7 +22,9 @@ from siteagent.ledger import (
     LedgerNotFound,
     LedgerRefused,
 )
-from siteagent.security import Cancellation, Receipt, Signed
+from siteagent.market import deals
+from siteagent.protocol import documents
+from siteagent.protocol.documents import Cancellation, Receipt, Signed
 from tests.unit.deals import NOW, Party, deal, receipt
 
 PRICE = Decimal("43.40")  # 16 cores x 2 h x 1.25 + fee 3.4 (tests.unit.deals.offer)
@@ -72,7 +73,7 @@ def refused(ledger: Ledger, error: type, code: str, operation: object, argument:
 
 
 def cancel(site: Party, booked: Receipt, penalty: str) -> Cancellation:
-    return security.sign_cancellation(booked, Decimal(penalty), NOW + 200, site.key, site.key_id)
+    return documents.sign_cancellation(booked, Decimal(penalty), NOW + 200, site.key, site.key_id)
 
 
 # --------------------------------------------------------------------------- booking
@@ -115,7 +116,7 @@ def test_a_receipt_with_a_wrong_site_signature_is_refused(
     impostor = Party(site.key_id)  # the site's name, another key
     forged = replace(
         booked,
-        site_signature=security.sign_document(booked.countersigned(), impostor.key, site.key_id),
+        site_signature=documents.sign_document(booked.countersigned(), impostor.key, site.key_id),
     )
     refused(ledger, LedgerRefused, "bad_site_signature", ledger.book, forged)
 
@@ -137,7 +138,7 @@ def test_a_receipt_signed_by_others_than_its_parties_is_refused(
     ledger.register(bob.key_id, "user", bob.key.public_key())
     booked = receipt(site, alice)
     by_bob = replace(
-        booked, user_signature=security.sign_document(booked.deal, bob.key, bob.key_id)
+        booked, user_signature=documents.sign_document(booked.deal, bob.key, bob.key_id)
     )
     refused(ledger, LedgerRefused, "signer_mismatch", ledger.book, by_bob)
 
@@ -166,8 +167,8 @@ def test_a_malformed_deal_is_refused(
     ledger: Ledger, site: Party, alice: Party, change: Dict[str, object], message: str
 ) -> None:
     document = {**deal(site, alice), **change}
-    body = security.confirm_body(document, alice.key, alice.key_id)
-    signed = security.accept_confirm(body, document, alice.client(), site.key, site.key_id, NOW)
+    body = documents.confirm_body(document, alice.key, alice.key_id)
+    signed = deals.accept_confirm(body, document, alice.client(), site.key, site.key_id, NOW)
     before = snapshot(ledger)
     with pytest.raises(LedgerRefused, match=message):
         ledger.book(signed)
@@ -237,7 +238,7 @@ def test_a_cancellation_signed_by_another_key_is_refused(
     genuine = cancel(site, booked, "0.00")
     forged = replace(genuine, penalty=Decimal("0.34"))  # the signature covers the penalty
     refused(ledger, LedgerRefused, "bad_site_signature", ledger.refund, forged)
-    by_alice = security.sign_cancellation(booked, Decimal(0), NOW, alice.key, alice.key_id)
+    by_alice = documents.sign_cancellation(booked, Decimal(0), NOW, alice.key, alice.key_id)
     refused(ledger, LedgerRefused, "signer_mismatch", ledger.refund, by_alice)
 
 

@@ -18,19 +18,22 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 
-from siteagent import config, ledger_client, security
-from siteagent.cli import main
-from siteagent.config import ConfigError
-from siteagent.ledger import (
+from siteagent.cli.main import main
+from siteagent.config import loading
+from siteagent.config.reading import ConfigError
+from siteagent.ledger import client as ledger_client
+from siteagent.ledger.bank import (
     Ledger,
     LedgerConflict,
     LedgerNotFound,
     LedgerRefused,
     LedgerUnavailable,
 )
-from siteagent.ledger_client import RemoteLedger
-from siteagent.ledger_service import create_app, load_participants, open_ledger
-from siteagent.security import Signed
+from siteagent.ledger.client import RemoteLedger
+from siteagent.ledger.participants import load_participants
+from siteagent.ledger.service import create_app, open_ledger
+from siteagent.protocol import documents, keys
+from siteagent.protocol.documents import Signed
 from tests.system import free_port
 from tests.unit.deals import NOW, Party, receipt
 
@@ -50,10 +53,10 @@ def alice() -> Party:
 def participants_file(path: Path, site: Party, alice: Party) -> Path:
     """The administrator's file: the site, and alice in the authorized-clients format."""
     document = {
-        "sites": {site.key_id: {"public_key": security.public_key_text(site.key.public_key())}},
+        "sites": {site.key_id: {"public_key": keys.public_key_text(site.key.public_key())}},
         "clients": {
             alice.key_id: {
-                "public_key": security.public_key_text(alice.key.public_key()),
+                "public_key": keys.public_key_text(alice.key.public_key()),
                 "user": "alice",
             }
         },
@@ -76,7 +79,7 @@ def service_config(tmp_path: Path, site: Party, alice: Party) -> Path:
 
 @pytest.fixture
 def ledger(service_config: Path) -> Iterator[Ledger]:
-    opened = open_ledger(config.load(service_config))
+    opened = open_ledger(loading.load(service_config))
     yield opened
     opened.close()
 
@@ -174,7 +177,7 @@ def test_a_refund_returns_the_price_less_the_penalty(
 ) -> None:
     booked = receipt(site, alice)
     http.post("/v1/receipts", json=booked.to_json())
-    cancellation = security.sign_cancellation(
+    cancellation = documents.sign_cancellation(
         booked, Decimal("0.34"), NOW + 200, site.key, site.key_id
     )
     answer = http.post("/v1/refunds", json=cancellation.to_json())
@@ -191,7 +194,7 @@ def test_a_refund_signed_by_another_key_is_refused(
     booked = receipt(site, alice)
     http.post("/v1/receipts", json=booked.to_json())
     impostor = Party(site.key_id)
-    forged = security.sign_cancellation(booked, Decimal(0), NOW, impostor.key, site.key_id)
+    forged = documents.sign_cancellation(booked, Decimal(0), NOW, impostor.key, site.key_id)
     assert error(http.post("/v1/refunds", json=forged.to_json()), 422)["code"] == (
         "bad_site_signature"
     )
@@ -201,7 +204,7 @@ def test_a_refund_signed_by_another_key_is_refused(
 def test_unknown_accounts_and_receipts_are_404(http: TestClient, site: Party, alice: Party) -> None:
     assert error(http.get("/v1/accounts/nobody"), 404)["code"] == "unknown_account"
     assert error(http.get("/v1/accounts/nobody/statement"), 404)["code"] == "unknown_account"
-    unbooked = security.sign_cancellation(
+    unbooked = documents.sign_cancellation(
         receipt(site, alice), Decimal(0), NOW, site.key, site.key_id
     )
     assert error(http.post("/v1/refunds", json=unbooked.to_json()), 404)["code"] == (
@@ -217,7 +220,7 @@ def test_health(http: TestClient) -> None:
 
 
 def test_participants_file_errors_name_the_key_path(tmp_path: Path, site: Party) -> None:
-    key = security.public_key_text(site.key.public_key())
+    key = keys.public_key_text(site.key.public_key())
     path = tmp_path / "participants.yaml"
     path.write_text(
         textwrap.dedent(
@@ -243,10 +246,10 @@ def test_participants_file_errors_name_the_key_path(tmp_path: Path, site: Party)
 
 
 def test_serving_needs_a_participants_file(tmp_path: Path) -> None:
-    from siteagent.ledger_service import LedgerServiceError
+    from siteagent.ledger.service import LedgerServiceError
 
     with pytest.raises(LedgerServiceError, match=r"ledger\.participants"):
-        open_ledger(config.parse({"state_dir": str(tmp_path)}))
+        open_ledger(loading.parse({"state_dir": str(tmp_path)}))
 
 
 # --------------------------------------------------------------------------- the client
@@ -310,9 +313,9 @@ def test_the_services_refusals_become_the_ledgers_errors() -> None:
 
 
 def test_an_agent_with_a_ledger_url_books_at_the_service(tmp_path: Path) -> None:
-    from siteagent.service import open_ledger as agent_ledger
+    from siteagent.serve import open_ledger as agent_ledger
 
     url = "https://bank.example.org:8444/"
-    opened = agent_ledger(config.parse({"state_dir": str(tmp_path), "ledger": {"url": url}}))
+    opened = agent_ledger(loading.parse({"state_dir": str(tmp_path), "ledger": {"url": url}}))
     assert isinstance(opened, RemoteLedger) and opened.url == url.rstrip("/")
     assert not (tmp_path / "ledger.sqlite3").exists()

@@ -19,16 +19,17 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from siteagent.agent import Agent, State
+from siteagent.agent.loop import Agent
+from siteagent.agent.metrics import Metrics
+from siteagent.agent.state import State
 from siteagent.backends.base import BackendUnavailable
-from siteagent.backends.swf import SwfReplayBackend
-from siteagent.config import PricingConfig, ReferenceRequest
-from siteagent.metrics import Metrics
+from siteagent.backends.replay import SwfReplayBackend
+from siteagent.config.schema import PricingConfig, ReferenceRequest
+from siteagent.core.slots import advertise
+from siteagent.market.reservations import ReservationManager
+from siteagent.market.site import pricing_of
+from siteagent.market.store import ReservationState, Store
 from siteagent.pricing import Pricing
-from siteagent.reservations import ReservationManager
-from siteagent.site import pricing_of
-from siteagent.slots import advertise
-from siteagent.store import ReservationState, Store
 from tests.lifecycle import FakeClock, FaultyBackend, record_offer, write_trace
 
 T0 = 1_800_000_000

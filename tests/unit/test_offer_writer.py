@@ -9,9 +9,9 @@ from typing import List, Sequence
 
 import pytest
 
-from siteagent.model import Offer
-from siteagent.offer_writer import OfferWriter
-from siteagent.store import Store
+from siteagent.api.offer_writer import OfferWriter
+from siteagent.core.model import Offer
+from siteagent.market.store import Store
 from tests.unit.helpers import an_offer
 
 

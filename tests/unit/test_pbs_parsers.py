@@ -37,7 +37,7 @@ from siteagent.backends.pbs import (
     rsub_args,
     select_totals,
 )
-from siteagent.model import UNLIMITED_S, CapacityUnit, Job, ReservationSpec
+from siteagent.core.model import UNLIMITED_S, CapacityUnit, Job, ReservationSpec
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "pbs"
 #: 2023-11-15 14:00:00 UTC: the note's examples are taken at this instant.

@@ -14,7 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from siteagent.model import BatchReservation, ClusterSnapshot, Job, Request
+from siteagent.core.model import BatchReservation, ClusterSnapshot, Job, Request
+from siteagent.core.scheduling import Policy, plan
+from siteagent.core.slots import advertise
 from siteagent.pricing import (
     ExternalityFee,
     FlatPrice,
@@ -26,8 +28,6 @@ from siteagent.pricing import (
     Window,
     choose,
 )
-from siteagent.scheduling import Policy, plan
-from siteagent.slots import advertise
 from tests.unit.strategies import snapshots
 
 H = 3600

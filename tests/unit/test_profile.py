@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from siteagent.profile import CHUNK, Profile, _after, _at_or_after
+from siteagent.core.profile import CHUNK, Profile, _after, _at_or_after
 
 LIMIT = 400  # the model's horizon: far past every breakpoint and window the tests make
 

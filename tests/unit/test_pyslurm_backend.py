@@ -16,7 +16,7 @@ import pytest
 
 from siteagent.backends.base import BackendError, BackendUnavailable, ReservationRefused
 from siteagent.backends.slurm import SlurmConfig
-from siteagent.model import UNLIMITED_S, CapacityUnit, ReservationSpec
+from siteagent.core.model import UNLIMITED_S, CapacityUnit, ReservationSpec
 
 STANDIN = Path(__file__).resolve().parent.parent / "pyslurm_standin"
 
@@ -255,12 +255,12 @@ def test_pyslurm_without_reservation_api_is_refused(monkeypatch: pytest.MonkeyPa
 
 
 def test_site_opens_the_pyslurm_backend_lazily(pyslurm: Any, tmp_path: Path) -> None:
-    from siteagent import config
-    from siteagent.site import open_backend
+    from siteagent.config import loading
+    from siteagent.market.site import open_backend
 
     path = tmp_path / "agent.yaml"
     path.write_text("backend:\n  type: pyslurm\n")
-    opened = open_backend(config.load(path))
+    opened = open_backend(loading.load(path))
     try:
         assert opened.name == "pyslurm"
     finally:

@@ -17,8 +17,8 @@ from typing import List, Tuple
 import pytest
 
 from siteagent.backends.base import BackendUnavailable, ReservationRefused
-from siteagent.backends.swf import SwfReplayBackend
-from siteagent.model import ClusterSnapshot, ReservationSpec
+from siteagent.backends.replay import SwfReplayBackend
+from siteagent.core.model import ClusterSnapshot, ReservationSpec
 from tests.lifecycle import FakeClock, write_trace
 
 T0 = 1_800_000_000
@@ -136,7 +136,7 @@ def test_a_state_file_that_cannot_be_written_stops_the_process(
     def disk_full(src: str, dst: str) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("siteagent.backends.swf.os.replace", disk_full)
+    monkeypatch.setattr("siteagent.backends.replay.os.replace", disk_full)
     with pytest.raises(BackendUnavailable, match=r"No space left.*restart the process"):
         backend.create_reservation(ReservationSpec("sa-1", T0 + 300, 100, 1))
     with pytest.raises(BackendUnavailable):

@@ -16,10 +16,9 @@ from typing import Dict, List, Tuple
 import pytest
 
 from siteagent.backends.base import BackendUnavailable
-from siteagent.backends.swf import SwfReplayBackend
-from siteagent.model import CapacityUnit, Offer, ReservationSpec
-from siteagent.pricing.quote import DEFAULT_PENALTY_FACTOR
-from siteagent.reservations import (
+from siteagent.backends.replay import SwfReplayBackend
+from siteagent.core.model import CapacityUnit, Offer, ReservationSpec
+from siteagent.market.reservations import (
     LIVE,
     TRANSITIONS,
     IdempotencyKeyReused,
@@ -32,7 +31,8 @@ from siteagent.reservations import (
     UnknownReservation,
     check_transition,
 )
-from siteagent.store import ReservationRecord, ReservationState, Store
+from siteagent.market.store import ReservationRecord, ReservationState, Store
+from siteagent.pricing.quote import DEFAULT_PENALTY_FACTOR
 from tests.lifecycle import FakeClock, FaultyBackend, record_offer, violations, write_trace
 
 S = ReservationState

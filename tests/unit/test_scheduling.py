@@ -11,14 +11,8 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import pytest
 
-from siteagent.model import BatchReservation, ClusterSnapshot, Job
-from siteagent.scheduling import (
-    Policy,
-    ReservationConflict,
-    Task,
-    make_engine,
-    plan,
-)
+from siteagent.core.model import BatchReservation, ClusterSnapshot, Job
+from siteagent.core.scheduling import Policy, ReservationConflict, Task, make_engine, plan
 from siteagent.sim.simulator import Simulator
 
 FCFS, EASY, CONSERVATIVE = Policy.FCFS, Policy.EASY, Policy.CONSERVATIVE

@@ -10,8 +10,8 @@ from typing import Iterator, List
 
 import pytest
 
-from siteagent import sdnotify
-from siteagent.sdnotify import Watchdog, notify, watchdog_interval_s
+from siteagent.serving import sdnotify
+from siteagent.serving.sdnotify import Watchdog, notify, watchdog_interval_s
 from tests.lifecycle import FakeClock
 
 

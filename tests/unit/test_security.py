@@ -24,17 +24,24 @@ from cryptography.hazmat.primitives.serialization import load_der_private_key, l
 from hypothesis import given
 from hypothesis import strategies as st
 
-from siteagent import httpsig, security
-from siteagent.cli import main
-from siteagent.config import ConfigError
-from siteagent.model import Request
+from siteagent.cli.main import main
+from siteagent.config.reading import ConfigError
+from siteagent.core.model import Request
+from siteagent.market.deals import accept_confirm
+from siteagent.protocol import documents, httpsig, signing
+from siteagent.protocol.keys import load_or_create_site_key, load_private_key, public_key_text
 from siteagent.security import (
-    Authenticator,
-    ConfirmRefused,
-    Forbidden,
-    NonceCache,
-    ReplayCacheFull,
+    errors,
 )
+from siteagent.security.authentication import (
+    CLOCK_SKEW_S,
+    Authenticator,
+    NonceCache,
+    authorize_owner,
+)
+from siteagent.security.clients import AuthorizedClient, load_authorized_clients
+from siteagent.security.errors import ConfirmRefused, Forbidden, ReplayCacheFull
+from siteagent.security.tls import ensure_self_signed, server_ssl_context
 from tests.unit.deals import NOW, Party, deal
 
 URL = "https://hpc1.example.org:8443/v1/reservations/r-1/confirm"
@@ -175,13 +182,13 @@ def signed(
     created: int = NOW,
     nonce: Optional[str] = None,
 ) -> Dict[str, str]:
-    return security.sign_request(method, url, body, party.key, party.key_id, created, nonce)
+    return signing.sign_request(method, url, body, party.key, party.key_id, created, nonce)
 
 
-def refused(auth: Authenticator, code: str, *args: Any) -> security.SecurityError:
+def refused(auth: Authenticator, code: str, *args: Any) -> errors.SecurityError:
     """Authentication fails with ``code``, and the replay cache learns nothing from it."""
     before = len(auth.nonces)
-    with pytest.raises(security.SecurityError) as caught:
+    with pytest.raises(errors.SecurityError) as caught:
         auth.authenticate(*args)
     assert caught.value.code == code, caught.value
     assert len(auth.nonces) == before
@@ -203,7 +210,7 @@ def test_an_unsigned_request_is_401_and_says_what_to_send(auth: Authenticator) -
     error = refused(auth, "unsigned", "POST", URL, {}, BODY)
     assert error.status == 401
     accept = httpsig.parse_dictionary(error.headers["Accept-Signature"])["sig1"]
-    assert [item for item, _ in accept.inner_list("sig1")] == list(security.DEFAULT_COMPONENTS)
+    assert [item for item, _ in accept.inner_list("sig1")] == list(signing.DEFAULT_COMPONENTS)
 
 
 @pytest.mark.parametrize(
@@ -271,10 +278,10 @@ def test_a_refused_request_does_not_burn_its_nonce(auth: Authenticator, alice: P
         (("@method", "@target-uri"), (), "insufficient_coverage"),
         (("@target-uri", "content-digest"), (), "insufficient_coverage"),
         (("@method", "@path", "content-digest"), (), "insufficient_coverage"),
-        (security.DEFAULT_COMPONENTS, (("alg", "rsa-pss-sha512"),), "unsupported_algorithm"),
-        (security.DEFAULT_COMPONENTS, (("nonce", None),), "malformed_signature"),
-        (security.DEFAULT_COMPONENTS, (("created", None),), "malformed_signature"),
-        (security.DEFAULT_COMPONENTS, (("expires", NOW - 1),), "signature_expired"),
+        (signing.DEFAULT_COMPONENTS, (("alg", "rsa-pss-sha512"),), "unsupported_algorithm"),
+        (signing.DEFAULT_COMPONENTS, (("nonce", None),), "malformed_signature"),
+        (signing.DEFAULT_COMPONENTS, (("created", None),), "malformed_signature"),
+        (signing.DEFAULT_COMPONENTS, (("expires", NOW - 1),), "signature_expired"),
     ],
 )
 def test_signatures_that_do_not_meet_the_policy_are_401(
@@ -325,15 +332,15 @@ def test_a_full_nonce_cache_refuses_with_503_until_nonces_expire(alice: Party) -
     with pytest.raises(ReplayCacheFull) as caught:
         auth.authenticate("POST", URL, signed(alice, nonce="c"), BODY)
     assert caught.value.status == 503
-    clock.now = NOW + 300 + security.CLOCK_SKEW_S  # a and b can no longer be replayed: forgotten
+    clock.now = NOW + 300 + CLOCK_SKEW_S  # a and b can no longer be replayed: forgotten
     auth.authenticate("POST", URL, signed(alice, created=int(clock.now), nonce="c"), BODY)
     assert len(auth.nonces) == 1
 
 
 def test_only_the_owner_may_act_on_a_reservation(alice: Party) -> None:
-    security.authorize_owner(alice.client(), alice.key_id, "reservation r-1")
+    authorize_owner(alice.client(), alice.key_id, "reservation r-1")
     with pytest.raises(Forbidden) as caught:
-        security.authorize_owner(Party("bob@ci").client(), alice.key_id, "reservation r-1")
+        authorize_owner(Party("bob@ci").client(), alice.key_id, "reservation r-1")
     assert caught.value.status == 403 and caught.value.code == "not_owner"
 
 
@@ -415,7 +422,7 @@ def test_rfc8785_sample_is_canonicalised_exactly() -> None:
         "'"
         r'B\"\\\\\"/"}'
     )
-    assert security.canonical_json(json.loads(sample)) == canonical.encode()
+    assert documents.canonical_json(json.loads(sample)) == canonical.encode()
 
 
 def test_rfc8785_sorts_keys_by_utf16_code_units() -> None:
@@ -429,7 +436,7 @@ def test_rfc8785_sorts_keys_by_utf16_code_units() -> None:
         "\u0080": "Control",
         "\u00f6": "Latin Small Letter O With Diaeresis",
     }
-    values = list(json.loads(security.canonical_json(document)).values())
+    values = list(json.loads(documents.canonical_json(document)).values())
     assert values == [
         "Carriage Return",
         "One",
@@ -455,7 +462,7 @@ def test_rfc8785_sorts_keys_by_utf16_code_units() -> None:
     ],
 )
 def test_rfc8785_number_formatting(number: float, text: str) -> None:
-    assert security.canonical_json(number) == text.encode()
+    assert documents.canonical_json(number) == text.encode()
 
 
 json_values = st.recursive(
@@ -471,15 +478,15 @@ json_values = st.recursive(
 def test_canonical_json_ignores_key_order(document: Dict[str, Any], rng: random.Random) -> None:
     items = list(document.items())
     rng.shuffle(items)
-    assert security.canonical_json(dict(items)) == security.canonical_json(document)
+    assert documents.canonical_json(dict(items)) == documents.canonical_json(document)
 
 
 def test_a_deal_is_canonical_whatever_its_json_spelling(alice: Party) -> None:
     site = Party("hpc1")
     document = deal(site, alice)
     respelled = json.loads(json.dumps(document, indent=3, sort_keys=True, ensure_ascii=True))
-    assert security.canonical_json(respelled) == security.canonical_json(document)
-    assert security.deal_id(respelled) == security.deal_id(document)
+    assert documents.canonical_json(respelled) == documents.canonical_json(document)
+    assert documents.deal_id(respelled) == documents.deal_id(document)
 
 
 # --------------------------------------------------------------------------- deals and receipts
@@ -502,12 +509,12 @@ def test_a_deal_carries_the_request_offer_reservation_and_price(alice: Party) ->
 
 
 def test_money_is_whole_cents_and_figures_are_exact() -> None:
-    assert security.money_text(Decimal("12.3")) == "12.30"
+    assert documents.money_text(Decimal("12.3")) == "12.30"
     with pytest.raises(ValueError, match="cents"):
-        security.money_text(Decimal("0.005"))
-    assert security.decimal_text(Decimal("100")) == "100"
-    assert security.decimal_text(Decimal("0.01250")) == "0.0125"
-    assert security.request_document(Request(cores=1, duration=60)) == {
+        documents.money_text(Decimal("0.005"))
+    assert documents.decimal_text(Decimal("100")) == "100"
+    assert documents.decimal_text(Decimal("0.01250")) == "0.0125"
+    assert documents.request_document(Request(cores=1, duration=60)) == {
         "cores": 1,
         "duration": 60,
         "round": 1,
@@ -515,25 +522,25 @@ def test_money_is_whole_cents_and_figures_are_exact() -> None:
 
 
 def accept(
-    body: Any, expected: Dict[str, Any], client: security.AuthorizedClient, site: Party
-) -> security.Receipt:
-    return security.accept_confirm(body, expected, client, site.key, site.key_id, NOW + 60)
+    body: Any, expected: Dict[str, Any], client: AuthorizedClient, site: Party
+) -> documents.Receipt:
+    return accept_confirm(body, expected, client, site.key, site.key_id, NOW + 60)
 
 
 def test_a_confirm_is_countersigned_into_a_verifiable_receipt(alice: Party) -> None:
     site = Party("hpc1")
     document = deal(site, alice)
     receipt = accept(
-        security.confirm_body(document, alice.key, alice.key_id), document, alice.client(), site
+        documents.confirm_body(document, alice.key, alice.key_id), document, alice.client(), site
     )
     assert receipt.user_signature.key_id == alice.key_id
     assert receipt.site_signature.key_id == "hpc1" and receipt.confirmed_at == NOW + 60
-    assert security.signature_valid(receipt.deal, receipt.user_signature, alice.key.public_key())
-    assert security.signature_valid(
+    assert documents.signature_valid(receipt.deal, receipt.user_signature, alice.key.public_key())
+    assert documents.signature_valid(
         receipt.countersigned(), receipt.site_signature, site.key.public_key()
     )
-    again = security.Receipt.from_json(json.loads(json.dumps(receipt.to_json())))
-    assert again == receipt and again.id == receipt.id == security.deal_id(document)
+    again = documents.Receipt.from_json(json.loads(json.dumps(receipt.to_json())))
+    assert again == receipt and again.id == receipt.id == documents.deal_id(document)
 
 
 def test_a_confirm_for_another_price_is_422(alice: Party) -> None:
@@ -542,7 +549,7 @@ def test_a_confirm_for_another_price_is_422(alice: Party) -> None:
     cheaper = {**expected, "price": "1.00"}
     with pytest.raises(ConfirmRefused) as caught:
         accept(
-            security.confirm_body(cheaper, alice.key, alice.key_id), expected, alice.client(), site
+            documents.confirm_body(cheaper, alice.key, alice.key_id), expected, alice.client(), site
         )
     assert caught.value.status == 422 and caught.value.code == "deal_mismatch"
     assert "price" in str(caught.value)
@@ -551,7 +558,7 @@ def test_a_confirm_for_another_price_is_422(alice: Party) -> None:
 def test_a_confirm_with_a_bad_signature_is_422(alice: Party) -> None:
     site = Party("hpc1")
     document = deal(site, alice)
-    body = security.confirm_body(document, alice.key, alice.key_id)
+    body = documents.confirm_body(document, alice.key, alice.key_id)
     body["signature"]["value"] = base64.b64encode(bytes(64)).decode()
     with pytest.raises(ConfirmRefused, match="does not verify") as caught:
         accept(body, document, alice.client(), site)
@@ -562,7 +569,8 @@ def test_a_confirm_signed_by_another_key_than_the_request_is_422(alice: Party) -
     site, bob = Party("hpc1"), Party("bob@ci")
     document = deal(site, alice)
     with pytest.raises(ConfirmRefused) as caught:
-        accept(security.confirm_body(document, bob.key, bob.key_id), document, alice.client(), site)
+        body = documents.confirm_body(document, bob.key, bob.key_id)
+        accept(body, document, alice.client(), site)
     assert caught.value.code == "confirm_key_mismatch"
 
 
@@ -588,13 +596,13 @@ def test_a_malformed_confirm_is_422(alice: Party, body: Any) -> None:
 def test_the_authorized_clients_file_maps_keys_to_scheduler_users(
     tmp_path: Path, alice: Party
 ) -> None:
-    public = security.public_key_text(alice.key.public_key())
+    public = public_key_text(alice.key.public_key())
     path = tmp_path / "clients.yaml"
     path.write_text(
         f"clients:\n  alice@laptop: {{public_key: '{public}', user: alice, account: proj1}}\n"
         f"  alice@ci: {{public_key: '{public}', user: alice}}\n"
     )
-    clients = security.load_authorized_clients(path)
+    clients = load_authorized_clients(path)
     assert set(clients) == {"alice@laptop", "alice@ci"}
     assert (clients["alice@laptop"].user, clients["alice@laptop"].account) == ("alice", "proj1")
     assert clients["alice@ci"].account == ""
@@ -612,7 +620,7 @@ def test_authorized_clients_errors_name_the_entry(tmp_path: Path) -> None:
         "client: {}\n"
     )
     with pytest.raises(ConfigError) as caught:
-        security.load_authorized_clients(path)
+        load_authorized_clients(path)
     messages = [str(problem) for problem in caught.value.problems]
     assert any(
         m.startswith("clients.a.public_key: expected an Ed25519 public key") for m in messages
@@ -635,17 +643,17 @@ def mode(path: Path) -> int:
 
 def test_the_site_key_is_made_once_and_kept_private(tmp_path: Path) -> None:
     path = tmp_path / "state" / "site.key"
-    key = security.load_or_create_site_key(path)
+    key = load_or_create_site_key(path)
     assert mode(path) == 0o600
-    again = security.load_or_create_site_key(path)
-    assert security.public_key_text(again.public_key()) == security.public_key_text(
+    again = load_or_create_site_key(path)
+    assert public_key_text(again.public_key()) == public_key_text(
         key.public_key()
     )
 
 
 def handshake(cert: Path, key: Path, host: str) -> str:
     """A TLS handshake on loopback with strict verification; returns the protocol version."""
-    server_context = security.server_ssl_context(cert, key)
+    server_context = server_ssl_context(cert, key)
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
 
@@ -675,8 +683,8 @@ def handshake(cert: Path, key: Path, host: str) -> str:
 
 def test_the_self_signed_certificate_is_trusted_for_its_hosts(tmp_path: Path) -> None:
     cert, key = tmp_path / "tls" / "server.crt", tmp_path / "tls" / "server.key"
-    assert security.ensure_self_signed(cert, key)
-    assert not security.ensure_self_signed(cert, key)  # kept from then on
+    assert ensure_self_signed(cert, key)
+    assert not ensure_self_signed(cert, key)  # kept from then on
     assert mode(key) == 0o600
     assert handshake(cert, key, "localhost") in ("TLSv1.2", "TLSv1.3")
     assert handshake(cert, key, "127.0.0.1")
@@ -700,12 +708,12 @@ def test_keys_command_writes_a_certificate_and_a_client_key_pair(
         "account": "proj1",
     }
     assert mode(out / "server.key") == 0o600 and mode(out / "client.key") == 0o600
-    client_key = security.load_private_key(out / "client.key")
-    assert security.public_key_text(client_key.public_key()) == report["client"]["public_key"]
+    client_key = load_private_key(out / "client.key")
+    assert public_key_text(client_key.public_key()) == report["client"]["public_key"]
     assert handshake(out / "server.crt", out / "server.key", "agent.example.org")
     # the printed entry is a working authorized-clients file
     (tmp_path / "clients.yaml").write_text(report["authorized_clients"])
-    clients = security.load_authorized_clients(tmp_path / "clients.yaml")
+    clients = load_authorized_clients(tmp_path / "clients.yaml")
     assert clients["alice@x"].account == "proj1"
 
 

@@ -12,22 +12,23 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
-from siteagent import config, security
-from siteagent.cli import main
-from siteagent.service import Parts, apply, assemble, changed_keys, keep_restart_settings
-from siteagent.site import Site, open_site
+from siteagent.cli.main import main
+from siteagent.config import loading, schema
+from siteagent.market.site import Site, open_site
+from siteagent.protocol import keys
+from siteagent.serve import Parts, apply, assemble, changed_keys, keep_restart_settings
 from tests.lifecycle import write_trace
 from tests.unit.deals import Party
 
 
-def settings(tmp_path: Path, **sections: Any) -> config.Config:
+def settings(tmp_path: Path, **sections: Any) -> schema.Config:
     trace = write_trace(tmp_path / "t.swf", [(0, 3600, 8, 3600)], 16)
     document: Dict[str, Any] = {
         "state_dir": str(tmp_path / "state"),
         "backend": {"type": "swf", "swf": {"trace": trace, "offset": 0}},
         **sections,
     }
-    return config.parse(document, tmp_path / "siteagent.yaml")
+    return loading.parse(document, tmp_path / "siteagent.yaml")
 
 
 @pytest.fixture
@@ -87,8 +88,8 @@ def test_a_reload_reaches_every_running_object(running: Tuple[Site, Parts], tmp_
 
 def test_the_site_key_is_made_once_and_kept(running: Tuple[Site, Parts]) -> None:
     site, parts = running
-    again = security.load_or_create_site_key(site.config.security.site_key)
-    assert security.public_key_text(again.public_key()) == security.public_key_text(
+    again = keys.load_or_create_site_key(site.config.security.site_key)
+    assert keys.public_key_text(again.public_key()) == keys.public_key_text(
         parts.context.site_key.public_key()
     )
     assert parts.context.site_key_id == site.config.site.name

@@ -2,7 +2,7 @@
 
 The reference below is written from the rules alone (the foundation issue), as plainly as
 possible: lists, everything recomputed from scratch at every instant, no shortcuts. It shares
-no code with ``siteagent.scheduling`` or ``siteagent.profile`` and reads SWF files itself.
+no code with ``siteagent.core.scheduling`` or ``siteagent.core.profile`` and reads SWF files itself.
 
 The rules: P defaults to the header's MaxProcs; a job's processors are field 5 if > 0, else
 field 8; records with no processors, negative run time or submit time, or more processors than
@@ -52,8 +52,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from siteagent.model import BatchReservation, ClusterSnapshot, Job
-from siteagent.scheduling import Policy, Task, plan
+from siteagent.core.model import BatchReservation, ClusterSnapshot, Job
+from siteagent.core.scheduling import Policy, Task, plan
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.workload import Workload
 from tests.unit.helpers import swf_row, trace_prefix, write_swf

@@ -10,9 +10,9 @@ from typing import List, Tuple
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from siteagent.model import ClusterSnapshot, Job, Slot
-from siteagent.scheduling import Policy, plan
-from siteagent.slots import advertise, fit_request, provision, subslot_cost
+from siteagent.core.model import ClusterSnapshot, Job, Slot
+from siteagent.core.scheduling import Policy, plan
+from siteagent.core.slots import advertise, fit_request, provision, subslot_cost
 from tests.unit.strategies import snapshots
 
 H = 3600

@@ -34,7 +34,7 @@ from siteagent.backends.slurm import (
     reservation_args,
     state_words,
 )
-from siteagent.model import UNLIMITED_S, CapacityUnit, Job, ReservationSpec
+from siteagent.core.model import UNLIMITED_S, CapacityUnit, Job, ReservationSpec
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "slurm"
 NOW = int((DATA / "queue-now.txt").read_text())

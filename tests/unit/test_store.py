@@ -17,11 +17,11 @@ from typing import List
 
 import pytest
 
-from siteagent import store as store_module
-from siteagent.model import CapacityUnit
-from siteagent.store import (
+from siteagent.core.model import CapacityUnit
+from siteagent.core.waits import QueueWait
+from siteagent.market import store as store_module
+from siteagent.market.store import (
     SCHEMA_VERSION,
-    QueueWait,
     Remember,
     ReservationRecord,
     ReservationState,
@@ -282,7 +282,8 @@ def test_threads_share_one_store(db: Store) -> None:
 WRITER = textwrap.dedent(
     """
     import sys
-    from siteagent.store import QueueWait, Store
+    from siteagent.core.waits import QueueWait
+    from siteagent.market.store import Store
     db = Store(sys.argv[1])
     batch = 0
     print("ready", flush=True)
@@ -311,7 +312,7 @@ def test_a_process_killed_while_writing_leaves_whole_transactions(db: Store) -> 
 HOLDER = textwrap.dedent(
     """
     import sys, time
-    from siteagent.store import Store
+    from siteagent.market.store import Store
     db = Store(sys.argv[1])
     with db.exclusive():
         print("inside", flush=True)

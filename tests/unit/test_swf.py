@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from siteagent.sim.swf import FIELD_NAMES, SwfError, SwfReader, SwfRecord, SwfWriter, format_record
 from siteagent.sim.workload import (
     OVERLAY_JOB_OFFSET,
     WEEK_S,
@@ -18,7 +19,6 @@ from siteagent.sim.workload import (
     UnsimulableJob,
     Workload,
 )
-from siteagent.swf import FIELD_NAMES, SwfError, SwfReader, SwfRecord, SwfWriter, format_record
 from tests.unit.helpers import TRACES, swf_row, swf_text, write_swf
 
 # -- header --------------------------------------------------------------------------------------

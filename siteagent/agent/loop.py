@@ -1,0 +1,223 @@
+"""The daemon loop: refresh the snapshot, predict the schedule, publish, sleep, repeat.
+
+Everything the agent serves (slots, quotes, metrics) is read from the latest :class:`State`,
+computed once per cycle, so that a burst of requests never multiplies the planning work and a
+slow batch system never blocks a request: readers see the last good state and its age.
+
+With a reservation manager, each cycle also does the lifecycle's housekeeping (reservations
+started or ended, unconfirmed ones expired, the store reconciled with the batch system); the
+first cycle's reconciliation is the start-up one that repairs whatever a crash left. With a
+store, each cycle records the queue waits it observed (for wait prediction).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Set
+
+from siteagent.backends.base import Backend, BackendError
+from siteagent.core.model import ClusterSnapshot
+from siteagent.core.scheduling import Policy, plan
+from siteagent.core.waits import QueueWait
+from siteagent.ledger.bank import Bookkeeper
+from siteagent.market import bookkeeping
+from siteagent.market.reservations import ReservationManager
+from siteagent.market.store import Store, StoreError
+from siteagent.serving import sdnotify
+
+if TYPE_CHECKING:
+    from siteagent.agent.metrics import Metrics
+from siteagent.agent.state import State
+
+log = logging.getLogger("siteagent.agent")
+
+
+
+class Agent:
+    """Keeps a fresh :class:`State` of one cluster, polling its backend.
+
+    ``manager`` (optional) carries the reservations along each cycle; ``store`` (optional)
+    receives the queue waits observed between cycles; ``metrics`` (optional) takes each
+    cycle's state; ``watchdog`` (optional) is fed while the loop makes progress;
+    ``listeners`` are called in order with each new state at the end of its cycle, in the
+    loop's thread (the service prepares the API's view of it there, off the request path).
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        policy: Policy = Policy.CONSERVATIVE,
+        poll_interval_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        manager: Optional[ReservationManager] = None,
+        store: Optional[Store] = None,
+        metrics: Optional[Metrics] = None,
+        watchdog: Optional[sdnotify.Watchdog] = None,
+        ledger: Optional[Bookkeeper] = None,
+        listeners: Sequence[Callable[[State], object]] = (),
+    ) -> None:
+        if poll_interval_s <= 0:
+            raise ValueError(f"poll interval must be > 0 s, got {poll_interval_s}")
+        self.backend = backend
+        self.policy = Policy(policy)
+        self.poll_interval_s = poll_interval_s
+        self._clock = clock
+        self.manager = manager
+        self.store = store
+        self.metrics = metrics
+        self.watchdog = watchdog
+        self.ledger = ledger
+        self.listeners: List[Callable[[State], object]] = list(listeners)
+        self._waits = WaitObserver()
+        self.state: Optional[State] = None
+        self.last_error: Optional[str] = None
+
+    def refresh(self) -> State:
+        """Take a snapshot and plan it; raises BackendError when the batch system fails."""
+        began = self._clock()
+        snapshot = self.backend.snapshot()
+        taken = self._clock()
+        predicted = plan(snapshot, self.policy)
+        done = self._clock()
+        self.state = State(snapshot, predicted, taken, taken - began, done - taken)
+        self.last_error = None
+        return self.state
+
+    def snapshot_age(self) -> Optional[float]:
+        """Seconds since the latest good snapshot was taken (on the agent's clock); None
+        before the first one. What /healthz reports: a growing age means polls fail."""
+        if self.state is None:
+            return None
+        return max(self._clock() - self.state.taken_at, 0.0)
+
+    def cycle(self) -> Optional[State]:
+        """One poll: refresh, log what was seen, keep the last good state on failure; then
+        record queue waits and look after the reservations."""
+        try:
+            state = self.refresh()
+        except BackendError as exc:
+            self._poll_failed(str(exc))
+            return None
+        except Exception as exc:  # an answer no parser foresaw must not end the polls
+            log.exception("reading the batch system failed unexpectedly")
+            self._poll_failed(f"unexpected {type(exc).__name__}: {exc}")
+            return None
+        log.info(describe(state))
+        self._beat(describe(state))
+        try:
+            if self.store is not None:
+                self.store.record_waits(self._waits.observe(state.snapshot))
+            if self.manager is not None:
+                log.info(self.manager.housekeeping().describe())
+            if self.ledger is not None and self.store is not None:
+                caught_up = bookkeeping.book_owed(self.store, self.ledger)
+                if caught_up.booked or caught_up.problems:
+                    log.info(caught_up.describe())
+        except (BackendError, StoreError) as exc:
+            self.last_error = str(exc)
+            log.error("recording waits or reservation housekeeping failed: %s", exc)
+        except Exception as exc:  # a bug here must not end the polls either; say so each cycle
+            self.last_error = f"unexpected {type(exc).__name__} in housekeeping: {exc}"
+            log.exception("recording waits or reservation housekeeping failed unexpectedly")
+        self._beat()
+        if self.metrics is not None:
+            try:
+                self.metrics.observe_state(state)
+            except StoreError as exc:
+                log.error("reading the reservations for the metrics failed: %s", exc)
+        for listener in self.listeners:
+            try:
+                listener(state)
+            except Exception:  # a listener's bug must not end the polls
+                log.exception("a listener of the agent's state failed")
+        return state
+
+    def _poll_failed(self, error: str) -> None:
+        """Keep the state from before, and say (on /healthz, to systemd, in the metrics) that
+        the batch system could not be read: the next cycle tries again. The metrics first, so
+        that they already say so when /healthz does."""
+        if self.metrics is not None:
+            self.metrics.observe_failure()
+        self.last_error = error
+        log.error(
+            "backend %s failed: %s (keeping the state from before)", self.backend.name, error
+        )
+        self._beat(f"backend {self.backend.name} unavailable: {error}")
+
+    def _beat(self, status: Optional[str] = None) -> None:
+        """The loop made progress: feed the watchdog, and tell systemd what it saw."""
+        if self.watchdog is not None:
+            self.watchdog.beat()
+        if status is not None:
+            sdnotify.notify(f"STATUS={status}")
+
+    def run(self, stop: threading.Event) -> None:
+        """Poll until ``stop`` is set."""
+        log.info(
+            "agent started: backend %s, policy %s, polling every %g s",
+            self.backend.name,
+            self.policy.value,
+            self.poll_interval_s,
+        )
+        if self.manager is not None:
+            log.info(
+                "reservations: names %s*, confirm within %g s, state in %s; the first cycle "
+                "reconciles them with the batch system",
+                self.manager.name_prefix,
+                self.manager.confirm_timeout,
+                self.manager.store.path,
+            )
+        while not stop.is_set():
+            self.cycle()
+            self._idle(stop)
+        log.info("agent stopped")
+
+    def _idle(self, stop: threading.Event) -> None:
+        """Wait for the next cycle, feeding the watchdog: waiting is what a healthy loop does."""
+        step = self.watchdog.beat_every_s if self.watchdog is not None else None
+        deadline = time.monotonic() + self.poll_interval_s
+        while not stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            stop.wait(left if step is None else min(left, step))
+            self._beat()
+
+
+class WaitObserver:
+    """Queue waits from successive snapshots: a job seen pending, then seen running.
+
+    Only the start is observed, so a job that starts and ends between two polls is missed,
+    and the first snapshot after a restart only seeds the pending set.
+    """
+
+    def __init__(self) -> None:
+        self._pending: Set[str] = set()
+
+    def observe(self, snapshot: ClusterSnapshot) -> List[QueueWait]:
+        started = [
+            QueueWait(job.id, job.cores, job.limit, job.submit, job.start)
+            for job in snapshot.running
+            if job.id in self._pending and job.start is not None
+        ]
+        self._pending = {job.id for job in snapshot.pending}
+        return started
+
+
+def describe(state: State) -> str:
+    """One log line an administrator can read at a glance."""
+    snapshot, predicted = state.snapshot, state.plan
+    upcoming = sorted(predicted.starts.values())
+    next_start = (
+        f"next pending start in {max(upcoming[0] - snapshot.now, 0) // 60} min"
+        if upcoming
+        else "queue empty"
+    )
+    return (
+        f"{len(snapshot.running)} running, {len(snapshot.pending)} pending, "
+        f"{state.busy}/{snapshot.capacity} {snapshot.unit.value}s busy, "
+        f"{len(snapshot.reservations)} reservations; {next_start}; "
+        f"snapshot {state.snapshot_s * 1000:.0f} ms, plan {state.plan_s * 1000:.0f} ms"
+    )

@@ -1,0 +1,519 @@
+"""Prometheus metrics of one agent: the cluster, the plan, prices, reservations, the API.
+
+Why the figures are computed when the agent observes a new state rather than when Prometheus
+scrapes: a scrape must be cheap and must never plan or price (a slow scrape of a 10,000-job
+queue times out, and concurrent scrapes would multiply the work). :meth:`Metrics.observe_state`
+turns the latest :class:`~siteagent.agent.State` into a finished set of samples once per cycle;
+:meth:`Metrics.render` only formats them. The one figure read at scrape time is the snapshot's
+age, which is a subtraction.
+
+Reservation counts and transition counters are read from the store, incrementally (new
+history lines since the last cycle), so they count every move made by any process sharing the
+state directory, and the counters carry on across restarts instead of falling back to zero.
+
+Names carry the ``siteagent_`` prefix and a unit suffix; capacity is always in cores (a
+partition allocating whole nodes is converted with its cores per node), money in the site's
+virtual currency, times in seconds.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import (
+    TYPE_CHECKING,
+    Callable,
+    Dict,
+    Iterable,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+)
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    ProcessCollector,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+import siteagent
+from siteagent.backends.base import Backend, BackendUnavailable, ReservationRefused
+from siteagent.config.schema import ReferenceRequest
+from siteagent.core.model import BatchReservation, ClusterSnapshot, Request, ReservationSpec
+from siteagent.core.slots import advertise
+from siteagent.market.store import ReservationState, Store
+from siteagent.pricing import Pricing, Refused, Window
+
+if TYPE_CHECKING:
+    from siteagent.agent.state import State
+
+#: Windows over which free capacity is summed (label value, seconds).
+FREE_WINDOWS: Tuple[Tuple[str, int], ...] = (("1h", 3600), ("6h", 6 * 3600), ("24h", 86400))
+
+#: Latency buckets (seconds): API requests are milliseconds, backend calls up to their timeout.
+REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+BACKEND_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+
+#: Node states as the metrics group them: the batch systems' own words vary too much.
+NODE_STATES = ("idle", "mixed", "allocated", "unavailable")
+
+_HOUR = 3600.0
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One gauge or counter value with its labels, ready to be exposed."""
+
+    name: str
+    value: float
+    labels: Tuple[Tuple[str, str], ...] = ()
+
+
+class Metrics:
+    """The agent's metrics in their own registry (so tests and several agents never collide).
+
+    ``pricing`` and ``reference_requests`` let a cycle quote the reference shapes, the first
+    one and then one every ``reference_interval_s`` (their figures stay in between);
+    ``store`` supplies the reservation counts; ``clock`` must be the agent's clock (the
+    snapshot's age is ``clock() - state.taken_at``).
+    """
+
+    def __init__(
+        self,
+        pricing: Optional[Pricing] = None,
+        reference_requests: Sequence[ReferenceRequest] = (),
+        reference_interval_s: float = 0.0,
+        store: Optional[Store] = None,
+        poll_interval_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        site: str = "",
+    ) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.pricing = pricing
+        self.reference_requests = tuple(reference_requests)
+        self.reference_interval_s = reference_interval_s
+        self._reference_samples: List[Sample] = []
+        self._referenced_at: Optional[float] = None
+        self.store = store
+        self.poll_interval_s = poll_interval_s
+        self.site = site
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._state_samples: List[Sample] = []
+        self._taken_at: Optional[float] = None
+        self._backend_up = 0.0
+        self._backend_name = ""
+        self._refresh_failures = 0
+        self._transitions: Dict[Tuple[str, str], int] = {}
+        self._by_state: Dict[ReservationState, int] = {}
+        self._bookings_owed = 0
+        self._last_seq = 0
+        self.requests = Histogram(
+            "siteagent_http_request_duration_seconds",
+            "API requests by route template, method and status code.",
+            ("route", "method", "status"),
+            buckets=REQUEST_BUCKETS,
+            registry=self.registry,
+        )
+        self.backend_calls = Histogram(
+            "siteagent_backend_operation_duration_seconds",
+            "Batch-system operations (snapshot, list/create/delete reservation), each one or "
+            "more client commands, by outcome.",
+            ("backend", "operation", "outcome"),
+            buckets=BACKEND_BUCKETS,
+            registry=self.registry,
+        )
+        self.backend_errors = Counter(
+            "siteagent_backend_operation_errors",
+            "Failed batch-system operations: 'unavailable' (no answer, hang, garbage), "
+            "'refused' (a reservation refused), 'error' (anything else).",
+            ("backend", "operation", "kind"),
+            registry=self.registry,
+        )
+        ProcessCollector(registry=self.registry)
+        self.registry.register(_StateCollector(self))
+
+    # ---- what the agent, the API and the backend wrapper report
+
+    def observe_state(self, state: State) -> None:
+        """Take the figures of a new cycle's state (and the store's reservations)."""
+        samples = cluster_samples(state.snapshot, state.plan.profile.free_at(state.snapshot.now))
+        samples += plan_samples(state)
+        samples += self._reference_quotes(state)
+        with self._lock:
+            self._state_samples = samples
+            self._taken_at = state.taken_at
+            self._backend_up = 1.0
+            self._backend_name = state.snapshot.backend
+        self.observe_reservations()
+
+    def follow(self, requests: Sequence[ReferenceRequest], interval_s: float) -> None:
+        """Quote these reference shapes from the next cycle on (a reloaded configuration)."""
+        self.reference_requests = tuple(requests)
+        self.reference_interval_s = interval_s
+        self._referenced_at = None
+
+    def _reference_quotes(self, state: State) -> List[Sample]:
+        """The reference shapes' quotes, made again once ``reference_interval_s`` passed."""
+        if self.pricing is None:
+            return []
+        now = self._clock()
+        due = self._referenced_at is None or now - self._referenced_at >= self.reference_interval_s
+        if due:
+            self._reference_samples = quote_samples(state, self.pricing, self.reference_requests)
+            self._referenced_at = now
+        return self._reference_samples
+
+    def observe_failure(self) -> None:
+        """A cycle's refresh failed: the backend is down; the last state's figures stay."""
+        with self._lock:
+            self._backend_up = 0.0
+            self._refresh_failures += 1
+
+    def observe_reservations(self) -> None:
+        """Re-read reservation counts and new transitions from the store (if there is one)."""
+        if self.store is None:
+            return
+        by_state = self.store.count_by_state()
+        owed = self.store.count_bookings_owed()
+        with self._lock:
+            last, counts = self.store.count_transitions(self._last_seq)
+            self._last_seq = last
+            self._by_state = by_state
+            self._bookings_owed = owed
+            for (src, dst), count in counts.items():
+                key = ("" if src is None else src.value, dst.value)
+                self._transitions[key] = self._transitions.get(key, 0) + count
+
+    def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        """One API request. ``route`` is the route's template (``/v1/reservations/{id}``),
+        never the raw path, so that ids do not become label values."""
+        self.requests.labels(route, method.upper(), str(status)).observe(max(seconds, 0.0))
+
+    def observe_backend_call(
+        self, backend: str, operation: str, seconds: float, error: Optional[BaseException]
+    ) -> None:
+        """One batch-system operation, and its failure if it failed."""
+        outcome = "ok" if error is None else "error"
+        self.backend_calls.labels(backend, operation, outcome).observe(max(seconds, 0.0))
+        if error is not None:
+            self.backend_errors.labels(backend, operation, error_kind(error)).inc()
+
+    def instrument(self, backend: Backend) -> Backend:
+        """``backend`` with every operation timed and its failures counted here."""
+        return MeteredBackend(backend, self)
+
+    def render(self) -> Tuple[bytes, str]:
+        """The exposition body and its content type, for ``GET /metrics``."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+    # ---- read by the collector
+
+    def _live_samples(self) -> List[Sample]:
+        with self._lock:
+            samples = list(self._state_samples)
+            age = float("inf") if self._taken_at is None else self._clock() - self._taken_at
+            samples.append(Sample("siteagent_snapshot_age_seconds", max(age, 0.0)))
+            samples.append(Sample("siteagent_backend_up", self._backend_up))
+            samples.append(Sample("siteagent_poll_interval_seconds", self.poll_interval_s))
+            samples.append(
+                Sample(
+                    "siteagent_info",
+                    1.0,
+                    (
+                        ("version", siteagent.__version__),
+                        ("site", self.site),
+                        ("backend", self._backend_name),
+                    ),
+                )
+            )
+            if self.store is not None:
+                samples += [
+                    Sample(
+                        "siteagent_reservations",
+                        float(self._by_state.get(s, 0)),
+                        (("state", s.value),),
+                    )
+                    for s in ReservationState
+                ]
+                samples.append(Sample("siteagent_ledger_bookings_owed", float(self._bookings_owed)))
+            return samples
+
+    def _counters(self) -> List[Sample]:
+        with self._lock:
+            counters = [Sample("siteagent_refresh_failures", float(self._refresh_failures))]
+            if self.store is not None:
+                counters += [
+                    Sample("siteagent_reservation_transitions", float(n), (("from", a), ("to", b)))
+                    for (a, b), n in sorted(self._transitions.items())
+                ]
+                timeouts = self._transitions.get(
+                    (ReservationState.TENTATIVE.value, ReservationState.EXPIRED.value), 0
+                )
+                counters.append(Sample("siteagent_reservation_confirm_timeouts", float(timeouts)))
+            return counters
+
+
+class _StateCollector:
+    """Exposes the figures :class:`Metrics` keeps, as gauges and counters."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterable[Metric]:
+        yield from _families(self.metrics._live_samples(), GaugeMetricFamily)
+        yield from _families(self.metrics._counters(), CounterMetricFamily)
+
+
+def _families(
+    samples: Iterable[Sample],
+    kind: Callable[..., Union[GaugeMetricFamily, CounterMetricFamily]],
+) -> Iterable[Metric]:
+    grouped: Dict[str, List[Sample]] = {}
+    for sample in samples:
+        grouped.setdefault(sample.name, []).append(sample)
+    for name, group in grouped.items():
+        labels = [key for key, _ in group[0].labels]
+        family = kind(name, HELP.get(name, name), labels=labels)
+        for sample in group:
+            family.add_metric([value for _, value in sample.labels], sample.value)
+        yield family
+
+
+# --------------------------------------------------------------------------- figures of a state
+
+
+def cluster_samples(snapshot: ClusterSnapshot, free_now: int) -> List[Sample]:
+    """Cores and nodes by state, and jobs by state, from one snapshot.
+
+    With node records (Slurm, PBS) cores are counted per node; a replayed cluster has none,
+    so its cores are split by the plan's free capacity now (running jobs and reservations).
+    """
+    per_unit = snapshot.cores_per_node if snapshot.unit.value == "node" else 1
+    cores = dict.fromkeys(("allocated", "idle", "unavailable"), 0)
+    nodes = dict.fromkeys(NODE_STATES, 0)
+    if snapshot.nodes:
+        for node in snapshot.nodes:
+            if not node.usable:
+                cores["unavailable"] += node.cores
+                nodes["unavailable"] += 1
+                continue
+            allocated = min(node.alloc_cores, node.cores)
+            cores["allocated"] += allocated
+            cores["idle"] += node.cores - allocated
+            grouped = (
+                "idle" if allocated == 0 else "allocated" if allocated >= node.cores else "mixed"
+            )
+            nodes[grouped] += 1
+    else:
+        free = max(min(free_now, snapshot.capacity), 0)
+        cores["allocated"] = (snapshot.capacity - free) * per_unit
+        cores["idle"] = free * per_unit
+    samples = [
+        Sample("siteagent_cluster_cores", float(n), (("state", s),)) for s, n in cores.items()
+    ]
+    if snapshot.nodes:
+        samples += [
+            Sample("siteagent_cluster_nodes", float(n), (("state", s),)) for s, n in nodes.items()
+        ]
+    samples += [
+        Sample("siteagent_cluster_capacity_cores", float(snapshot.capacity * per_unit)),
+        Sample("siteagent_jobs", float(len(snapshot.running)), (("state", "running"),)),
+        Sample("siteagent_jobs", float(len(snapshot.pending)), (("state", "pending"),)),
+        Sample("siteagent_batch_reservations", float(len(snapshot.reservations))),
+    ]
+    return samples
+
+
+def plan_samples(state: State) -> List[Sample]:
+    """How the cycle went and what the plan leaves free: slots and core-hours ahead."""
+    snapshot, predicted = state.snapshot, state.plan
+    per_unit = snapshot.cores_per_node if snapshot.unit.value == "node" else 1
+    sources: Dict[str, int] = {}
+    for source in predicted.sources.values():
+        sources[source.value] = sources.get(source.value, 0) + 1
+    samples = [
+        Sample("siteagent_snapshot_duration_seconds", state.snapshot_s),
+        Sample("siteagent_plan_duration_seconds", state.plan_s),
+        Sample("siteagent_snapshot_timestamp_seconds", float(snapshot.now)),
+        Sample("siteagent_advertised_slots", float(len(advertise(predicted)))),
+    ]
+    samples += [
+        Sample("siteagent_pending_jobs_planned", float(sources.get(kind, 0)), (("source", kind),))
+        for kind in ("batch", "predicted")
+    ]
+    samples.append(
+        Sample(
+            "siteagent_pending_jobs_planned", float(len(predicted.unplanned)), (("source", "none"),)
+        )
+    )
+    for label, seconds in FREE_WINDOWS:
+        unit_seconds = free_unit_seconds(
+            predicted.profile.segments(), snapshot.now, snapshot.now + seconds
+        )
+        samples.append(
+            Sample(
+                "siteagent_free_core_hours", unit_seconds * per_unit / _HOUR, (("within", label),)
+            )
+        )
+    return samples
+
+
+def free_unit_seconds(
+    segments: Iterable[Tuple[int, Optional[int], int]], start: int, end: int
+) -> int:
+    """Free capacity integrated over [start, end): the area of the plan's free profile."""
+    total = 0
+    for begin, stop, free in segments:
+        lo, hi = max(begin, start), end if stop is None else min(stop, end)
+        if hi > lo:
+            total += max(free, 0) * (hi - lo)
+        if stop is None or stop >= end:
+            break
+    return total
+
+
+def quote_samples(
+    state: State, pricing: Pricing, shapes: Sequence[ReferenceRequest]
+) -> List[Sample]:
+    """Each reference shape quoted as a buyer would (the pricing's own alternatives): the
+    earliest start and its unit price and fee, and the earliest start with no fee."""
+    snapshot = state.snapshot
+    context = pricing.context(snapshot, state.plan)
+    samples: List[Sample] = []
+    try:
+        current = pricing.unit.unit_price(context, Window(snapshot.now, 1, 3600), None)
+        samples.append(Sample("siteagent_unit_price_per_core_hour", float(current)))
+    except Refused:
+        pass  # a saturated machine has no current price; the gauge is left out
+    for shape in shapes:
+        label = (("request", shape.name),)
+        try:
+            offers = pricing.alternatives(context, Request(shape.cores, shape.duration_s), limit=2)
+        except Refused:
+            samples.append(Sample("siteagent_reference_quote_available", 0.0, label))
+            continue
+        earliest = min(offers, key=lambda offer: offer.window.start)
+        free = [offer.window.start for offer in offers if offer.fee == 0]
+        samples += [
+            Sample("siteagent_reference_quote_available", 1.0, label),
+            Sample(
+                "siteagent_reference_quote_start_delay_seconds",
+                float(earliest.window.start - snapshot.now),
+                label,
+            ),
+            Sample("siteagent_reference_quote_fee", float(earliest.fee), label),
+            Sample(
+                "siteagent_reference_quote_unit_price_per_core_hour",
+                float(earliest.unit_price),
+                label,
+            ),
+            Sample("siteagent_reference_quote_total", float(earliest.total), label),
+        ]
+        if free:
+            samples.append(
+                Sample(
+                    "siteagent_reference_quote_free_start_delay_seconds",
+                    float(min(free) - snapshot.now),
+                    label,
+                )
+            )
+    return samples
+
+
+# --------------------------------------------------------------------------- the backend
+
+
+def error_kind(error: BaseException) -> str:
+    if isinstance(error, BackendUnavailable):
+        return "unavailable"
+    if isinstance(error, ReservationRefused):
+        return "refused"
+    return "error"
+
+
+class MeteredBackend(Backend):
+    """A backend whose operations are timed, and their failures counted, in a Metrics."""
+
+    def __init__(self, inner: Backend, metrics: Metrics) -> None:
+        self.inner = inner
+        self.metrics = metrics
+        self.name = inner.name
+
+    def _timed(self, operation: str, call: Callable[[], _T]) -> _T:
+        began = time.monotonic()
+        try:
+            result = call()
+        except Exception as exc:
+            self.metrics.observe_backend_call(self.name, operation, time.monotonic() - began, exc)
+            raise
+        self.metrics.observe_backend_call(self.name, operation, time.monotonic() - began, None)
+        return result
+
+    def snapshot(self) -> ClusterSnapshot:
+        return self._timed("snapshot", self.inner.snapshot)
+
+    def occupancy(self) -> ClusterSnapshot:
+        return self._timed("occupancy", self.inner.occupancy)
+
+    def create_reservation(self, spec: ReservationSpec) -> BatchReservation:
+        return self._timed("create_reservation", lambda: self.inner.create_reservation(spec))
+
+    def delete_reservation(self, name: str) -> None:
+        self._timed("delete_reservation", lambda: self.inner.delete_reservation(name))
+
+    def list_reservations(self) -> List[BatchReservation]:
+        return self._timed("list_reservations", self.inner.list_reservations)
+
+    def now(self) -> int:
+        return self.inner.now()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+#: Help texts of the figures kept by Metrics (the registry's own metrics carry theirs).
+HELP = {
+    "siteagent_cluster_cores": "Cores by state: allocated, idle, unavailable (down, drained).",
+    "siteagent_cluster_nodes": "Nodes by state: idle, mixed, allocated, unavailable.",
+    "siteagent_cluster_capacity_cores": "Usable cores of the partition the agent serves.",
+    "siteagent_jobs": "Jobs in the latest snapshot, running and pending.",
+    "siteagent_batch_reservations": "Reservations the batch system holds (anybody's).",
+    "siteagent_snapshot_duration_seconds": "How long the latest snapshot took to read.",
+    "siteagent_plan_duration_seconds": "How long the latest schedule prediction took.",
+    "siteagent_snapshot_timestamp_seconds": "The cluster's clock at the latest snapshot.",
+    "siteagent_snapshot_age_seconds": "Seconds since the latest good snapshot (+Inf: none yet).",
+    "siteagent_backend_up": "1 if the latest refresh reached the batch system, else 0.",
+    "siteagent_poll_interval_seconds": "How often the agent polls the batch system.",
+    "siteagent_info": "The agent's version, site name and backend.",
+    "siteagent_advertised_slots": "Slots advertised from the latest plan.",
+    "siteagent_pending_jobs_planned": "Pending jobs by whose start estimate the plan used: "
+    "the batch system's, the agent's prediction, or none (cannot start).",
+    "siteagent_free_core_hours": "Free core-hours in the latest plan within the next window.",
+    "siteagent_unit_price_per_core_hour": "The unit price of one core for the next hour "
+    "(absent while the machine is saturated).",
+    "siteagent_reference_quote_available": "1 if the reference request gets an offer.",
+    "siteagent_reference_quote_start_delay_seconds": "Earliest start offered to the "
+    "reference request, seconds from the snapshot.",
+    "siteagent_reference_quote_free_start_delay_seconds": "Earliest start with no fee offered "
+    "to the reference request, seconds from the snapshot.",
+    "siteagent_reference_quote_fee": "Fee (delay imposed on the queue) at the earliest start.",
+    "siteagent_reference_quote_unit_price_per_core_hour": "Unit price at the earliest start.",
+    "siteagent_reference_quote_total": "Total price at the earliest start.",
+    "siteagent_reservations": "The agent's reservations by lifecycle state.",
+    "siteagent_ledger_bookings_owed": "Receipts and refunds signed but not yet booked by the "
+    "ledger (it did not answer); the agent's loop books them when it does.",
+    "siteagent_refresh_failures": "Cycles whose snapshot failed since the agent started.",
+    "siteagent_reservation_transitions": "Reservation lifecycle moves, from the store.",
+    "siteagent_reservation_confirm_timeouts": "Tentative reservations expired unconfirmed.",
+}

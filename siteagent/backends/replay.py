@@ -1,0 +1,480 @@
+"""A simulated cluster replaying an SWF trace in real time (or N times faster): the "fake qstat".
+
+This is the agent's embedded default, so ``siteagent serve`` works with no batch system: the
+queue is a real workload (a bundled slice of SDSC-SP2) advancing with the clock, scheduled by
+the simulator with the same engines the agent plans with, and reservations created through it
+are rectangles the simulated scheduler honours.
+
+Times: the simulated cluster lives in trace time. The backend shows it shifted so that at
+start-up the snapshot's ``now`` is the wall clock; with ``speed`` N it then runs N times faster
+than the wall clock (simulated now = (wall now - start) x speed + offset into the log).
+When the trace runs out it starts over, shifted past its own end, so an agent never idles.
+
+**A state file makes it behave like a real batch system** (``state_file``, kept in the agent's
+state directory): the cluster outlives the processes that look at it, and several processes
+(``siteagent serve`` and the admin commands) see the same cluster and the same reservations.
+The file holds the clock anchor (trace, speed, offset, the wall time of origin) and the log of
+reservation changes, each with the simulated instant it happened at. Every process rebuilds
+the same simulated cluster from it: the replay is deterministic, so replaying the trace from
+its origin and applying each change at its instant reproduces exactly the schedule the
+process that made the change saw. (Re-injecting only the current reservation table at start
+would not: jobs that the reservations pushed back would have run into their windows in the
+rebuilt past, and the reservations would no longer fit.)
+
+Each operation takes an ``flock`` on ``<state_file>.lock``, applies the changes other
+processes logged since, advances to now, acts, and rewrites the file atomically (write, fsync,
+rename). So changes are applied in one order everywhere, at instants no process has passed
+yet, and a process killed at any point leaves the file as it was before or after its change,
+like a batch system that did or did not get the request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import itertools
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from importlib import resources
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+from siteagent.backends.base import Backend, BackendError, BackendUnavailable, ReservationRefused
+from siteagent.core.model import BatchReservation, ClusterSnapshot, Job, ReservationSpec
+from siteagent.core.scheduling import Policy, ReservationConflict, Task
+from siteagent.sim.simulator import Simulator
+from siteagent.sim.workload import Workload
+
+log = logging.getLogger("siteagent.backends.replay")
+
+#: Gap between the end of one pass over the trace and the start of the next.
+LOOP_GAP_S = 3600
+
+#: Version of the state file's layout.
+STATE_FORMAT = 1
+
+
+def bundled_trace() -> str:
+    """Path of the trace shipped with the package (3,000 jobs of SDSC-SP2, 128 cores)."""
+    return str(resources.files("siteagent") / "data" / "sdsc-sp2-slice.swf.gz")
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """What makes a simulated cluster itself: its workload, speed, offset, and its origin.
+
+    ``trace`` is None for the bundled trace (so that reinstalling the package elsewhere does
+    not orphan the state); ``wall_origin`` is the wall-clock time the cluster started at.
+    """
+
+    trace: Optional[str]
+    cores: Optional[int]
+    policy: str
+    speed: float
+    offset_s: int
+    wall_origin: float
+
+    def same_cluster(self, other: Anchor) -> bool:
+        return asdict(self) == {**asdict(other), "wall_origin": self.wall_origin}
+
+
+class SwfReplayBackend(Backend):
+    """A cluster whose queue is an SWF trace replayed against the clock."""
+
+    name = "swf"
+
+    def __init__(
+        self,
+        trace: Optional[str] = None,
+        speed: float = 1.0,
+        offset_s: int = 2 * 86400,
+        cores: Optional[int] = None,
+        policy: Policy = Policy.EASY,
+        clock: Callable[[], float] = time.time,
+        state_file: Optional[str] = None,
+    ) -> None:
+        if speed <= 0:
+            raise ValueError(f"replay speed must be > 0, got {speed}")
+        if offset_s < 0:
+            raise ValueError(f"replay offset must be >= 0, got {offset_s}")
+        self.trace = trace or bundled_trace()
+        self.speed = speed
+        self._clock = clock
+        self._lock = threading.Lock()
+        anchor = Anchor(
+            trace=None if self.trace == bundled_trace() else os.path.abspath(self.trace),
+            cores=cores,
+            policy=Policy(policy).value,
+            speed=float(speed),
+            offset_s=offset_s,
+            wall_origin=clock(),
+        )
+        self._journal = None if state_file is None else _Journal(state_file, anchor)
+        if self._journal is not None:
+            anchor = self._journal.anchor
+        probe = Workload(self.trace, cores=cores, skip_invalid=True)
+        self.cores = probe.cores
+        first = next(probe.tasks(), None)
+        probe.close()
+        if first is None:
+            raise ValueError(f"{self.trace}: no job in the trace can be simulated")
+        self._trace_start = first.submit
+        self._reservations: Dict[str, BatchReservation] = {}
+        self._simulator = Simulator(self._looped_tasks(cores), self.cores, policy)
+        self._sim_origin = self._trace_start + offset_s
+        self._simulator.advance_to(self._sim_origin)
+        self._wall_origin = anchor.wall_origin
+        self._shift = int(self._wall_origin) - self._sim_origin
+        self._applied = 0  # changes of the journal applied to this process's simulator
+        if self._journal is not None:
+            with self._journal.locked():
+                self._catch_up()
+
+    @classmethod
+    def open(
+        cls,
+        state_file: str,
+        trace: Optional[str] = None,
+        speed: Optional[float] = None,
+        offset_s: Optional[int] = None,
+        clock: Callable[[], float] = time.time,
+    ) -> SwfReplayBackend:
+        """The simulated cluster kept in ``state_file``, or a new one there if there is none.
+
+        Options left None take the saved cluster's values (or the defaults for a new one);
+        options given must agree with a saved cluster (ValueError says how to resolve it).
+        """
+        saved = _Journal.read_anchor(state_file)
+        if saved is None:
+            return cls(
+                trace,
+                1.0 if speed is None else speed,
+                2 * 86400 if offset_s is None else offset_s,
+                clock=clock,
+                state_file=state_file,
+            )
+        return cls(
+            trace if trace is not None else saved.trace,
+            saved.speed if speed is None else speed,
+            saved.offset_s if offset_s is None else offset_s,
+            cores=saved.cores,
+            policy=Policy(saved.policy),
+            clock=clock,
+            state_file=state_file,
+        )
+
+    # -- time -----------------------------------------------------------------------------------
+
+    def _sim_now(self) -> int:
+        elapsed = (self._clock() - self._wall_origin) * self.speed
+        return self._sim_origin + int(elapsed)
+
+    def now(self) -> int:
+        """The simulated cluster's current time, as the snapshots show it (epoch seconds)."""
+        return self._sim_now() + self._shift
+
+    # -- the Backend interface ---------------------------------------------------------------
+
+    def snapshot(self) -> ClusterSnapshot:
+        with self._exclusive():
+            self._advance()
+            return ClusterSnapshot(
+                now=self._simulator.now + self._shift,
+                capacity=self.cores,
+                running=tuple(self._job(task) for task in self._simulator.running),
+                pending=tuple(self._job(task) for task in self._simulator.queued),
+                reservations=tuple(self._reservations.values()),
+                backend=self.name,
+            )
+
+    def create_reservation(self, spec: ReservationSpec) -> BatchReservation:
+        with self._exclusive():
+            self._simulator.advance_to(self._sim_now())
+            change = {
+                "at": self._simulator.now + self._shift,
+                "op": "create",
+                "name": spec.name,
+                "start": spec.start,
+                "end": spec.end,
+                "size": spec.size,
+                "users": list(spec.users),
+                "accounts": list(spec.accounts),
+                "partition": spec.partition,
+            }
+            made = self._apply_create(change)
+            self._log(change)
+            return made
+
+    def delete_reservation(self, name: str) -> None:
+        with self._exclusive():
+            self._simulator.advance_to(self._sim_now())
+            if name in self._simulator.engine.reservations:
+                change = {"at": self._simulator.now + self._shift, "op": "delete", "name": name}
+                self._apply_delete(change)
+                self._log(change)
+            self._reservations.pop(name, None)
+
+    def list_reservations(self) -> List[BatchReservation]:
+        """The reservations now, without the jobs (a snapshot of a 10,000-job queue takes
+        tens of milliseconds, and the agent lists reservations every cycle)."""
+        with self._exclusive():
+            self._advance()
+            return list(self._reservations.values())
+
+    def _advance(self) -> None:
+        """Run the simulated cluster up to the present; forget reservations that ended."""
+        self._simulator.advance_to(self._sim_now())
+        held = self._simulator.engine.reservations
+        for name in [n for n in self._reservations if n not in held]:
+            del self._reservations[name]
+
+    def close(self) -> None:
+        """Let go of the state file's lock file (the simulated cluster lives on in the file)."""
+        if self._journal is not None:
+            self._journal.close()
+
+    # -- reservation changes, shared through the journal -----------------------------------------
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """This process's threads, and with a state file every process, one at a time; with
+        the changes other processes made since the last call applied first."""
+        with self._lock:
+            if self._journal is None:
+                yield
+                return
+            with self._journal.locked():
+                self._catch_up()
+                yield
+
+    def _catch_up(self) -> None:
+        """Apply the changes logged since this process last looked (journal lock held)."""
+        assert self._journal is not None
+        changes = self._journal.changes()
+        for change in changes[self._applied :]:
+            self._replay(change)
+        self._applied = len(changes)
+
+    def _replay(self, change: Dict[str, Any]) -> None:
+        """Apply a logged change at the simulated instant it was made."""
+        self._simulator.advance_to(int(change["at"]) - self._shift)
+        if change["op"] == "delete":
+            self._apply_delete(change)
+            return
+        try:
+            self._apply_create(change)
+        except ReservationRefused as exc:
+            log.warning(
+                "reservation %s could not be re-created in the simulated cluster (%s); it is "
+                "gone, as if the batch system had lost it",
+                change["name"],
+                exc,
+            )
+
+    def _apply_create(self, change: Dict[str, Any]) -> BatchReservation:
+        name = str(change["name"])
+        if name in self._reservations:
+            raise ReservationRefused(f"duplicate reservation name {name!r}")
+        try:
+            self._simulator.add_reservation(
+                name,
+                int(change["start"]) - self._shift,
+                int(change["end"]) - self._shift,
+                int(change["size"]),
+            )
+        except ReservationConflict as exc:
+            raise ReservationRefused(f"requested capacity is busy: {exc}") from None
+        start, end, size = self._simulator.engine.reservations[name]
+        made = BatchReservation(
+            name=name,
+            start=start + self._shift,
+            end=end + self._shift,
+            cores=size,
+            users=tuple(change["users"]),
+            accounts=tuple(change["accounts"]),
+            partition=str(change["partition"]),
+        )
+        self._reservations[name] = made
+        return made
+
+    def _apply_delete(self, change: Dict[str, Any]) -> None:
+        name = change["name"]
+        if name in self._simulator.engine.reservations:
+            self._simulator.remove_reservation(name)
+        self._reservations.pop(name, None)
+
+    def _log(self, change: Dict[str, Any]) -> None:
+        if self._journal is not None:
+            self._journal.append(change)
+            self._applied += 1
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _job(self, task: Task) -> Job:
+        start = None if task.start is None else task.start + self._shift
+        return Job(
+            id=str(task.key),
+            cores=task.size,
+            submit=task.submit + self._shift,
+            limit=task.estimate,
+            start=start,
+            nodes=task.size,
+        )
+
+    def _looped_tasks(self, cores: Optional[int]) -> Iterator[Task]:
+        """The trace over and over, each pass shifted past the previous one; keys unique."""
+        key = itertools.count(1)
+        shift = 0
+        while True:
+            workload = Workload(self.trace, cores=cores, skip_invalid=True)
+            last_submit = self._trace_start
+            for task in workload.tasks():
+                task.key = next(key)
+                task.submit += shift
+                last_submit = task.submit
+                yield task
+            workload.close()
+            shift = last_submit - self._trace_start + LOOP_GAP_S
+
+
+class _Journal:
+    """The state file: the cluster's anchor and its log of reservation changes.
+
+    Creating a journal for a file that exists checks that it describes the cluster asked for
+    (same trace, speed, offset, size, policy) and adopts its wall-clock origin.
+    """
+
+    def __init__(self, path: str, anchor: Anchor) -> None:
+        self.path = path
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, exist_ok=True)
+        self._lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        self._seen: Optional[os.stat_result] = None
+        self._doc: Dict[str, Any] = {}
+        self._broken = ""
+        with self.locked():
+            doc = self._load()
+            if doc is None:
+                doc = {
+                    "format": STATE_FORMAT,
+                    "cluster": uuid.uuid4().hex,
+                    "anchor": asdict(anchor),
+                    "changes": [],
+                }
+                self._write(doc)
+            saved = Anchor(**doc["anchor"])
+            if not saved.same_cluster(anchor):
+                raise ValueError(
+                    f"{path} holds another simulated cluster ({_anchor_text(saved)}) than the "
+                    f"one asked for ({_anchor_text(anchor)}): run with the same options, or "
+                    "remove the file (and its reservations) to start a new one"
+                )
+            self._doc = doc
+            self.anchor = saved
+
+    @staticmethod
+    def read_anchor(path: str) -> Optional[Anchor]:
+        """The anchor saved in ``path``, None if there is no such file."""
+        try:
+            with open(path, encoding="utf-8") as handle:
+                return Anchor(**_parse(handle.read(), path)["anchor"])
+        except FileNotFoundError:
+            return None
+
+    def close(self) -> None:
+        os.close(self._lock_fd)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def changes(self) -> List[Dict[str, Any]]:
+        """Every change logged so far (call with the lock held); re-read only if rewritten."""
+        if self._broken:
+            raise BackendUnavailable(self._broken)
+        stat = os.stat(self.path)
+        if self._seen is None or (stat.st_ino, stat.st_mtime_ns, stat.st_size) != (
+            self._seen.st_ino,
+            self._seen.st_mtime_ns,
+            self._seen.st_size,
+        ):
+            doc = self._load()
+            if doc is None or doc["cluster"] != self._doc["cluster"]:
+                raise BackendError(
+                    f"{self.path} was removed or replaced by another simulated cluster while "
+                    "this process used it; restart the process"
+                )
+            self._doc = doc
+        changes: List[Dict[str, Any]] = self._doc["changes"]
+        return changes
+
+    def append(self, change: Dict[str, Any]) -> None:
+        """Log a change (call with the lock held, after :meth:`changes`).
+
+        If the file cannot be written, the change stays out of it, but this process has
+        applied it already: from then on every call fails rather than show a cluster that
+        other processes do not see.
+        """
+        self._doc["changes"].append(change)
+        try:
+            self._write(self._doc)
+        except OSError as exc:
+            self._doc["changes"].pop()
+            self._broken = (
+                f"{self.path} could not be written ({exc}); this process's simulated cluster "
+                "no longer matches it: fix the cause and restart the process"
+            )
+            raise BackendUnavailable(self._broken) from exc
+
+    def _load(self) -> Optional[Dict[str, Any]]:
+        try:
+            with open(self.path, encoding="utf-8") as handle:
+                doc = _parse(handle.read(), self.path)
+                self._seen = os.fstat(handle.fileno())
+                return doc
+        except FileNotFoundError:
+            return None
+
+    def _write(self, doc: Dict[str, Any]) -> None:
+        """Replace the file atomically: a crash leaves the old or the new one, never half."""
+        tmp = self.path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(doc, handle, indent=1)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self.path)
+        directory = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+        self._seen = os.stat(self.path)
+
+
+def _parse(text: str, path: str) -> Dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{path}: not a replay state file ({exc}); remove it") from None
+    if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT:
+        raise ValueError(
+            f"{path}: not a replay state file of format {STATE_FORMAT}; remove it to start a "
+            "new simulated cluster"
+        )
+    return doc
+
+
+def _anchor_text(anchor: Anchor) -> str:
+    return (
+        f"trace {anchor.trace or 'bundled'}, speed {anchor.speed:g}, offset {anchor.offset_s} s"
+        + (f", {anchor.cores} cores" if anchor.cores else "")
+        + f", policy {anchor.policy}"
+    )

@@ -1,0 +1,92 @@
+"""Queue waits from Slurm accounting: ``sacct --json`` read into :class:`QueueWait` records.
+
+Accounting (slurmdbd) knows every job that started, also those that started between two of the
+agent's polls. The document layouts are 22.05's ``openapi/dbv0.0.38`` and the data_parser
+layouts of 23.02+.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Mapping, Optional
+
+from siteagent.backends.slurm import SlurmBackend, check_errors, is_infinite, number, state_words
+from siteagent.core.model import UNLIMITED_S
+from siteagent.core.waits import QueueWait
+
+#: Slurm's "no value" markers for 32-bit fields (NO_VAL, INFINITE) as dbv0.0.38 prints them.
+_NO_VAL32 = (0xFFFFFFFE, 0xFFFFFFFF)
+
+
+#: What sacct prints in ``nodes`` for a job that never got an allocation.
+_NO_NODES = ("", "None assigned", "(null)")
+
+
+def _value(value: Any) -> Optional[int]:
+    """An integer field of either layout, None when unset, infinite or Slurm's NO_VAL."""
+    n = number(value)
+    return None if n is None or n in _NO_VAL32 else n
+
+
+def _cores(rec: Mapping[str, Any]) -> int:
+    """Allocated CPUs (``tres.allocated`` type ``cpu``), else the requested ``required.CPUs``."""
+    allocated = _object(rec, "tres").get("allocated")
+    for item in allocated if isinstance(allocated, list) else []:
+        if isinstance(item, dict) and item.get("type") == "cpu":
+            count = _value(item.get("count"))
+            if count:
+                return count
+    return _value(_object(rec, "required").get("CPUs")) or 0
+
+
+def _walltime(times: Mapping[str, Any]) -> int:
+    """``time.limit`` (minutes) in seconds; unset, 0 or infinite count as unlimited."""
+    raw = times.get("limit")
+    minutes = None if is_infinite(raw) else _value(raw)
+    return minutes * 60 if minutes else UNLIMITED_S
+
+
+def _object(rec: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """A nested object of a record, empty when missing or not an object."""
+    value = rec.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _sacct_job_id(rec: Mapping[str, Any]) -> str:
+    """``A_T`` for an array task (as squeue and the agent's snapshots name it), else the id."""
+    array = _object(rec, "array")
+    array_id = _value(array.get("job_id")) or 0
+    task = _value(array.get("task_id"))
+    if array_id and task is not None:
+        return f"{array_id}_{task}"
+    return str(_value(rec.get("job_id")) or rec.get("job_id"))
+
+
+def waits_from_sacct(document: Mapping[str, Any]) -> List[QueueWait]:
+    """The waits of the jobs of a ``sacct --json`` document that started.
+
+    The wait is counted from ``time.eligible`` when it is set and later than the submission
+    (a held job, a ``--begin`` job or one with a dependency was not waiting for resources
+    before then), else from ``time.submission``; ``QueueWait.submit`` carries that moment.
+    Jobs with no start (cancelled while pending, still pending) are left out. An ``errors``
+    entry raises BackendUnavailable, as for ``squeue --json``.
+    """
+    check_errors(document, "sacct")
+    out = []
+    for rec in document.get("jobs") or []:
+        if not isinstance(rec, dict):
+            continue
+        times = _object(rec, "time")
+        start = _value(times.get("start")) or 0
+        submit = _value(times.get("submission")) or 0
+        eligible = _value(times.get("eligible")) or 0
+        base, _flags = state_words(_object(rec, "state").get("current"))
+        if start <= 0 or base == "pending" or str(rec.get("nodes") or "") in _NO_NODES:
+            continue
+        since = eligible if submit < eligible <= start else submit
+        out.append(QueueWait(_sacct_job_id(rec), _cores(rec), _walltime(times), since, start))
+    return out
+
+
+def sacct_waits(backend: SlurmBackend, since: int, until: int) -> List[QueueWait]:
+    """The waits of the jobs Slurm accounting saw start between ``since`` and ``until``."""
+    return [w for w in waits_from_sacct(backend.accounting(since, until)) if w.start >= since]

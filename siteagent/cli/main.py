@@ -1,0 +1,351 @@
+"""Command-line entry points: ``siteagent ...`` (site side) and ``siteagent-client ...``.
+
+Each command is a small function that parses nothing itself, calls the library, and prints a
+table (or one JSON object with ``--json``). Errors a user can fix are one line on stderr and a
+non-zero exit code, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
+
+from siteagent import __version__
+from siteagent.agent.state import State
+from siteagent.backends.base import BackendError, BackendUnavailable
+from siteagent.cli import (
+    console,
+    history,
+    ledger,
+    market,
+    setup,
+)
+from siteagent.cli import (
+    options as cli_args,
+)
+from siteagent.cli import (
+    reservations as cli_reservations,
+)
+from siteagent.config.schema import Config
+from siteagent.core.scheduling import Policy
+from siteagent.market.reservations import LifecycleError
+from siteagent.market.store import StoreError
+from siteagent.pricing import Refused
+from siteagent.sim import LoadScaling, replay_trace
+from siteagent.sim.swf import SwfError
+from siteagent.sim.workload import UnsimulableJob
+
+Command = Callable[[argparse.Namespace], int]
+
+#: Exit code for input a user must fix (bad trace, bad configuration); argparse uses 2.
+EXIT_BAD_INPUT = 1
+#: The site refused, or the request is not allowed now (offer expired, not the owner, ...).
+EXIT_REFUSED = 3
+#: The batch system did not answer: retry later (with the same --key). sysexits' EX_TEMPFAIL.
+EXIT_UNAVAILABLE = 75
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``siteagent``: the site agent and its tools."""
+    parser = _site_parser()
+    args = parser.parse_args(argv)
+    command: Command = args.command
+    try:
+        return command(args)
+    except (SwfError, UnsimulableJob, FileNotFoundError, ValueError, StoreError) as exc:
+        console.error(str(exc))
+        return EXIT_BAD_INPUT
+    except (LifecycleError, Refused) as exc:
+        console.error(str(exc))
+        return EXIT_REFUSED
+    except BackendUnavailable as exc:
+        console.error(f"the batch system did not answer: {exc}; retry later")
+        return EXIT_UNAVAILABLE
+    except BackendError as exc:
+        console.error(f"the batch system failed: {exc}")
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        console.error("interrupted")
+        return 130
+
+
+def client_main(argv: Optional[Sequence[str]] = None) -> int:
+    """``siteagent-client``: find, price and reserve compute across sites."""
+    parser = argparse.ArgumentParser(
+        prog="siteagent-client",
+        description="Thin client of siteagent site agents: auctions, provisioning, selection.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.parse_args(argv)
+    parser.print_help()
+    return 0
+
+
+def _site_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="siteagent",
+        description=(
+            "Site agent for HPC batch systems: predicts the schedule, advertises free slots, "
+            "prices and creates advance reservations. Run `siteagent COMMAND --help` for details."
+        ),
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    _add_serve(commands)
+    _add_simulate(commands)
+    cli_reservations.add_commands(commands)
+    market.add_commands(commands)
+    setup.add_commands(commands)
+    history.add_commands(commands)
+    ledger.add_commands(commands)
+    return parser
+
+
+def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sub = commands.add_parser(
+        "serve",
+        help="run the agent (default: replay of the bundled SDSC-SP2 slice, no configuration)",
+        description=(
+            "Run the site agent: poll the cluster, predict its schedule, log what it sees, "
+            "expire unconfirmed reservations and reconcile its records with the batch system. "
+            "With no options it replays a bundled slice of a real trace (SDSC-SP2, 128 cores) "
+            "in real time as a simulated cluster, kept in the state directory so that a "
+            "restarted agent finds the same cluster and reservations."
+        ),
+    )
+    sub.add_argument("--trace", help="SWF trace to replay instead of the bundled one")
+    sub.add_argument(
+        "--speed",
+        type=float,
+        help="replay N times faster than real time (default 1, or the saved cluster's)",
+    )
+    sub.add_argument(
+        "--offset",
+        type=int,
+        metavar="SECONDS",
+        help="start this far into the trace, so the queue has built up (default 2 days, or "
+        "the saved cluster's)",
+    )
+    sub.add_argument(
+        "--policy",
+        choices=[policy.value for policy in Policy],
+        help="policy the schedule is predicted with (default: planner.policy, conservative)",
+    )
+    sub.add_argument(
+        "--poll-interval",
+        type=float,
+        metavar="SECONDS",
+        help="(default: planner.poll_interval_s, 30)",
+    )
+    sub.add_argument("--listen", metavar="ADDRESS", help="API address (default: api.listen)")
+    sub.add_argument("--port", type=int, metavar="N", help="API port (default: api.port, 8443)")
+    sub.add_argument("--once", action="store_true", help="take one snapshot, print it and exit")
+    sub.add_argument("--json", action="store_true", help="with --once: print one JSON object")
+    cli_args.add_site_options(sub)
+    cli_args.add_lifecycle_options(sub)
+    sub.set_defaults(command=_serve)
+
+
+def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sub = commands.add_parser(
+        "simulate",
+        help="replay an SWF trace under FCFS, EASY or conservative backfilling",
+        description=(
+            "Replay a Standard Workload Format trace (plain or gzipped) on a cluster of P cores "
+            "with the agent's own scheduling engines, and summarise the schedule. Jobs run "
+            "min(run time, requested time); requested time (field 9) is the estimate."
+        ),
+    )
+    sub.add_argument("trace", help="SWF file (.swf or .swf.gz)")
+    sub.add_argument(
+        "--policy",
+        choices=[policy.value for policy in Policy],
+        default=Policy.EASY.value,
+        help="scheduling policy (default: easy)",
+    )
+    sub.add_argument("--cores", type=int, help="cluster size P (default: the header's MaxProcs)")
+    sub.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="skip records that cannot be simulated (no processors, negative run or submit "
+        "time, larger than the cluster, malformed lines) and count them, instead of stopping",
+    )
+    sub.add_argument("--out", metavar="FILE.swf", help="write the simulated schedule as SWF")
+    sub.add_argument(
+        "--interarrival-factor",
+        type=float,
+        default=1.0,
+        help="multiply inter-arrival times (below 1 raises the load; default 1)",
+    )
+    sub.add_argument(
+        "--overlay",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="add a copy of the trace shifted by one week, each job admitted with probability P",
+    )
+    sub.add_argument("--seed", type=int, default=1, help="random seed for --overlay (default 1)")
+    sub.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    sub.set_defaults(command=_simulate)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    # imported here: the web stack takes a while to load and only `serve` needs it
+    from siteagent.serve import ServiceError, serve
+
+    try:
+        serve(
+            _serve_config(args),
+            once=args.once,
+            show=lambda state: _print_state(state, args.json),
+            reload_config=lambda: _serve_config(args),
+        )
+    except ServiceError as exc:
+        console.error(str(exc))
+        return EXIT_BAD_INPUT
+    return 0
+
+
+def _serve_config(args: argparse.Namespace) -> Config:
+    """The configuration with the site options and serve's own overrides (re-read on SIGHUP
+    with the same command line)."""
+    loaded = cli_args.load_config(args)
+    swf, explicit = loaded.backend.swf, set(loaded.explicit)
+    if args.trace is not None:
+        swf = dataclasses.replace(swf, trace=Path(args.trace))
+    if args.speed is not None:
+        swf = dataclasses.replace(swf, speed=args.speed)
+    if args.offset is not None:
+        swf = dataclasses.replace(swf, offset=args.offset)
+    given = {"trace": args.trace, "speed": args.speed, "offset": args.offset}
+    explicit.update(f"backend.swf.{key}" for key, value in given.items() if value is not None)
+    planner = loaded.planner
+    if args.policy is not None:
+        planner = dataclasses.replace(planner, policy=Policy(args.policy))
+    if args.poll_interval is not None:
+        if not args.poll_interval > 0:
+            raise ValueError(f"--poll-interval must be > 0 s, got {args.poll_interval}")
+        planner = dataclasses.replace(planner, poll_interval_s=args.poll_interval)
+    return dataclasses.replace(
+        loaded,
+        backend=dataclasses.replace(loaded.backend, swf=swf),
+        planner=planner,
+        api=cli_args.with_listener(loaded.api, args.listen, args.port),
+        explicit=frozenset(explicit),
+    )
+
+
+def _print_state(state: State, as_json: bool) -> None:
+    snapshot, predicted = state.snapshot, state.plan
+    pending = [
+        {
+            "id": job.id,
+            "cores": job.cores,
+            "limit_s": job.limit,
+            "submitted": job.submit,
+            "planned_start": predicted.starts.get(job.id),
+            "source": predicted.sources[job.id].value if job.id in predicted.sources else None,
+        }
+        for job in snapshot.pending
+    ]
+    summary = {
+        "backend": snapshot.backend,
+        "now": snapshot.now,
+        "capacity": snapshot.capacity,
+        "unit": snapshot.unit.value,
+        "busy": state.busy,
+        "running": len(snapshot.running),
+        "pending": len(snapshot.pending),
+        "reservations": len(snapshot.reservations),
+        "policy": predicted.policy.value,
+    }
+    if as_json:
+        console.print_json({**summary, "pending_jobs": pending})
+        return
+    console.print_pairs(list(summary.items()), title="Cluster now")
+    console.print_table(
+        [
+            {
+                **row,
+                "planned_start": _clock_time(row["planned_start"]),
+                "submitted": _clock_time(row["submitted"]),
+            }
+            for row in pending[:20]
+        ],
+        ["id", "cores", "limit_s", "submitted", "planned_start", "source"],
+        title=f"Pending jobs (first 20 of {len(pending)}), planned by {predicted.policy.value}",
+    )
+
+
+def _clock_time(epoch: object) -> str:
+    if not isinstance(epoch, int):
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    scaling = LoadScaling(
+        interarrival_factor=args.interarrival_factor,
+        overlay_probability=args.overlay,
+        seed=args.seed,
+    )
+    with console.progress_bar(f"replaying {args.trace}", enabled=not args.json) as update:
+        summary = replay_trace(
+            args.trace,
+            Policy(args.policy),
+            cores=args.cores,
+            skip_invalid=args.skip_invalid,
+            scaling=scaling,
+            out=args.out,
+            progress=update,
+        )
+    result: Dict[str, object] = {"trace": args.trace, **summary.to_dict()}
+    if args.json:
+        console.print_json(result)
+        return 0
+    skipped = ", ".join(f"{count} {why}" for why, count in summary.skipped_by_reason.items())
+    rows: List[tuple[str, object]] = [
+        ("trace", args.trace),
+        ("policy", summary.policy),
+        ("cores", summary.cores),
+        ("jobs simulated", summary.jobs),
+        ("jobs skipped", f"{summary.skipped:,}" + (f" ({skipped})" if skipped else "")),
+        ("overlay jobs dropped", summary.dropped),
+        ("mean wait", _duration(summary.mean_wait_s)),
+        ("mean bounded slowdown (10 s)", summary.mean_bounded_slowdown),
+        ("utilization", f"{summary.utilization:.1%}"),
+        ("makespan", _duration(summary.makespan_s)),
+        (
+            "wall time",
+            f"{summary.wall_s:.2f} s ({summary.jobs / max(summary.wall_s, 1e-9):,.0f} jobs/s)",
+        ),
+    ]
+    if args.out:
+        rows.append(("schedule written to", args.out))
+    console.print_pairs(rows, title="Simulation summary")
+    return 0
+
+
+def _duration(seconds: float) -> str:
+    """Seconds as a person reads them: 13943 -> '3 h 52 min (13,943 s)'."""
+    whole = round(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    parts = [f"{days} d"] if days else []
+    if hours or days:
+        parts.append(f"{hours} h")
+    parts.append(f"{minutes} min")
+    return f"{' '.join(parts)} ({whole:,} s)"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,159 @@
+"""What the `siteagent` commands share on their command lines: the site's configuration with
+command-line overrides, and the argument types for durations, times and prices.
+
+Every command that works on a site takes ``--config FILE`` (no file: the defaults, i.e. the
+replay backend on the bundled trace) and ``--state-dir DIR``; the lifecycle options override
+the file's ``reservations`` and ``pricing`` keys for one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import time
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any, Optional, TypeVar
+
+from siteagent.config import loading, reading
+from siteagent.config.schema import ApiConfig, Config, LedgerConfig
+
+#: A configuration section with a ``listen`` address and a ``port`` (the API, the ledger).
+Listener = TypeVar("Listener", ApiConfig, LedgerConfig)
+
+_DURATION_RE = re.compile(r"^(\d+)([smhd]?)$")
+_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+# --------------------------------------------------------------------------- the site
+
+
+def add_site_options(parser: argparse.ArgumentParser) -> None:
+    """``--config`` and ``--state-dir``: which site a command works on."""
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="the agent's YAML configuration (default: none, every key at its default: the "
+        "replay backend on the bundled trace); `siteagent check-config FILE` explains it",
+    )
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        metavar="DIR",
+        help="where the agent keeps its database and the simulated cluster's state, shared "
+        f"by `serve` and the other commands (default: the file's state_dir, else "
+        f"{loading.default_state_dir()})",
+    )
+
+
+def add_lifecycle_options(parser: argparse.ArgumentParser) -> None:
+    """Overrides of the configuration's reservation lifecycle settings for one run."""
+    parser.add_argument(
+        "--confirm-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="how long a tentative reservation waits for its confirm "
+        "(default: reservations.confirm_timeout_s, 120)",
+    )
+    parser.add_argument(
+        "--name-prefix",
+        help="prefix of the reservations this agent owns in the batch system; anything "
+        "without it is never touched (default: reservations.name_prefix, sa-)",
+    )
+    parser.add_argument(
+        "--penalty-factor",
+        type=decimal,
+        metavar="P",
+        help="cancelling a confirmed reservation costs P x its fee "
+        "(default: pricing.cancellation_penalty, 0.1)",
+    )
+
+
+def load_config(args: argparse.Namespace) -> Config:
+    """The configuration file of ``args.config`` (or the defaults) with the command line's
+    overrides applied; raises reading.ConfigError naming every problem."""
+    loaded = loading.load(getattr(args, "config", None))
+    state_dir: Optional[Path] = getattr(args, "state_dir", None)
+    if state_dir is not None:
+        loaded = dataclasses.replace(loaded, state_dir=state_dir)
+    reservations = loaded.reservations
+    if getattr(args, "confirm_timeout", None) is not None:
+        if not args.confirm_timeout > 0:
+            raise ValueError(f"--confirm-timeout must be > 0 s, got {args.confirm_timeout}")
+        reservations = dataclasses.replace(reservations, confirm_timeout_s=args.confirm_timeout)
+    if getattr(args, "name_prefix", None) is not None:
+        try:
+            prefix = reading.reservation_prefix(args.name_prefix)
+        except reading.Invalid as exc:
+            raise ValueError(f"--name-prefix: expected {exc}") from None
+        reservations = dataclasses.replace(reservations, name_prefix=prefix)
+    pricing = loaded.pricing
+    if getattr(args, "penalty_factor", None) is not None:
+        pricing = dataclasses.replace(pricing, cancellation_penalty=args.penalty_factor)
+    return dataclasses.replace(loaded, reservations=reservations, pricing=pricing)
+
+
+# --------------------------------------------------------------------------- argument types
+
+
+def duration(text: str) -> int:
+    """Seconds from ``90``, ``90s``, ``15m``, ``2h``, ``1d``."""
+    match = _DURATION_RE.match(text.strip())
+    if not match:
+        raise argparse.ArgumentTypeError(
+            f"invalid duration {text!r}: give seconds, or a number with s, m, h or d (90m)"
+        )
+    return int(match.group(1)) * _UNIT_S[match.group(2)]
+
+
+def decimal(text: str) -> Decimal:
+    """A non-negative decimal (prices, factors): exact, never a float."""
+    try:
+        value = Decimal(text)
+    except InvalidOperation:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
+    if not value.is_finite() or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def epoch(text: str, now: int) -> int:
+    """A time: ``+DURATION`` from ``now``, epoch seconds, or an ISO 8601 date-time."""
+    text = text.strip()
+    if text.startswith("+"):
+        return now + duration(text[1:])
+    if text.isdigit():
+        return int(text)
+    try:
+        return int(datetime.fromisoformat(text).timestamp())
+    except ValueError:
+        raise ValueError(
+            f"invalid time {text!r}: give +DURATION (+10m), epoch seconds, or an ISO date-time "
+            "(2026-11-22T10:00)"
+        ) from None
+
+
+def local_time(epoch_s: Any) -> Optional[str]:
+    """Epoch seconds as the local wall-clock time tables show (None for no time)."""
+    if not isinstance(epoch_s, (int, float)):
+        return None
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch_s))
+
+
+def with_listener(section: Listener, listen: Optional[str], port: Optional[int]) -> Listener:
+    """``--listen`` and ``--port`` over a section's ``listen`` and ``port``, checked as the
+    file's values are; a bad one names the option."""
+    try:
+        if listen is not None:
+            section = dataclasses.replace(section, listen=reading.listen_address(listen))
+    except reading.Invalid as exc:
+        raise ValueError(f"--listen: expected {exc}, got {listen!r}") from None
+    try:
+        if port is not None:
+            section = dataclasses.replace(section, port=reading.port(port))
+    except reading.Invalid as exc:
+        raise ValueError(f"--port: expected {exc}, got {port}") from None
+    return section

@@ -1,0 +1,219 @@
+"""``siteagent reservations ...``: the reservation lifecycle by hand.
+
+For administrators (look at, and cancel, what the agent holds) and for tests (drive accept and
+confirm from separate processes while ``siteagent serve`` runs). Every command opens the site
+of ``--config`` and ``--state-dir`` (:mod:`siteagent.cli.options`,
+:func:`siteagent.market.site.open_site`),
+the same SQLite store and batch system as ``siteagent serve``, so all of them see the same
+reservations. Offers to accept come from ``siteagent quote``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import uuid
+from typing import Any, Callable, Dict
+
+from siteagent.cli import console, options
+from siteagent.market.site import STORE_FILE, Site, open_site
+from siteagent.market.store import ReservationRecord, ReservationState, Store
+
+
+def _open_site(args: argparse.Namespace) -> Site:
+    """The site of the command line's configuration, with its lifecycle overrides."""
+    return open_site(options.load_config(args))
+
+
+def _open_store(args: argparse.Namespace) -> Store:
+    """Only the site's database: listing and showing need no batch system."""
+    return Store(str(options.load_config(args).state_dir / STORE_FILE))
+
+
+# --------------------------------------------------------------------------- parsers
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register ``reservations`` on the ``siteagent`` parser."""
+    sub = commands.add_parser(
+        "reservations",
+        help="list, show, accept, confirm and cancel the agent's reservations",
+        description=(
+            "The agent's reservations, from its state directory. `accept` and `confirm` drive "
+            "the lifecycle by hand (tests, administrators); the API does it for clients."
+        ),
+    )
+    actions = sub.add_subparsers(title="actions", metavar="ACTION", required=True)
+
+    lister = _action(actions, "list", "every reservation, newest last", _list)
+    lister.add_argument(
+        "--state",
+        action="append",
+        choices=[state.value for state in ReservationState],
+        help="only reservations in this state (repeatable)",
+    )
+    shower = _action(actions, "show", "one reservation and its history", _show)
+    shower.add_argument("id", help="reservation id")
+
+    accepter = _action(
+        actions, "accept", "accept an offer: a verified tentative reservation", _accept
+    )
+    accepter.add_argument("offer_id", metavar="OFFER_ID")
+    accepter.add_argument(
+        "--user", action="append", default=[], help="scheduler user the reservation is for"
+    )
+    accepter.add_argument(
+        "--account", action="append", default=[], help="scheduler account it is for"
+    )
+    _client_options(accepter)
+    options.add_lifecycle_options(accepter)
+
+    for name, what, command in (
+        ("confirm", "confirm a tentative reservation before its deadline", _confirm),
+        ("cancel", "cancel a reservation (says the penalty)", _cancel),
+    ):
+        parser = _action(actions, name, what, command)
+        parser.add_argument("id", help="reservation id")
+        _client_options(parser)
+        options.add_lifecycle_options(parser)
+
+
+def _action(
+    actions: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    what: str,
+    command: Callable[[argparse.Namespace], int],
+) -> argparse.ArgumentParser:
+    parser = actions.add_parser(name, help=what, description=what[0].upper() + what[1:] + ".")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    options.add_site_options(parser)
+    parser.set_defaults(command=command)
+    return parser
+
+
+def _client_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--client",
+        default=getpass.getuser(),
+        help="who is asking; only a reservation's owner may confirm or cancel it "
+        "(default: your user name, %(default)s)",
+    )
+    parser.add_argument(
+        "--key",
+        help="idempotency key: send the same key again to retry this very request without "
+        "repeating its effect (default: a new random key)",
+    )
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _list(args: argparse.Namespace) -> int:
+    store = _open_store(args)
+    try:
+        states = None if not args.state else [ReservationState(s) for s in args.state]
+        records = store.reservations(states)
+    finally:
+        store.close()
+    if args.json:
+        console.print_json({"reservations": [record.to_dict() for record in records]})
+        return 0
+    console.print_table(
+        [_row(record) for record in records],
+        ["id", "name", "state", "client", "size", "start", "end", "deadline", "total", "penalty"],
+        title=f"Reservations ({len(records)})",
+    )
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    store = _open_store(args)
+    try:
+        record = store.get_reservation(args.id)
+        history = store.history(args.id)
+    finally:
+        store.close()
+    if record is None:
+        raise ValueError(f"no reservation {args.id!r} in this site's database")
+    steps = [
+        {
+            "at": step.at,
+            "actor": step.actor,
+            "from": None if step.from_state is None else step.from_state.value,
+            "to": step.to_state.value,
+            "reason": step.reason,
+        }
+        for step in history
+    ]
+    if args.json:
+        console.print_json({"reservation": record.to_dict(), "history": steps})
+        return 0
+    _print_record(record, f"Reservation {record.id}")
+    console.print_table(
+        [{**step, "at": options.local_time(step["at"])} for step in steps],
+        ["at", "actor", "from", "to", "reason"],
+        title="History",
+    )
+    return 0
+
+
+def _accept(args: argparse.Namespace) -> int:
+    site = _open_site(args)
+    try:
+        record = site.manager.accept(
+            args.offer_id, args.client, args.key or uuid.uuid4().hex, args.user, args.account
+        )
+    finally:
+        site.close()
+    return _answer(record, args.json, "Accepted: tentative until its confirm deadline")
+
+
+def _confirm(args: argparse.Namespace) -> int:
+    site = _open_site(args)
+    try:
+        record = site.manager.confirm(args.id, args.client, args.key or uuid.uuid4().hex)
+    finally:
+        site.close()
+    return _answer(record, args.json, "Confirmed")
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    site = _open_site(args)
+    try:
+        record = site.manager.cancel(args.id, args.client, args.key or uuid.uuid4().hex)
+    finally:
+        site.close()
+    return _answer(record, args.json, f"Cancelled, penalty {record.penalty}")
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _answer(record: ReservationRecord, as_json: bool, title: str) -> int:
+    if as_json:
+        console.print_json({"reservation": record.to_dict()})
+    else:
+        _print_record(record, title)
+    return 0
+
+
+def _print_record(record: ReservationRecord, title: str) -> None:
+    data = record.to_dict()
+    for key in ("start", "end", "deadline", "created", "updated"):
+        data[key] = options.local_time(data[key])
+    console.print_pairs(list(data.items()), title=title)
+
+
+def _row(record: ReservationRecord) -> Dict[str, Any]:
+    return {
+        "id": record.id,
+        "name": record.name,
+        "state": record.state.value,
+        "client": record.client,
+        "size": f"{record.size} {record.unit.value}s",
+        "start": options.local_time(record.start),
+        "end": options.local_time(record.end),
+        "deadline": options.local_time(record.deadline),
+        "total": str(record.total),
+        "penalty": None if record.penalty is None else str(record.penalty),
+    }

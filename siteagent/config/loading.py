@@ -1,0 +1,351 @@
+"""The agent's configuration: one YAML file, validated at start, with errors a person can act on.
+
+Every problem names the key's path and what was expected (``backend.slurm.timeout: expected a
+positive number of seconds, got "fast"``); unknown keys are refused with a "did you mean" hint,
+because a misspelt key that is silently ignored is a setting the administrator believes in and
+the agent does not have. All problems are reported at once, not one per restart.
+
+The result is a tree of frozen dataclasses whose field names are the YAML keys, so the effective
+configuration can be printed under the same names the file uses. Paths that the administrator
+leaves out are filled in under ``state_dir`` (the user's data directory, or systemd's
+``$STATE_DIRECTORY``), so ``siteagent serve`` works with no file at all: replay backend, the
+bundled trace, TLS with a self-signed certificate for localhost.
+
+Pricing parameters are kept here as validated data only; the pricing policies read them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import socket
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+import yaml
+
+from siteagent.config.reading import (
+    NAME_RE,
+    ConfigError,
+    Paths,
+    Problem,
+    Reading,
+    Section,
+    boolean,
+    choice,
+    factor,
+    keys_of,
+    ledger_url,
+    list_of_anything,
+    listen_address,
+    name,
+    non_negative_int,
+    optional,
+    optional_name,
+    port,
+    positive_int,
+    positive_number,
+    price,
+    reservation_prefix,
+    seconds,
+    slurm_flag,
+    text,
+    whole_seconds,
+)
+from siteagent.config.schema import (
+    DEFAULT_REFERENCE_INTERVAL_S,
+    ApiConfig,
+    BackendConfig,
+    BackendType,
+    Config,
+    ExternalityPricing,
+    FlatPricing,
+    LedgerConfig,
+    LoadPricing,
+    MetricsConfig,
+    PbsOptions,
+    PlannerConfig,
+    PricingConfig,
+    PricingPolicy,
+    ReferenceRequest,
+    ReservationsConfig,
+    SecurityConfig,
+    SiteConfig,
+    SlurmOptions,
+    SwfOptions,
+    TlsConfig,
+)
+from siteagent.core.model import CapacityUnit
+from siteagent.core.scheduling import Policy
+
+
+def default_state_dir() -> Path:
+    """Where the agent keeps its database, keys and generated certificate when not told.
+
+    systemd's ``StateDirectory=`` sets ``$STATE_DIRECTORY`` (first entry wins); otherwise the
+    XDG user data directory, as any per-user program would.
+    """
+    systemd = os.environ.get("STATE_DIRECTORY", "")
+    if systemd:
+        return Path(systemd.split(":")[0])
+    data_home = os.environ.get("XDG_DATA_HOME", "")
+    base = Path(data_home) if data_home else Path.home() / ".local" / "share"
+    return base / "siteagent"
+
+
+def default_site_name() -> str:
+    """The host's short name: one agent per cluster, named after the login node it runs on."""
+    host = socket.gethostname().split(".")[0]
+    return host if NAME_RE.match(host) else "siteagent"
+
+
+def read_site(section: Section) -> SiteConfig:
+    return SiteConfig(
+        name=section.get("name", default_site_name(), name),
+        description=section.get("description", "", text),
+        architecture=section.get("architecture", None, optional(text)),
+        os=section.get("os", None, optional(text)),
+        cpu_speed_mhz=section.get("cpu_speed_mhz", None, optional(positive_int)),
+        memory_per_core_mb=section.get("memory_per_core_mb", None, optional(positive_int)),
+        cores_per_node=section.get("cores_per_node", None, optional(positive_int)),
+        partitions=section.items("partitions", name),
+    )
+
+
+def read_backend(section: Section, paths: Paths) -> BackendConfig:
+    kind = section.get("type", BackendType.SWF, choice(BackendType))
+    swf = section.section("swf", keys_of(SwfOptions))
+    slurm = section.section("slurm", keys_of(SlurmOptions))
+    pbs = section.section("pbs", keys_of(PbsOptions))
+    # the selected backend's files must exist now; the others may name files of another host
+    used_file = paths.existing_file
+    return BackendConfig(
+        type=kind,
+        swf=SwfOptions(
+            trace=swf.get(
+                "trace", None, optional(used_file if kind is BackendType.SWF else paths.path)
+            ),
+            speed=swf.get("speed", 1.0, positive_number),
+            offset=swf.get("offset", 2 * 86400, non_negative_int),
+        ),
+        slurm=SlurmOptions(
+            slurm_conf=slurm.get(
+                "slurm_conf",
+                None,
+                optional(
+                    used_file if kind in (BackendType.SLURM, BackendType.PYSLURM) else paths.path
+                ),
+            ),
+            partition=slurm.get("partition", "", optional_name),
+            unit=slurm.get("unit", CapacityUnit.CORE, choice(CapacityUnit)),
+            flags=slurm.items("flags", slurm_flag),
+            users=slurm.items("users", name),
+            timeout=slurm.get("timeout", 30.0, seconds),
+        ),
+        pbs=PbsOptions(
+            pbs_conf=pbs.get(
+                "pbs_conf", None, optional(used_file if kind is BackendType.PBS else paths.path)
+            ),
+            queue=pbs.get("queue", "", optional_name),
+            unit=pbs.get("unit", CapacityUnit.CORE, choice(CapacityUnit)),
+            timeout=pbs.get("timeout", 30.0, seconds),
+        ),
+    )
+
+
+def read_planner(section: Section) -> PlannerConfig:
+    return PlannerConfig(
+        policy=section.get("policy", Policy.CONSERVATIVE, choice(Policy)),
+        poll_interval_s=section.get("poll_interval_s", 30.0, seconds),
+    )
+
+
+def read_pricing(section: Section) -> PricingConfig:
+    flat = section.section("flat", keys_of(FlatPricing))
+    load = section.section("load", keys_of(LoadPricing))
+    externality = section.section("externality", keys_of(ExternalityPricing))
+    load_pricing = LoadPricing(
+        start_price=load.get("start_price", LoadPricing.start_price, price),
+        min_price=load.get("min_price", LoadPricing.min_price, price),
+        rounds=load.get("rounds", LoadPricing.rounds, positive_int),
+    )
+    if load_pricing.min_price > load_pricing.start_price:
+        section.reading.problem(
+            load.child("min_price"),
+            f"expected at most start_price ({load_pricing.start_price}), "
+            f"got {load_pricing.min_price}",
+        )
+    return PricingConfig(
+        policy=section.get("policy", PricingPolicy.FLAT, choice(PricingPolicy)),
+        flat=FlatPricing(price=flat.get("price", FlatPricing.price, price)),
+        load=load_pricing,
+        externality=ExternalityPricing(
+            enabled=externality.get("enabled", True, boolean),
+            policy=externality.get("policy", Policy.CONSERVATIVE, choice(Policy)),
+            rate=externality.get("rate", ExternalityPricing.rate, price),
+        ),
+        cancellation_penalty=section.get(
+            "cancellation_penalty", PricingConfig.cancellation_penalty, factor
+        ),
+    )
+
+
+def read_reservations(section: Section) -> ReservationsConfig:
+    return ReservationsConfig(
+        confirm_timeout_s=section.get("confirm_timeout_s", 120.0, seconds),
+        name_prefix=section.get("name_prefix", "sa-", reservation_prefix),
+    )
+
+
+def read_api(section: Section, paths: Paths, state_dir: Path) -> ApiConfig:
+    tls = section.section("tls", keys_of(TlsConfig, "self_signed"))
+    enabled = tls.get("enabled", True, boolean)
+    cert = tls.get("cert", None, optional(paths.existing_file))
+    key = tls.get("key", None, optional(paths.existing_file))
+    if tls.has("cert") != tls.has("key"):
+        given, missing = ("cert", "key") if tls.has("cert") else ("key", "cert")
+        tls.reading.problem(
+            tls.child(missing), f"expected a file path: {given} and {missing} go together"
+        )
+    return ApiConfig(
+        listen=section.get("listen", "127.0.0.1", listen_address),
+        port=section.get("port", 8443, port),
+        tls=TlsConfig(
+            enabled=enabled,
+            cert=cert or state_dir / "tls" / "server.crt",
+            key=key or state_dir / "tls" / "server.key",
+            self_signed=not (tls.has("cert") or tls.has("key")),
+        ),
+    )
+
+
+def read_security(section: Section, paths: Paths, state_dir: Path) -> SecurityConfig:
+    return SecurityConfig(
+        authorized_clients=section.get(
+            "authorized_clients", state_dir / "authorized_clients.yaml", paths.existing_file
+        ),
+        site_key=section.get("site_key", state_dir / "site.key", paths.path),
+        signature_max_age_s=section.get("signature_max_age_s", 300, whole_seconds),
+        nonce_cache_size=section.get("nonce_cache_size", 100_000, positive_int),
+    )
+
+
+def read_ledger(section: Section, paths: Paths, state_dir: Path) -> LedgerConfig:
+    return LedgerConfig(
+        path=section.get("path", state_dir / "ledger.sqlite3", paths.path),
+        url=section.get("url", None, optional(ledger_url)),
+        ca=section.get("ca", None, optional(paths.existing_file)),
+        participants=section.get("participants", None, optional(paths.existing_file)),
+        listen=section.get("listen", "127.0.0.1", listen_address),
+        port=section.get("port", 8444, port),
+    )
+
+
+def read_metrics(section: Section) -> MetricsConfig:
+    interval = section.get("reference_interval_s", DEFAULT_REFERENCE_INTERVAL_S, seconds)
+    raw = section.get("reference_requests", None, optional(list_of_anything))
+    if raw is None:
+        return MetricsConfig(reference_interval_s=interval)
+    shapes: List[ReferenceRequest] = []
+    for index, item in enumerate(raw):
+        keys = keys_of(ReferenceRequest)
+        shape = Section(
+            item, f"{section.child('reference_requests')}[{index}]", keys, section.reading
+        )
+        missing = [key for key in keys if isinstance(item, Mapping) and key not in item]
+        for key in missing:
+            shape.reading.problem(shape.child(key), "expected a value: the key is required")
+        request = ReferenceRequest(
+            name=shape.get("name", "", name),
+            cores=shape.get("cores", 1, positive_int),
+            duration_s=shape.get("duration_s", 3600, whole_seconds),
+        )
+        if request.name and any(other.name == request.name for other in shapes):
+            shape.reading.problem(
+                shape.child("name"), f'expected a unique name, got "{request.name}" twice'
+            )
+        shapes.append(request)
+    return MetricsConfig(reference_requests=tuple(shapes), reference_interval_s=interval)
+
+
+def parse(data: Any, source: Optional[Path] = None) -> Config:
+    """Validate a loaded document (None: no file, all defaults); raise ConfigError."""
+    reading = Reading()
+    paths = Paths(source.parent if source else Path.cwd())
+    root = Section(data, "", keys_of(Config, "source", "explicit"), reading)
+    state_dir = root.get("state_dir", default_state_dir(), paths.path)
+    config = Config(
+        site=read_site(root.section("site", keys_of(SiteConfig))),
+        backend=read_backend(root.section("backend", keys_of(BackendConfig)), paths),
+        planner=read_planner(root.section("planner", keys_of(PlannerConfig))),
+        pricing=read_pricing(root.section("pricing", keys_of(PricingConfig))),
+        reservations=read_reservations(root.section("reservations", keys_of(ReservationsConfig))),
+        api=read_api(root.section("api", keys_of(ApiConfig)), paths, state_dir),
+        security=read_security(root.section("security", keys_of(SecurityConfig)), paths, state_dir),
+        ledger=read_ledger(root.section("ledger", keys_of(LedgerConfig)), paths, state_dir),
+        state_dir=state_dir,
+        metrics=read_metrics(root.section("metrics", keys_of(MetricsConfig))),
+        source=source,
+        explicit=frozenset(reading.explicit),
+    )
+    if reading.problems:
+        raise ConfigError(str(source) if source else "configuration", reading.problems)
+    return config
+
+
+def load(path: Optional[Path] = None) -> Config:
+    """Read and validate ``path``; with None, the defaults (no file is needed to run)."""
+    if path is None:
+        return parse(None)
+    try:
+        with open(path, encoding="utf-8") as stream:
+            data = yaml.safe_load(stream)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        reason = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(str(path), [Problem("", f"{where}not valid YAML ({reason})")]) from None
+    except UnicodeDecodeError:
+        raise ConfigError(str(path), [Problem("", "not a UTF-8 text file")]) from None
+    except OSError as exc:
+        raise ConfigError(str(path), [Problem("", f"cannot read it ({exc.strerror})")]) from None
+    return parse(data, path)
+
+
+def flatten(config: Config) -> List[Tuple[str, Any]]:
+    """The effective settings as (dotted key, value) pairs, in file order."""
+    rows: List[Tuple[str, Any]] = []
+    _flatten(config, "", rows)
+    return [(key, value) for key, value in rows if key not in ("source", "explicit")]
+
+
+def _flatten(node: Any, prefix: str, rows: List[Tuple[str, Any]]) -> None:
+    for item in dataclasses.fields(node):
+        value = getattr(node, item.name)
+        key = f"{prefix}{item.name}"
+        if dataclasses.is_dataclass(value):
+            _flatten(value, key + ".", rows)
+        else:
+            rows.append((key, value))
+
+
+def to_json(config: Config) -> Dict[str, Any]:
+    """The effective configuration as plain JSON values (enums by value, paths and money as
+    strings, so that no amount passes through a float)."""
+    return {key: json_value(value) for key, value in flatten(config)}
+
+
+def json_value(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (Path, Decimal)):
+        return str(value)
+    if isinstance(value, tuple):
+        return [json_value(item) for item in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            item.name: json_value(getattr(value, item.name)) for item in dataclasses.fields(value)
+        }
+    return value

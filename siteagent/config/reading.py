@@ -1,0 +1,319 @@
+"""The toolkit every YAML file of siteagent is read with: key paths, converters, problems.
+
+A :class:`Section` validates one mapping key by key, recording every :class:`Problem` (the
+dotted key path and what was expected) instead of stopping at the first, and refusing unknown
+keys with a "did you mean" hint. The configuration, the authorized-clients file and the
+bank's participants file are all read with it, so their errors read alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import enum
+import ipaddress
+import json
+import math
+import re
+import urllib.parse
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any, Callable, List, Mapping, Optional, Set, Tuple, TypeVar
+
+from siteagent.backends.slurm import ALLOWED_FLAGS
+
+T = TypeVar("T")
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+
+#: Names that end up in reservation names, account names and key ids: safe in any of them.
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+#: Reservation name prefixes: a name start that Slurm and PBS both accept unquoted.
+PREFIX_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,15}$")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong in a file: where (dotted key path) and what was expected."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class ConfigError(ValueError):
+    """A file that cannot be used; ``problems`` lists every reason, each with its key path."""
+
+    def __init__(self, source: str, problems: List[Problem]) -> None:
+        self.source = source
+        self.problems = tuple(problems)
+        if len(problems) == 1:
+            text = f"{source}: {problems[0]}"
+        else:
+            text = f"{source}: {len(problems)} problems:\n" + "\n".join(
+                f"  {problem}" for problem in problems
+            )
+        super().__init__(text)
+
+
+class Invalid(ValueError):
+    """Raised by a converter: the value is not what was expected (the message says what)."""
+
+
+class Reading:
+    """What one pass over a document accumulates: its problems and the keys it set."""
+
+    def __init__(self) -> None:
+        self.problems: List[Problem] = []
+        self.explicit: Set[str] = set()
+
+    def problem(self, path: str, message: str) -> None:
+        self.problems.append(Problem(path, message))
+
+
+class Section:
+    """One mapping of the document. Each accessor validates one key and returns a usable value
+    (the default when the key is absent or wrong), recording problems instead of raising, so
+    that a whole file is checked in one pass."""
+
+    def __init__(self, data: Any, path: str, keys: Tuple[str, ...], reading: Reading) -> None:
+        self.path = path
+        self.reading = reading
+        self.data: Mapping[str, Any] = {}
+        if data is None:
+            return
+        if not isinstance(data, Mapping):
+            reading.problem(path, f"expected a mapping of keys to values, got {show(data)}")
+            return
+        self.data = data
+        for key in data:
+            if key not in keys:
+                reading.problem(self.child(str(key)), unknown_key_message(str(key), keys))
+
+    def child(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def section(self, key: str, keys: Tuple[str, ...]) -> Section:
+        return Section(self.data.get(key), self.child(key), keys, self.reading)
+
+    def get(self, key: str, default: T, convert: Callable[[Any], T]) -> T:
+        """The value of ``key`` converted, or ``default`` if absent or invalid."""
+        if key not in self.data:
+            return default
+        raw = self.data[key]
+        self.reading.explicit.add(self.child(key))
+        try:
+            return convert(raw)
+        except Invalid as exc:
+            self.reading.problem(self.child(key), f"expected {exc}, got {show(raw)}")
+            return default
+
+    def items(self, key: str, convert: Callable[[Any], T]) -> Tuple[T, ...]:
+        """A list whose items are each converted; a bad item is named by its index."""
+        raw: List[Any] = self.get(key, [], list_of_anything)
+        values: List[T] = []
+        for index, item in enumerate(raw):
+            try:
+                values.append(convert(item))
+            except Invalid as exc:
+                path = f"{self.child(key)}[{index}]"
+                self.reading.problem(path, f"expected {exc}, got {show(item)}")
+        return tuple(values)
+
+
+def unknown_key_message(key: str, keys: Tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(key, keys, n=1)
+    if close:
+        return f'unknown key; did you mean "{close[0]}"?'
+    return "unknown key; expected one of: " + ", ".join(keys)
+
+
+def show(value: Any) -> str:
+    """A value as the file spelt it, for error messages."""
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return json.dumps(value, default=str)
+
+
+def text(raw: Any) -> str:
+    if not isinstance(raw, str):
+        raise Invalid("a string")
+    return raw
+
+
+def name(raw: Any) -> str:
+    if not isinstance(raw, str) or not NAME_RE.match(raw):
+        raise Invalid("a name of letters, digits, '.', '_' or '-' (at most 64)")
+    return raw
+
+
+def optional_name(raw: Any) -> str:
+    """A name, or "" for none (how the backends spell "no partition/queue")."""
+    return "" if raw is None or raw == "" else name(raw)
+
+
+def optional(convert: Callable[[Any], T]) -> Callable[[Any], Optional[T]]:
+    def converted(raw: Any) -> Optional[T]:
+        return None if raw is None else convert(raw)
+
+    return converted
+
+
+def positive_int(raw: Any) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw <= 0:
+        raise Invalid("a positive integer")
+    return raw
+
+
+def non_negative_int(raw: Any) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+        raise Invalid("an integer >= 0")
+    return raw
+
+
+def port(raw: Any) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= 65535:
+        raise Invalid("a TCP port number from 1 to 65535")
+    return raw
+
+
+def positive_number(raw: Any) -> float:
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not math.isfinite(raw):
+        raise Invalid("a positive number")
+    if raw <= 0:
+        raise Invalid("a positive number")
+    return float(raw)
+
+
+def seconds(raw: Any) -> float:
+    try:
+        return positive_number(raw)
+    except Invalid:
+        raise Invalid("a positive number of seconds") from None
+
+
+def whole_seconds(raw: Any) -> int:
+    try:
+        return positive_int(raw)
+    except Invalid:
+        raise Invalid("a positive whole number of seconds") from None
+
+
+def boolean(raw: Any) -> bool:
+    if not isinstance(raw, bool):
+        raise Invalid("true or false")
+    return raw
+
+
+def price(raw: Any) -> Decimal:
+    """Money per core-hour: written as a number or a string ("1.25"), kept as Decimal.
+
+    A YAML float goes through its shortest repr, so ``1.1`` is Decimal("1.1"), not the binary
+    fraction; amounts finer than a millionth of a unit are refused as typos.
+    """
+    expect = "a price >= 0 per core-hour (e.g. 1.25)"
+    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+        raise Invalid(expect)
+    try:
+        value = Decimal(repr(raw) if isinstance(raw, float) else str(raw).strip())
+    except InvalidOperation:
+        raise Invalid(expect) from None
+    if not value.is_finite() or value < 0:
+        raise Invalid(expect)
+    exponent = value.normalize().as_tuple().exponent
+    if isinstance(exponent, int) and exponent < -6:
+        raise Invalid(expect)
+    return value
+
+
+def factor(raw: Any) -> Decimal:
+    try:
+        return price(raw)
+    except Invalid:
+        raise Invalid("a factor >= 0 (e.g. 0.1)") from None
+
+
+def choice(kind: type[E]) -> Callable[[Any], E]:
+    def converted(raw: Any) -> E:
+        for member in kind:
+            if raw == member.value:
+                return member
+        raise Invalid("one of " + ", ".join(f'"{member.value}"' for member in kind))
+
+    return converted
+
+
+def list_of_anything(raw: Any) -> List[Any]:
+    if not isinstance(raw, list):
+        raise Invalid("a list")
+    return raw
+
+
+def slurm_flag(raw: Any) -> str:
+    if raw not in ALLOWED_FLAGS:
+        raise Invalid("a reservation flag, one of " + ", ".join(sorted(ALLOWED_FLAGS)))
+    return str(raw)
+
+
+def listen_address(raw: Any) -> str:
+    expect = "an IP address or host name to listen on"
+    if not isinstance(raw, str) or not raw:
+        raise Invalid(expect)
+    try:
+        ipaddress.ip_address(raw)
+    except ValueError:
+        if not re.match(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$", raw):
+            raise Invalid(expect) from None
+    return raw
+
+
+def ledger_url(raw: Any) -> str:
+    expect = "an http:// or https:// URL of a ledger service"
+    if not isinstance(raw, str):
+        raise Invalid(expect)
+    parts = urllib.parse.urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise Invalid(expect)
+    return raw
+
+
+def reservation_prefix(raw: Any) -> str:
+    if not isinstance(raw, str) or not PREFIX_RE.match(raw):
+        raise Invalid("a prefix starting with a letter, of letters, digits, '.', '_', '-' (<= 16)")
+    return raw
+
+
+class Paths:
+    """Converters for paths, which are relative to the configuration file's directory."""
+
+    def __init__(self, base_dir: Path) -> None:
+        self.base_dir = base_dir
+
+    def path(self, raw: Any) -> Path:
+        if not isinstance(raw, str) or not raw:
+            raise Invalid("a file path")
+        path = Path(raw).expanduser()
+        return path if path.is_absolute() else self.base_dir / path
+
+    def existing_file(self, raw: Any) -> Path:
+        path = self.path(raw)
+        if not path.is_file():
+            raise Invalid(f"an existing file ({path} does not exist)")
+        return path
+
+
+def keys_of(cls: type, *derived: str) -> Tuple[str, ...]:
+    """The YAML keys of a section: its dataclass's fields, less those derived from others."""
+    return tuple(item.name for item in dataclasses.fields(cls) if item.name not in derived)

@@ -1,0 +1,260 @@
+"""The configuration's schema: frozen dataclasses whose field names are the YAML keys.
+
+Defaults live here, next to the key they belong to, so that the file, ``siteagent
+check-config`` and the code agree on them. :mod:`siteagent.config.loading` fills them from a
+file.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import FrozenSet, Optional, Tuple
+
+from siteagent.core.model import CapacityUnit
+from siteagent.core.scheduling import Policy
+
+
+class BackendType(str, enum.Enum):
+    """Which batch system the agent talks to."""
+
+    SWF = "swf"
+    SLURM = "slurm"
+    PYSLURM = "pyslurm"
+    PBS = "pbs"
+
+
+class PricingPolicy(str, enum.Enum):
+    """How the unit price per core-hour is set: fixed, or by load (the marketplace paper)."""
+
+    FLAT = "flat"
+    LOAD = "load"
+
+
+@dataclass(frozen=True)
+class SiteConfig:
+    """What a buyer sees of the site: its name and the static RFQL attributes.
+
+    An attribute left out (None, or no partitions) is not advertised: a request that names it
+    cannot be satisfied, because the site cannot promise what it does not know.
+    """
+
+    name: str
+    description: str = ""
+    architecture: Optional[str] = None
+    os: Optional[str] = None
+    cpu_speed_mhz: Optional[int] = None
+    memory_per_core_mb: Optional[int] = None
+    cores_per_node: Optional[int] = None
+    partitions: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SwfOptions:
+    """The replay backend: ``trace`` (None: the bundled SDSC-SP2 slice), replay speed, and how
+    far into the trace to start (seconds), so that the queue has built up."""
+
+    trace: Optional[Path] = None
+    speed: float = 1.0
+    offset: int = 2 * 86400
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """Slurm (``slurm`` and ``pyslurm`` backends): ``SLURM_CONF``, the one partition served,
+    capacity unit, flags put on every reservation, the users a reservation is made for when
+    its buyer maps to none (the administrator's commands without ``--user``), and the command
+    timeout in seconds."""
+
+    slurm_conf: Optional[Path] = None
+    partition: str = ""
+    unit: CapacityUnit = CapacityUnit.CORE
+    flags: Tuple[str, ...] = ()
+    users: Tuple[str, ...] = ()
+    timeout: float = 30.0
+
+
+@dataclass(frozen=True)
+class PbsOptions:
+    """PBS: ``PBS_CONF_FILE``, the execution queue served, capacity unit, command timeout (s)."""
+
+    pbs_conf: Optional[Path] = None
+    queue: str = ""
+    unit: CapacityUnit = CapacityUnit.CORE
+    timeout: float = 30.0
+
+
+@dataclass(frozen=True)
+class BackendConfig:
+    """The batch system in use and every backend's options (only ``type``'s are used)."""
+
+    type: BackendType = BackendType.SWF
+    swf: SwfOptions = SwfOptions()
+    slurm: SlurmOptions = SlurmOptions()
+    pbs: PbsOptions = PbsOptions()
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    """The schedule predictor: backfilling policy and how often the cluster is polled."""
+
+    policy: Policy = Policy.CONSERVATIVE
+    poll_interval_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class FlatPricing:
+    """A fixed price per core-hour (the thesis' default c = 1)."""
+
+    price: Decimal = Decimal("1")
+
+
+@dataclass(frozen=True)
+class LoadPricing:
+    """The marketplace paper's load-based auction price: start and minimum price per
+    core-hour, and the number of auction rounds the decrement is spread over."""
+
+    start_price: Decimal = Decimal("2")
+    min_price: Decimal = Decimal("0.5")
+    rounds: int = 3
+
+
+@dataclass(frozen=True)
+class ExternalityPricing:
+    """The thesis' fixed fee for the delay a reservation imposes on queued jobs: ``rate`` per
+    core-hour of delay, predicted under backfilling ``policy`` (the pricing's scheduling
+    policy, which the load-based price's load is computed under too)."""
+
+    enabled: bool = True
+    policy: Policy = Policy.CONSERVATIVE
+    rate: Decimal = Decimal("1")
+
+
+@dataclass(frozen=True)
+class PricingConfig:
+    """Unit-price policy, the externality fee, and the cancellation penalty factor p (a
+    confirmed reservation cancelled costs p x its fee; 0.1 is the thesis' value, the same
+    default as :mod:`siteagent.reservations`)."""
+
+    policy: PricingPolicy = PricingPolicy.FLAT
+    flat: FlatPricing = FlatPricing()
+    load: LoadPricing = LoadPricing()
+    externality: ExternalityPricing = ExternalityPricing()
+    cancellation_penalty: Decimal = Decimal("0.1")
+
+
+@dataclass(frozen=True)
+class ReservationsConfig:
+    """How long a tentative reservation waits for its confirm, and the name prefix that lets
+    reconciliation tell the agent's reservations from everybody else's."""
+
+    confirm_timeout_s: float = 120.0
+    name_prefix: str = "sa-"
+
+
+@dataclass(frozen=True)
+class TlsConfig:
+    """TLS for the API. ``self_signed`` (derived, not a key): cert and key were not given, so
+    the agent makes a self-signed pair for localhost at these paths on first start."""
+
+    enabled: bool
+    cert: Path
+    key: Path
+    self_signed: bool
+
+
+@dataclass(frozen=True)
+class ApiConfig:
+    """Where the HTTPS API listens (localhost by default: exposing it is a decision)."""
+
+    listen: str
+    port: int
+    tls: TlsConfig
+
+
+@dataclass(frozen=True)
+class SecurityConfig:
+    """Who may change state, and the replay window.
+
+    ``authorized_clients`` maps key ids to public keys and scheduler users (missing file: no
+    client may change anything). ``signature_max_age_s`` is how old a request signature may be;
+    ``nonce_cache_size`` bounds the nonces remembered within that window. ``site_key`` is the
+    agent's own Ed25519 key that countersigns receipts (made on first start if missing).
+    """
+
+    authorized_clients: Path
+    site_key: Path
+    signature_max_age_s: int = 300
+    nonce_cache_size: int = 100_000
+
+
+@dataclass(frozen=True)
+class LedgerConfig:
+    """The bank: embedded SQLite at ``path`` unless ``url`` names a ledger service, whose
+    certificate the agent checks against ``ca`` (default: the system's trusted CAs).
+
+    ``siteagent ledger serve`` reads ``path`` too, listens on ``listen``:``port`` with the
+    ``api.tls`` certificate, and opens accounts for the sites and clients of ``participants``.
+    """
+
+    path: Path
+    url: Optional[str] = None
+    ca: Optional[Path] = None
+    participants: Optional[Path] = None
+    listen: str = "127.0.0.1"
+    port: int = 8444
+
+
+@dataclass(frozen=True)
+class ReferenceRequest:
+    """A request shape whose quote the metrics follow: ``cores`` units for ``duration_s``."""
+
+    name: str
+    cores: int
+    duration_s: int
+
+
+#: Shapes quoted every cycle when the file names none: one core-hour, a small parallel job,
+#: and a wide day-long one (refused, and reported so, on a site too small for it).
+DEFAULT_REFERENCE_REQUESTS = (
+    ReferenceRequest("one-core-hour", 1, 3600),
+    ReferenceRequest("small", 16, 4 * 3600),
+    ReferenceRequest("wide-day", 64, 24 * 3600),
+)
+
+
+#: How often the reference requests are quoted again: each quote with the externality fee is a
+#: re-plan of the whole queue (a quarter second on a 10,000-job queue), too dear every cycle.
+DEFAULT_REFERENCE_INTERVAL_S = 300.0
+
+
+@dataclass(frozen=True)
+class MetricsConfig:
+    """What the Prometheus metrics quote, besides the cluster's own figures: the earliest start,
+    fee and unit price of each reference request (a buyer's view of the site over time, for
+    dashboards and alerts), at the first cycle and then every ``reference_interval_s``."""
+
+    reference_requests: Tuple[ReferenceRequest, ...] = DEFAULT_REFERENCE_REQUESTS
+    reference_interval_s: float = DEFAULT_REFERENCE_INTERVAL_S
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole effective configuration. ``source`` is the file read (None: defaults);
+    ``explicit`` holds the dotted paths the file set, so a listing can tell them from
+    defaults."""
+
+    site: SiteConfig
+    backend: BackendConfig
+    planner: PlannerConfig
+    pricing: PricingConfig
+    reservations: ReservationsConfig
+    api: ApiConfig
+    security: SecurityConfig
+    ledger: LedgerConfig
+    state_dir: Path
+    metrics: MetricsConfig = MetricsConfig()
+    source: Optional[Path] = None
+    explicit: FrozenSet[str] = frozenset()

@@ -1,0 +1,151 @@
+"""Advertised slots: the holes of the predicted schedule that a reservation can take for free.
+
+Singh's thesis, ch. 3: slots are the leftovers of the conservative schedule, so provisioning
+one is no different to the scheduler from backfilling a job into it. No two slots describe the
+same capacity: free capacity is cut into horizontal bands, each as long as the capacity under
+it stays free. A band that ends because a planned job (or a reservation) starts is bounded:
+indivisible and not extensible, since cutting it would fragment the schedule. A band still
+open at the horizon is divisible and extensible. Default price: ``c = 1`` per core-hour and
+``f = 0``, what the same job would cost in the queue.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import List, Optional, Sequence, Tuple
+
+from siteagent.core.model import CENT, Slot
+from siteagent.core.scheduling import Plan
+
+HOUR = Decimal(3600)
+
+
+def advertise(
+    plan: Plan, unit_price: Decimal = Decimal(1), fee: Decimal = Decimal(0)
+) -> List[Slot]:
+    """The slots of a plan over [now, horizon), by start time then by level."""
+    horizon = plan.horizon
+    slots: List[Slot] = []
+    open_bands: List[Tuple[int, int, int]] = []  # (low, high, start), levels bottom-up
+    level = 0
+
+    def close(low: int, high: int, start: int, end: int, bounded: bool) -> None:
+        slots.append(
+            Slot(start, end - start, high - low, unit_price, fee, not bounded, not bounded)
+        )
+
+    for start, _, free in plan.profile.segments():
+        if start >= horizon:
+            break
+        free = max(free, 0)
+        if free > level:
+            open_bands.append((level, free, start))
+        elif free < level:
+            while open_bands and open_bands[-1][0] >= free:
+                low, high, since = open_bands.pop()
+                close(low, high, since, start, bounded=True)
+            if open_bands and open_bands[-1][1] > free:
+                low, high, since = open_bands.pop()
+                close(free, high, since, start, bounded=True)
+                open_bands.append((low, free, since))
+        level = free
+    for low, high, since in open_bands:
+        close(low, high, since, horizon, bounded=False)
+    slots.sort(key=lambda slot: (slot.start, slot.cores))
+    return slots
+
+
+def subslot_cost(slot: Slot, cores: int, start: int, duration: int) -> Optional[Decimal]:
+    """Cost of using ``cores`` x [start, start + duration) of ``slot``, or None if not allowed."""
+    if cores <= 0 or duration <= 0 or not _allowed(slot, cores, start, start + duration):
+        return None
+    return _cost(cores, duration, slot.unit_price, slot.fee)
+
+
+def _allowed(slot: Slot, cores: int, start: int, end: int) -> bool:
+    """The thesis' Table 1: an indivisible slot is taken whole (longer only if extensible); a
+    divisible one in any part from its start on (past its end only if extensible)."""
+    if not slot.divisible:
+        whole = cores == slot.cores and start == slot.start
+        return whole and (end == slot.end or (slot.extensible and end > slot.end))
+    return cores <= slot.cores and slot.start <= start and (end <= slot.end or slot.extensible)
+
+
+def _cost(cores: int, duration: int, unit_price: Decimal, fee: Decimal) -> Decimal:
+    return (Decimal(cores) * Decimal(duration) / HOUR * unit_price + fee).quantize(CENT)
+
+
+@dataclass(frozen=True)
+class SlotFit:
+    """Where a request goes on a set of slots: its start, the parts taken, and the cost."""
+
+    start: int
+    parts: Tuple[Tuple[Slot, int], ...]
+    cost: Decimal
+
+
+def fit_request(
+    slots: Sequence[Slot], cores: int, duration: int, earliest: int
+) -> Optional[SlotFit]:
+    """The earliest placement of ``cores`` x ``duration`` on the slots, and what it costs.
+
+    One slot if one suffices (the cheapest at that start); otherwise slots stacked over the
+    same window (the thesis' vertical combination: the cores may come from different slots
+    but the time must be the same), cheapest cores first. None if nothing fits.
+    """
+    candidates = sorted({earliest} | {s.start for s in slots if s.start >= earliest})
+    for start in candidates:
+        placed = _single(slots, cores, duration, start) or _stacked(slots, cores, duration, start)
+        if placed is not None:
+            return placed
+    return None
+
+
+def provision(slot: Slot, cores: int, start: int, duration: int) -> Optional[Tuple[int, Decimal]]:
+    """What must be taken of ``slot`` to hold ``cores`` x [start, start + duration), and its
+    cost, by the thesis' Table 1; None if the slot cannot hold it.
+
+    A divisible slot gives just that. An indivisible one is taken whole, from its start to its
+    end (past the end if extensible and the request runs longer): the thesis backfills a 2 h
+    task into Figure 1's 3 h indivisible slot S3 that way, paying for all of it.
+    """
+    end = start + duration
+    if not 0 < cores <= slot.cores or duration <= 0 or start < slot.start:
+        return None
+    if end > slot.end and not slot.extensible:
+        return None
+    if slot.divisible:
+        taken, since, length = cores, start, duration
+    else:
+        taken, since, length = slot.cores, slot.start, max(end, slot.end) - slot.start
+    cost = subslot_cost(slot, taken, since, length)
+    return None if cost is None else (taken, cost)
+
+
+def _single(slots: Sequence[Slot], cores: int, duration: int, start: int) -> Optional[SlotFit]:
+    best: Optional[SlotFit] = None
+    for slot in slots:
+        taken = provision(slot, cores, start, duration)
+        if taken is not None and (best is None or taken[1] < best.cost):
+            best = SlotFit(start, ((slot, taken[0]),), taken[1])
+    return best
+
+
+def _stacked(slots: Sequence[Slot], cores: int, duration: int, start: int) -> Optional[SlotFit]:
+    usable = [slot for slot in slots if provision(slot, 1, start, duration) is not None]
+    usable.sort(key=lambda slot: (not slot.divisible, slot.unit_price, slot.fee))
+    parts: List[Tuple[Slot, int]] = []
+    total = Decimal(0)
+    needed = cores
+    for slot in usable:
+        if needed <= 0:
+            break
+        taken = provision(slot, min(slot.cores, needed), start, duration)
+        assert taken is not None  # the slot holds the window, so it holds part of it
+        parts.append((slot, taken[0]))
+        total += taken[1]
+        needed -= taken[0]
+    if needed > 0 or len(parts) < 2:
+        return None
+    return SlotFit(start, tuple(parts), total)

@@ -1,0 +1,547 @@
+"""The bank of the marketplace paper: a double-entry ledger of confirmed deals, in SQLite.
+
+It books doubly signed receipts (:class:`~siteagent.security.Receipt`): it checks the buyer's
+signature over the deal and the site's countersignature with public keys it holds itself
+(participants are registered with their keys, as the paper's Banking Agent records them when
+accounts are opened), then moves the price from the buyer's account to the site's. A signed
+cancellation from the site moves the price back less the penalty the buyer agreed to.
+
+Double entry: every transaction is a set of entries that sum to zero, so the balances of all
+accounts (the ``bank`` account that issues deposits included) always sum to zero, and a
+balance is the sum of its account's entries, never a stored figure that could drift.
+Amounts are Decimal to the cent at the interface and integer cents in the database, so no
+amount ever passes through a float.
+
+Booking is idempotent on the receipt id (the hash of the deal): the same receipt sent twice,
+by a retry or by two agents' relays, has one effect. Every operation is one SQLite transaction
+(``BEGIN IMMEDIATE``), so a crash leaves either all of it or none of it.
+
+The class takes and returns plain values with JSON forms and raises :class:`LedgerError`s that
+carry an HTTP status, so that ``siteagent ledger serve`` can be a thin HTTP layer over it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from siteagent.core.model import CENT
+from siteagent.protocol.documents import Cancellation, Receipt, signature_valid
+from siteagent.protocol.keys import check_key_id, parse_public_key, public_key_text
+
+#: The account deposits come from: the issuer of the virtual currency.
+BANK = "bank"
+
+#: How money is written in deals and cancellations (see security.money_text).
+MONEY_RE = re.compile(r"^[0-9]{1,15}\.[0-9]{2}$")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS participants (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL CHECK (kind IN ('user', 'site')),
+    public_key TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS receipts (
+    id TEXT PRIMARY KEY,
+    site TEXT NOT NULL,
+    reservation_id TEXT NOT NULL,
+    buyer TEXT NOT NULL,
+    price_cents INTEGER NOT NULL,
+    penalty_cents INTEGER NOT NULL,
+    document TEXT NOT NULL,
+    UNIQUE (site, reservation_id)
+);
+CREATE TABLE IF NOT EXISTS transactions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL CHECK (kind IN ('deposit', 'deal', 'refund')),
+    receipt_id TEXT REFERENCES receipts (id),
+    at INTEGER NOT NULL,
+    memo TEXT NOT NULL,
+    document TEXT,
+    UNIQUE (kind, receipt_id)
+);
+CREATE TABLE IF NOT EXISTS entries (
+    transaction_id INTEGER NOT NULL REFERENCES transactions (id),
+    account TEXT NOT NULL,
+    amount_cents INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entries_by_account ON entries (account, transaction_id);
+"""
+
+
+class LedgerError(Exception):
+    """A refused operation: ``status`` for an HTTP layer, ``code`` stable for programs."""
+
+    status = 400
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class LedgerRefused(LedgerError):
+    """422: the receipt or cancellation cannot be booked (bad signature, unknown signer,
+    malformed deal) — the paper's Banking Agent answers such a message with Refuse."""
+
+    status = 422
+
+
+class LedgerConflict(LedgerError):
+    """409: it contradicts what is booked (another receipt for the same reservation, a
+    participant registered with another key, a second cancellation with another penalty)."""
+
+    status = 409
+
+
+class LedgerNotFound(LedgerError):
+    """404: no such account or receipt."""
+
+    status = 404
+
+
+class LedgerUnavailable(LedgerError):
+    """503: a ledger service did not answer (or answered nonsense); nothing is known to be
+    booked, and booking the same receipt again later is safe (booking is idempotent)."""
+
+    status = 503
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One side of a transaction: ``amount`` added to ``account`` (negative: taken)."""
+
+    account: str
+    amount: Decimal
+
+
+@dataclass(frozen=True)
+class Transaction:
+    """A booked transaction; its entries sum to zero."""
+
+    id: int
+    kind: str
+    at: int
+    memo: str
+    entries: Tuple[Entry, ...]
+    receipt_id: Optional[str] = None
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "at": self.at,
+            "memo": self.memo,
+            "receipt_id": self.receipt_id,
+            "entries": [
+                {"account": entry.account, "amount": str(entry.amount)} for entry in self.entries
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Transaction:
+        """The transaction a ledger service answered with; ValueError if it is not one."""
+        try:
+            entries = tuple(
+                Entry(str(entry["account"]), Decimal(str(entry["amount"])))
+                for entry in data["entries"]
+            )
+            receipt_id = data.get("receipt_id")
+            return cls(
+                int(data["id"]),
+                str(data["kind"]),
+                int(data["at"]),
+                str(data["memo"]),
+                entries,
+                None if receipt_id is None else str(receipt_id),
+            )
+        except (KeyError, TypeError, ArithmeticError, AttributeError, ValueError) as exc:
+            raise ValueError(f"not a ledger transaction ({exc!r})") from None
+
+
+@dataclass(frozen=True)
+class StatementLine:
+    """One movement of an account, with the balance after it."""
+
+    transaction_id: int
+    at: int
+    kind: str
+    memo: str
+    amount: Decimal
+    balance: Decimal
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "transaction_id": self.transaction_id,
+            "at": self.at,
+            "kind": self.kind,
+            "memo": self.memo,
+            "amount": str(self.amount),
+            "balance": str(self.balance),
+        }
+
+
+@dataclass(frozen=True)
+class DealTerms:
+    """What the ledger reads from a deal: the parties, the reservation and the amounts."""
+
+    site: str
+    buyer: str
+    reservation_id: str
+    price_cents: int
+    penalty_cents: int
+
+
+def to_cents(amount: Decimal) -> int:
+    if not amount.is_finite() or amount != amount.quantize(CENT):
+        raise ValueError(f"{amount} is not a whole number of cents")
+    return int(amount.scaleb(2))
+
+
+def from_cents(cents: int) -> Decimal:
+    return Decimal(cents).scaleb(-2)
+
+
+def parse_money(value: Any, what: str) -> int:
+    if not isinstance(value, str) or not MONEY_RE.match(value):
+        raise LedgerRefused("malformed_receipt", f'{what} must be an amount like "12.30"')
+    return to_cents(Decimal(value))
+
+
+def deal_terms(deal: Mapping[str, Any]) -> DealTerms:
+    """The terms of a deal, or LedgerRefused naming what is missing or malformed."""
+    if deal.get("version") != 1:
+        raise LedgerRefused("malformed_receipt", "only deals of version 1 are understood")
+    for key in ("site", "buyer", "reservation_id"):
+        if not isinstance(deal.get(key), str) or not deal[key]:
+            raise LedgerRefused("malformed_receipt", f"the deal has no {key}")
+    price = parse_money(deal.get("price"), "price")
+    penalty = parse_money(deal.get("cancellation_penalty"), "cancellation_penalty")
+    if penalty > price:
+        raise LedgerRefused("malformed_receipt", "the cancellation penalty exceeds the price")
+    return DealTerms(deal["site"], deal["buyer"], deal["reservation_id"], price, penalty)
+
+
+class Bookkeeper(Protocol):
+    """What the agent needs of a ledger: this embedded one, or a ledger service's client
+    (:class:`siteagent.ledger.client.RemoteLedger`)."""
+
+    def book(self, receipt: Receipt) -> Transaction: ...
+
+    def refund(self, cancellation: Cancellation) -> Transaction: ...
+
+    def close(self) -> None: ...
+
+
+class Ledger:
+    """Accounts, receipts and transactions in one SQLite database (``:memory:`` for tests)."""
+
+    def __init__(
+        self, path: Union[str, Path] = ":memory:", clock: Callable[[], float] = time.time
+    ) -> None:
+        if str(path) != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA foreign_keys = ON")
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute("PRAGMA synchronous = FULL")  # money: a booked deal survives power loss
+        self._db.executescript(SCHEMA)
+        self._clock = clock
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _transaction(self) -> _Atomic:
+        return _Atomic(self._db, self._lock)
+
+    # ---- participants
+
+    def register(self, participant_id: str, kind: str, public_key: Ed25519PublicKey) -> None:
+        """Open an account for a user or a site with the key its signatures verify with.
+
+        Registering again with the same key is a no-op (agents register at every start);
+        with another key it is a conflict: a key change is an administrator's decision.
+        """
+        check_key_id(participant_id)
+        if kind not in ("user", "site"):
+            raise ValueError(f"a participant is a user or a site, not {kind!r}")
+        if participant_id == BANK:
+            raise LedgerConflict("reserved_account", f"{BANK!r} is the issuing account")
+        key = public_key_text(public_key)
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT kind, public_key FROM participants WHERE id = ?", (participant_id,)
+            ).fetchone()
+            if row is None:
+                db.execute(
+                    "INSERT INTO participants (id, kind, public_key) VALUES (?, ?, ?)",
+                    (participant_id, kind, key),
+                )
+            elif tuple(row) != (kind, key):
+                raise LedgerConflict(
+                    "participant_conflict",
+                    f"{participant_id!r} is already registered with another kind or key",
+                )
+
+    def _participant(self, db: sqlite3.Connection, key_id: str, kind: str) -> Ed25519PublicKey:
+        row = db.execute(
+            "SELECT public_key FROM participants WHERE id = ? AND kind = ?", (key_id, kind)
+        ).fetchone()
+        if row is None:
+            raise LedgerRefused("unknown_participant", f"no {kind} {key_id!r} is registered")
+        return parse_public_key(row[0])
+
+    # ---- booking
+
+    def deposit(self, account: str, amount: Decimal, memo: str = "deposit") -> Transaction:
+        """Credit a participant from the bank (the administrator funding an account)."""
+        cents = to_cents(amount)
+        if cents <= 0:
+            raise ValueError(f"a deposit must be positive, got {amount}")
+        with self._transaction() as db:
+            self._require_account(db, account)
+            return self._post(db, "deposit", memo, [(BANK, -cents), (account, cents)], None, None)
+
+    def book(self, receipt: Receipt) -> Transaction:
+        """Book a confirmed deal: the buyer pays the site the price.
+
+        Both signatures are checked against the registered keys before anything is written;
+        a receipt already booked returns its transaction again without a second effect.
+        """
+        terms = deal_terms(receipt.deal)
+        if receipt.user_signature.key_id != terms.buyer:
+            raise LedgerRefused("signer_mismatch", "the deal is not signed by its buyer")
+        if receipt.site_signature.key_id != terms.site:
+            raise LedgerRefused("signer_mismatch", "the receipt is not signed by the deal's site")
+        with self._transaction() as db:
+            buyer_key = self._participant(db, terms.buyer, "user")
+            site_key = self._participant(db, terms.site, "site")
+            if not signature_valid(receipt.deal, receipt.user_signature, buyer_key):
+                raise LedgerRefused("bad_user_signature", "the buyer's signature does not verify")
+            if not signature_valid(receipt.countersigned(), receipt.site_signature, site_key):
+                raise LedgerRefused("bad_site_signature", "the site's signature does not verify")
+            booked = self._find(db, "deal", receipt.id)
+            if booked is not None:
+                return booked
+            clash = db.execute(
+                "SELECT id FROM receipts WHERE site = ? AND reservation_id = ?",
+                (terms.site, terms.reservation_id),
+            ).fetchone()
+            if clash is not None:
+                raise LedgerConflict(
+                    "reservation_already_booked",
+                    f"reservation {terms.reservation_id} at {terms.site} is booked by "
+                    f"receipt {clash[0]}",
+                )
+            db.execute(
+                "INSERT INTO receipts (id, site, reservation_id, buyer, price_cents, "
+                "penalty_cents, document) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    receipt.id,
+                    terms.site,
+                    terms.reservation_id,
+                    terms.buyer,
+                    terms.price_cents,
+                    terms.penalty_cents,
+                    json.dumps(receipt.to_json(), sort_keys=True),
+                ),
+            )
+            memo = f"reservation {terms.reservation_id} at {terms.site}"
+            entries = [(terms.buyer, -terms.price_cents), (terms.site, terms.price_cents)]
+            return self._post(db, "deal", memo, entries, receipt.id, None)
+
+    def refund(self, cancellation: Cancellation) -> Transaction:
+        """Book a cancellation signed by the site: the buyer gets the price back less the
+        penalty, which may not exceed the one the buyer agreed to in the deal."""
+        try:
+            penalty = to_cents(cancellation.penalty)
+        except ValueError as exc:
+            raise LedgerRefused("malformed_cancellation", str(exc)) from None
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT site, reservation_id, buyer, price_cents, penalty_cents FROM receipts "
+                "WHERE id = ?",
+                (cancellation.receipt_id,),
+            ).fetchone()
+            if row is None:
+                raise LedgerNotFound(
+                    "unknown_receipt", f"no receipt {cancellation.receipt_id} is booked"
+                )
+            site, reservation_id, buyer, price, agreed = row
+            if cancellation.site_signature.key_id != site:
+                raise LedgerRefused("signer_mismatch", "the cancellation is not signed by the site")
+            site_key = self._participant(db, site, "site")
+            if not signature_valid(
+                cancellation.signed_document(), cancellation.site_signature, site_key
+            ):
+                raise LedgerRefused("bad_site_signature", "the site's signature does not verify")
+            if not 0 <= penalty <= agreed:
+                raise LedgerRefused(
+                    "penalty_not_agreed",
+                    f"the penalty must be between 0.00 and the agreed {from_cents(agreed)}",
+                )
+            document = json.dumps(cancellation.to_json(), sort_keys=True)
+            booked = self._find(db, "refund", cancellation.receipt_id)
+            if booked is not None:
+                same = db.execute(
+                    "SELECT document = ? FROM transactions WHERE id = ?", (document, booked.id)
+                ).fetchone()[0]
+                if not same:
+                    raise LedgerConflict(
+                        "already_refunded", f"reservation {reservation_id} was already refunded"
+                    )
+                return booked
+            refund = price - penalty
+            memo = (
+                f"refund of reservation {reservation_id} at {site} (penalty {from_cents(penalty)})"
+            )
+            entries = [(site, -refund), (buyer, refund)]
+            return self._post(db, "refund", memo, entries, cancellation.receipt_id, document)
+
+    def _post(
+        self,
+        db: sqlite3.Connection,
+        kind: str,
+        memo: str,
+        entries: Sequence[Tuple[str, int]],
+        receipt_id: Optional[str],
+        document: Optional[str],
+    ) -> Transaction:
+        if sum(cents for _, cents in entries) != 0:
+            raise AssertionError(f"unbalanced {kind} transaction: {entries}")
+        at = int(self._clock())
+        cursor = db.execute(
+            "INSERT INTO transactions (kind, receipt_id, at, memo, document) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (kind, receipt_id, at, memo, document),
+        )
+        transaction_id = int(cursor.lastrowid or 0)
+        db.executemany(
+            "INSERT INTO entries (transaction_id, account, amount_cents) VALUES (?, ?, ?)",
+            [(transaction_id, account, cents) for account, cents in entries],
+        )
+        return Transaction(
+            transaction_id,
+            kind,
+            at,
+            memo,
+            tuple(Entry(account, from_cents(cents)) for account, cents in entries),
+            receipt_id,
+        )
+
+    def _find(self, db: sqlite3.Connection, kind: str, receipt_id: str) -> Optional[Transaction]:
+        row = db.execute(
+            "SELECT id FROM transactions WHERE kind = ? AND receipt_id = ?", (kind, receipt_id)
+        ).fetchone()
+        return None if row is None else self._load(db, int(row[0]))
+
+    def _load(self, db: sqlite3.Connection, transaction_id: int) -> Transaction:
+        kind, at, memo, receipt_id = db.execute(
+            "SELECT kind, at, memo, receipt_id FROM transactions WHERE id = ?", (transaction_id,)
+        ).fetchone()
+        entries = db.execute(
+            "SELECT account, amount_cents FROM entries WHERE transaction_id = ? ORDER BY rowid",
+            (transaction_id,),
+        ).fetchall()
+        return Transaction(
+            transaction_id,
+            kind,
+            at,
+            memo,
+            tuple(Entry(account, from_cents(cents)) for account, cents in entries),
+            receipt_id,
+        )
+
+    # ---- reading
+
+    def _require_account(self, db: sqlite3.Connection, account: str) -> None:
+        if account == BANK:
+            return
+        row = db.execute("SELECT 1 FROM participants WHERE id = ?", (account,)).fetchone()
+        if row is None:
+            raise LedgerNotFound("unknown_account", f"no account {account!r}")
+
+    def balance(self, account: str) -> Decimal:
+        with self._transaction() as db:
+            self._require_account(db, account)
+            (cents,) = db.execute(
+                "SELECT COALESCE(SUM(amount_cents), 0) FROM entries WHERE account = ?",
+                (account,),
+            ).fetchone()
+        return from_cents(int(cents))
+
+    def balances(self) -> Dict[str, Decimal]:
+        """Every account's balance (accounts with no movement show 0.00); they sum to zero."""
+        with self._transaction() as db:
+            rows = db.execute(
+                "SELECT id, COALESCE((SELECT SUM(amount_cents) FROM entries "
+                "WHERE account = participants.id), 0) FROM participants "
+                "UNION ALL SELECT ?, COALESCE(SUM(amount_cents), 0) FROM entries "
+                "WHERE account = ? ORDER BY 1",
+                (BANK, BANK),
+            ).fetchall()
+        return {account: from_cents(int(cents)) for account, cents in rows}
+
+    def statement(self, account: str) -> List[StatementLine]:
+        """An account's movements in booking order, each with the running balance."""
+        with self._transaction() as db:
+            self._require_account(db, account)
+            rows = db.execute(
+                "SELECT t.id, t.at, t.kind, t.memo, e.amount_cents FROM entries e "
+                "JOIN transactions t ON t.id = e.transaction_id WHERE e.account = ? "
+                "ORDER BY t.id, e.rowid",
+                (account,),
+            ).fetchall()
+        lines, balance = [], 0
+        for transaction_id, at, kind, memo, cents in rows:
+            balance += cents
+            lines.append(
+                StatementLine(
+                    transaction_id, at, kind, memo, from_cents(cents), from_cents(balance)
+                )
+            )
+        return lines
+
+    def receipt(self, receipt_id: str) -> Receipt:
+        """A booked receipt as it was received."""
+        with self._transaction() as db:
+            row = db.execute("SELECT document FROM receipts WHERE id = ?", (receipt_id,)).fetchone()
+        if row is None:
+            raise LedgerNotFound("unknown_receipt", f"no receipt {receipt_id} is booked")
+        return Receipt.from_json(json.loads(row[0]))
+
+
+class _Atomic:
+    """``with`` block = one ``BEGIN IMMEDIATE`` transaction, committed unless it raises.
+
+    IMMEDIATE takes the write lock at the start, so that two processes sharing the file
+    cannot both read "not booked yet" and then both book.
+    """
+
+    def __init__(self, db: sqlite3.Connection, lock: threading.Lock) -> None:
+        self._db = db
+        self._lock = lock
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._lock.acquire()
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._lock.release()
+            raise
+        return self._db
+
+    def __exit__(self, kind: Optional[type], *_: object) -> None:
+        try:
+            self._db.execute("COMMIT" if kind is None else "ROLLBACK")
+        finally:
+            self._lock.release()

@@ -1,0 +1,70 @@
+"""What the site owes its ledger: every receipt and refund it signed, kept until booked.
+
+A confirm books its receipt, and a cancel its refund, at once. When the ledger does not answer
+(a ledger service that is down) the request answers 502 and the buyer may retry; if nobody
+retries, the agent's loop books what is still owed, so the bank never misses a deal the site
+signed. Booking is idempotent at the ledger (a receipt already booked answers its transaction
+again), so a booking that reached the ledger but whose mark was lost in a crash is harmless.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, List, Mapping
+
+from siteagent.ledger.bank import Bookkeeper, LedgerError, LedgerUnavailable, Transaction
+from siteagent.market.store import Store
+from siteagent.protocol.documents import Cancellation, Receipt
+
+RECEIPT = "receipt"
+REFUND = "refund"
+
+
+def book(
+    store: Store,
+    ledger: Bookkeeper,
+    reservation_id: str,
+    kind: str,
+    document: Mapping[str, Any],
+    clock: Callable[[], float] = time.time,
+) -> Transaction:
+    """Owe the booking, book it, and mark it booked; LedgerError leaves it owed."""
+    store.owe_booking(reservation_id, kind, document)
+    if kind == RECEIPT:
+        done = ledger.book(Receipt.from_json(document))
+    else:
+        done = ledger.refund(Cancellation.from_json(document))
+    store.mark_booked(reservation_id, kind, clock())
+    return done
+
+
+@dataclass
+class CatchUp:
+    """One pass over what was owed: how many were booked, and what the ledger said of the
+    others (refused ones stay owed for an administrator to look at)."""
+
+    booked: int = 0
+    problems: List[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        if not self.problems:
+            return f"ledger: {self.booked} owed booking(s) done"
+        return f"ledger: {self.booked} owed booking(s) done; not yet: " + "; ".join(self.problems)
+
+
+def book_owed(store: Store, ledger: Bookkeeper, clock: Callable[[], float] = time.time) -> CatchUp:
+    """Book every receipt and refund still owed, oldest first; stop at the first sign that
+    the ledger is down (the rest would fail the same way)."""
+    result = CatchUp()
+    for reservation_id, kind, document in store.bookings_owed():
+        try:
+            book(store, ledger, reservation_id, kind, document, clock)
+        except LedgerUnavailable as exc:
+            result.problems.append(f"{kind} of {reservation_id}: {exc}")
+            break
+        except LedgerError as exc:
+            result.problems.append(f"{kind} of {reservation_id}: {exc}")
+            continue
+        result.booked += 1
+    return result

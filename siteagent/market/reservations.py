@@ -1,0 +1,821 @@
+"""Reservation lifecycle: offers turned into real, verified reservations, confirmed or released.
+
+The marketplace paper's two-phase commit (seed 000, §3.1 steps 6-10) on one site:
+
+* **vote** - :meth:`ReservationManager.accept` re-checks the offer against the cluster as it
+  is now (a fresh snapshot; the paper's "withdraw" if the capacity is gone), writes the intent
+  (REQUESTED), creates the reservation in the batch system, reads it back and verifies it
+  (Slurm silently shrinks reservations, notes/slurm-cli.md §6.1), and only then answers
+  TENTATIVE with a confirm deadline;
+* **commit** - :meth:`~ReservationManager.confirm` by the owner before the deadline;
+* **timer** - :meth:`~ReservationManager.expire_due` deletes what was not confirmed in time.
+
+States and moves (DESIGN.md §5)::
+
+    REQUESTED --> TENTATIVE --> CONFIRMED --> ACTIVE --> COMPLETED
+        |             |-> EXPIRED     |-> CANCELLED  '-> LOST
+        '-> FAILED    |-> CANCELLED   '-> LOST
+                      '-> LOST
+
+LOST is this module's addition: a TENTATIVE, CONFIRMED or ACTIVE reservation that vanished
+from the batch system before its window ended (an administrator deleted it, the batch system
+lost its state). It is a state, not a flag on the old one, because such a reservation no longer
+holds capacity: it must not be advanced to ACTIVE or COMPLETED (which would tell the buyer and
+the ledger it ran), and "how many promises did we break" is a count by state. The agent does
+not re-create it: whoever deleted it may have meant to.
+
+Crash safety: every move is written to the store before the batch system is touched, and the
+outcome after, so :meth:`~ReservationManager.reconcile` can always finish the job from the
+store and the batch system's own list: a reservation with the agent's prefix and no live
+record is deleted; a live record without its reservation is LOST; a REQUESTED record left by
+a crash is resolved (see :meth:`~ReservationManager.reconcile`). The agent never touches a
+reservation without its prefix.
+
+Locking: "re-check the plan, then create" must be atomic per agent, or two accepts could both
+see the same free cores. Accept and reconcile run inside :meth:`Store.exclusive`, a lock
+shared by the agent's threads and by every process using the same state directory (the admin
+commands). Confirm, cancel, expire and advance need no lock: they are compare-and-set moves
+in the store, then a deletion that is harmless to repeat.
+
+Time: the manager's ``clock`` is the batch system's clock (the replay backend's simulated
+time, the wall clock for Slurm), for windows, offer expiry and confirm deadlines alike, so
+they stay comparable when a replay runs faster than real time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence
+
+from siteagent.backends.base import Backend, BackendError, BackendUnavailable, ReservationRefused
+from siteagent.core.model import (
+    CENT,
+    BatchReservation,
+    CapacityUnit,
+    ClusterSnapshot,
+    Offer,
+    ReservationSpec,
+)
+from siteagent.core.scheduling import Policy, ReservationConflict, plan
+from siteagent.market.store import Remember, ReservationRecord, ReservationState, StaleState, Store
+from siteagent.pricing.quote import DEFAULT_PENALTY_FACTOR
+
+log = logging.getLogger("siteagent.reservations")
+
+S = ReservationState
+
+#: Seconds a buyer has to confirm a tentative reservation (the paper's step 10 timer).
+DEFAULT_CONFIRM_TIMEOUT_S = 120.0
+
+#: How long an offer nobody accepted is kept after it expired (seconds): a late accept is still
+#: told when it expired rather than that it never existed; after a day it is forgotten.
+OFFER_RETENTION_S = 86400
+
+#: The actor named in the history for the agent's own moves (expiry, reconciliation, time).
+AGENT = "agent"
+
+#: Legal moves. Everything else raises IllegalTransition and changes nothing.
+TRANSITIONS: Mapping[ReservationState, FrozenSet[ReservationState]] = {
+    S.REQUESTED: frozenset({S.TENTATIVE, S.FAILED}),
+    S.TENTATIVE: frozenset({S.CONFIRMED, S.EXPIRED, S.CANCELLED, S.LOST}),
+    S.CONFIRMED: frozenset({S.ACTIVE, S.CANCELLED, S.LOST}),
+    S.ACTIVE: frozenset({S.COMPLETED, S.LOST}),
+    S.COMPLETED: frozenset(),
+    S.EXPIRED: frozenset(),
+    S.CANCELLED: frozenset(),
+    S.FAILED: frozenset(),
+    S.LOST: frozenset(),
+}
+
+#: States in which a reservation exists in the batch system on the agent's behalf.
+LIVE: FrozenSet[ReservationState] = frozenset({S.TENTATIVE, S.CONFIRMED, S.ACTIVE})
+
+_PREFIX_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+#: Why a state cannot move, for the error a client sees.
+_STUCK = {
+    S.REQUESTED: "it is still being created; retry in a moment",
+    S.TENTATIVE: "it is waiting for its owner's confirmation",
+    S.CONFIRMED: "it is confirmed already",
+    S.ACTIVE: "its window has started",
+    S.COMPLETED: "its window is over",
+    S.EXPIRED: "it was not confirmed by its deadline and was released; accept a new offer",
+    S.CANCELLED: "it was cancelled",
+    S.FAILED: "the batch system did not create it; accept a new offer",
+    S.LOST: "it vanished from the batch system; accept a new offer",
+}
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class LifecycleError(Exception):
+    """A request the lifecycle cannot carry out; nothing was changed. The message says why
+    and what to do instead."""
+
+
+class UnknownOffer(LifecycleError):
+    pass
+
+
+class UnknownReservation(LifecycleError):
+    pass
+
+
+class NotOwner(LifecycleError):
+    pass
+
+
+class IdempotencyKeyReused(LifecycleError):
+    """The idempotency key was used before by this client for another request."""
+
+
+class IllegalTransition(LifecycleError):
+    """The reservation is in a state from which the requested move is not allowed."""
+
+
+class OfferRefused(LifecycleError):
+    """The site withdraws (the paper's "Refuse"): expired, already used, or capacity gone.
+
+    ``code`` is stable for programs: ``expired``, ``used``, ``window_passed``, ``capacity_gone``.
+    """
+
+    def __init__(self, offer_id: str, code: str, message: str) -> None:
+        super().__init__(message)
+        self.offer_id = offer_id
+        self.code = code
+
+
+class ReservationFailed(LifecycleError):
+    """The batch system refused the reservation or gave less than asked; ``record`` is FAILED
+    and keeps the batch system's message."""
+
+    def __init__(self, record: ReservationRecord) -> None:
+        super().__init__(f"reservation {record.id} failed: {record.message}")
+        self.record = record
+
+
+def check_transition(record: ReservationRecord, new: ReservationState) -> None:
+    """Raise IllegalTransition unless ``record`` may move to ``new``."""
+    if new not in TRANSITIONS[record.state]:
+        raise IllegalTransition(
+            f"reservation {record.id} is {record.state.value} and cannot become {new.value}: "
+            f"{_STUCK[record.state]}"
+        )
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class Reconciliation:
+    """What one reconciliation did (ids of records, names of deleted reservations)."""
+
+    recovered: List[str] = field(default_factory=list)
+    failed: List[str] = field(default_factory=list)
+    lost: List[str] = field(default_factory=list)
+    orphans_deleted: List[str] = field(default_factory=list)
+
+
+@dataclass
+class Housekeeping:
+    """What one agent cycle did to the reservations, and how many are in each state."""
+
+    activated: List[str]
+    completed: List[str]
+    expired: List[str]
+    reconciliation: Reconciliation
+    by_state: Dict[ReservationState, int]
+    offers_pruned: int = 0
+
+    def describe(self) -> str:
+        """One log line: the live reservations, then what changed (if anything)."""
+        live = ", ".join(f"{self.by_state.get(s, 0)} {s.value.lower()}" for s in _LIVE_ORDER)
+        rec = self.reconciliation
+        changes = [
+            (len(self.activated), "started"),
+            (len(self.completed), "completed"),
+            (len(self.expired), "expired"),
+            (len(rec.recovered), "recovered after a crash"),
+            (len(rec.failed), "failed after a crash"),
+            (len(rec.lost), "LOST (vanished from the batch system)"),
+            (len(rec.orphans_deleted), "leftovers deleted"),
+            (self.offers_pruned, "expired offers forgotten"),
+        ]
+        done = "; ".join(f"{n} {what}" for n, what in changes if n)
+        return f"reservations: {live}" + (f"; this cycle: {done}" if done else "")
+
+
+_LIVE_ORDER = (S.TENTATIVE, S.CONFIRMED, S.ACTIVE)
+
+
+# --------------------------------------------------------------------------- the manager
+
+
+class ReservationManager:
+    """Carries reservations through their lifecycle on one backend, remembering in a store.
+
+    ``clock`` is the batch system's clock (epoch seconds). ``policy`` is the scheduling policy
+    the accept re-check plans with. ``name_prefix`` marks the reservations this agent owns in
+    the batch system; it must be unique to this agent on the cluster. ``penalty_factor`` is
+    the p of a cancellation's p x f, fixed on each reservation when it is accepted.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        backend: Backend,
+        clock: Callable[[], float] = time.time,
+        policy: Policy = Policy.CONSERVATIVE,
+        confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT_S,
+        name_prefix: str = "sa-",
+        penalty_factor: Decimal = DEFAULT_PENALTY_FACTOR,
+    ) -> None:
+        if not confirm_timeout > 0:
+            raise ValueError(f"confirm timeout must be > 0 s, got {confirm_timeout}")
+        if not _PREFIX_RE.match(name_prefix):
+            raise ValueError(
+                f"reservation name prefix {name_prefix!r} must be non-empty letters, digits, "
+                "'_', '.' or '-' (it is how the agent tells its reservations from others')"
+            )
+        if not Decimal(penalty_factor) >= 0:
+            raise ValueError(f"penalty factor must be >= 0, got {penalty_factor}")
+        self.store = store
+        self.backend = backend
+        self.clock = clock
+        self.policy = Policy(policy)
+        self.confirm_timeout = confirm_timeout
+        self.name_prefix = name_prefix
+        self.penalty_factor = Decimal(penalty_factor)
+        #: Live reservations found vanished from the batch system since this process started
+        #: (exported as a metric: every one is a promise the site broke).
+        self.lost_total = 0
+
+    # ---- offers
+
+    def record_offer(self, offer: Offer) -> None:
+        """Remember an offer made to a client, so that it can be accepted until it expires."""
+        self.record_offers([offer])
+
+    def record_offers(self, offers: Sequence[Offer]) -> None:
+        """Remember the offers of one quote together (one write)."""
+        for offer in offers:
+            if offer.size <= 0 or offer.duration <= 0:
+                raise ValueError(
+                    f"offer {offer.id}: size and duration must be positive, got {offer.size} "
+                    f"units for {offer.duration} s"
+                )
+        self.store.add_offers(offers, self.clock())
+
+    # ---- the buyer's requests
+
+    def accept(
+        self,
+        offer_id: str,
+        client: str,
+        idempotency_key: str,
+        users: Sequence[str] = (),
+        accounts: Sequence[str] = (),
+    ) -> ReservationRecord:
+        """Turn an offer into a TENTATIVE reservation that exists, verified, in the batch system.
+
+        Raises UnknownOffer for an offer never issued, OfferRefused (nothing changed) when it
+        expired, was used, or its capacity is gone; ReservationFailed when the batch system
+        refused or shrank it (the record is FAILED with the batch system's message);
+        BackendUnavailable when the batch system did not answer (retry with the same key: the
+        intent is resolved then, or by the next reconciliation). An accept that changed
+        something (TENTATIVE, FAILED) gives the same answer when the same (client, key) sends
+        it again; a refusal changed nothing and is decided afresh.
+        """
+        _require_identity(client, idempotency_key)
+        operation = f"accept {offer_id}"
+        answered = self._answered(client, idempotency_key, operation)
+        if answered is not None:
+            return _deliver(answered)
+        with self.store.exclusive():
+            entry = self.store.idempotency(client, idempotency_key)
+            if entry is not None:
+                _check_operation(entry.operation, operation, idempotency_key)
+                if entry.answer is not None:
+                    return _deliver(entry.answer)
+                # an intent without an answer, and nobody else inside the lock: a crash (or a
+                # batch system outage) interrupted this very request; finish it now
+                intent = self.store.reservation_for_offer(offer_id)
+                if intent is None:
+                    raise RuntimeError(f"idempotency key {idempotency_key!r} has no intent")
+                listing = self._ours(self.backend.list_reservations())
+                return _deliver(self._resolve_intent(intent, listing))
+            record = self._create(offer_id, client, idempotency_key, users, accounts)
+        return _deliver(record)
+
+    def confirm(self, reservation_id: str, client: str, idempotency_key: str) -> ReservationRecord:
+        """The owner commits a TENTATIVE reservation before its deadline: CONFIRMED."""
+        _require_identity(client, idempotency_key)
+        operation = f"confirm {reservation_id}"
+        record = self._owned(reservation_id, client)
+        # looked up after reading the record: a duplicate of this request that finished
+        # before the read is found here, one that finishes after it makes the write below fail
+        answered = self._answered(client, idempotency_key, operation)
+        if answered is not None:
+            return answered
+        check_transition(record, S.CONFIRMED)
+        now = self.clock()
+        if record.deadline is not None and now >= record.deadline:
+            raise IllegalTransition(
+                f"reservation {record.id} was not confirmed by its deadline "
+                f"({_when(record.deadline)}) and is being released; accept a new offer"
+            )
+        if record.end <= now:
+            raise IllegalTransition(
+                f"reservation {record.id}'s window ended at {_when(record.end)} before it was "
+                "confirmed; accept a new offer"
+            )
+        held = {res.name for res in self.backend.list_reservations()}
+        if record.name not in held:
+            self._mark_lost(record, "not in the batch system when its owner confirmed it")
+            raise IllegalTransition(
+                f"reservation {record.id} ({record.name}) no longer exists in the batch system "
+                "(deleted outside the agent?) and is marked LOST; accept a new offer"
+            )
+        try:
+            confirmed = self.store.transition(
+                record.id,
+                S.TENTATIVE,
+                S.CONFIRMED,
+                now,
+                client,
+                "confirmed by its owner",
+                unconfirmed_before=now,
+                remember=Remember(client, idempotency_key, operation),
+            )
+        except StaleState as exc:
+            answered = self._answered(client, idempotency_key, operation)
+            if answered is not None:
+                return answered  # the same request, sent twice at once, won the race
+            if exc.current.state is S.TENTATIVE:  # still tentative: the deadline stopped it
+                raise IllegalTransition(
+                    f"reservation {record.id} was not confirmed by its deadline "
+                    f"({_when(record.deadline)}); accept a new offer"
+                ) from None
+            check_transition(exc.current, S.CONFIRMED)
+            raise
+        log.info("%s: CONFIRMED by %s", _describe(confirmed), client)
+        return confirmed
+
+    def cancel(self, reservation_id: str, client: str, idempotency_key: str) -> ReservationRecord:
+        """The owner cancels; free while TENTATIVE, p x f once CONFIRMED (``record.penalty``).
+
+        The record is CANCELLED before the batch system is asked to delete the reservation; if
+        that deletion fails, reconciliation retries it.
+        """
+        _require_identity(client, idempotency_key)
+        operation = f"cancel {reservation_id}"
+        while True:  # again if it moved meanwhile (confirmed: the penalty changes)
+            record = self._owned(reservation_id, client)
+            answered = self._answered(client, idempotency_key, operation)  # as in confirm
+            if answered is not None:
+                return answered
+            check_transition(record, S.CANCELLED)
+            penalty = Decimal(0)
+            if record.state is S.CONFIRMED:
+                penalty = record.penalty_factor * record.fee
+            try:
+                cancelled = self.store.transition(
+                    record.id,
+                    record.state,
+                    S.CANCELLED,
+                    self.clock(),
+                    client,
+                    f"cancelled by its owner while {record.state.value}",
+                    penalty=penalty.quantize(CENT),
+                    remember=Remember(client, idempotency_key, operation),
+                )
+                break
+            except StaleState:
+                continue  # the next round finds the answer, or the state it moved to
+        log.info("%s: CANCELLED by %s, penalty %s", _describe(cancelled), client, cancelled.penalty)
+        self._delete(cancelled.name, "cancelled")
+        return cancelled
+
+    # ---- the agent's own moves
+
+    def expire_due(self) -> List[ReservationRecord]:
+        """The reaper: TENTATIVE reservations past their deadline become EXPIRED and are
+        deleted from the batch system."""
+        expired = []
+        now = self.clock()
+        for record in self.store.due_for_expiry(now):
+            try:
+                gone = self.store.transition(
+                    record.id,
+                    S.TENTATIVE,
+                    S.EXPIRED,
+                    now,
+                    AGENT,
+                    f"not confirmed by its deadline ({_when(record.deadline)})",
+                )
+            except StaleState:
+                continue  # its owner cancelled it meanwhile
+            log.info("%s: EXPIRED (not confirmed in time), deleting it", _describe(gone))
+            self._delete(gone.name, "expired")
+            expired.append(gone)
+        return expired
+
+    def advance(self, now: Optional[float] = None) -> List[ReservationRecord]:
+        """Move confirmed reservations along with time: ACTIVE when the window starts,
+        COMPLETED when it ends. Returns the records that moved (as they are now)."""
+        now = self.clock() if now is None else now
+        moved = []
+        for record in self.store.reservations([S.CONFIRMED, S.ACTIVE]):
+            try:
+                if record.state is S.CONFIRMED and record.start <= now:
+                    record = self._move(record, S.ACTIVE, "its window started")
+                    moved.append(record)
+                if record.state is S.ACTIVE and record.end <= now:
+                    record = self._move(record, S.COMPLETED, "its window ended")
+                    moved.append(record)
+            except StaleState:
+                continue  # cancelled or found lost meanwhile
+        return moved
+
+    def reconcile(self) -> Reconciliation:
+        """Make the store and the batch system agree, after a crash or anything else.
+
+        * A REQUESTED record is an accept that never finished (the lock guarantees none is in
+          flight). If its reservation exists and verifies, it becomes TENTATIVE with a fresh
+          deadline and is remembered as the answer to the accept's idempotency key: only the
+          answer was lost, a client retrying with the same key gets its reservation, and one
+          that gave up costs the site one confirm timeout of held capacity, as any unconfirmed
+          reservation does. Otherwise it is FAILED, and deleted if it half-exists.
+        * A TENTATIVE/CONFIRMED/ACTIVE record whose reservation is gone before its window ended
+          is LOST (logged as an error, counted in ``lost_total``).
+        * A reservation with the agent's prefix and no TENTATIVE/CONFIRMED/ACTIVE record is
+          deleted. Reservations without the prefix are never looked at.
+        """
+        result = Reconciliation()
+        with self.store.exclusive():
+            listing = self._ours(self.backend.list_reservations())
+            now = self.clock()  # after listing: what ended by now is allowed to be missing
+            for intent in self.store.reservations([S.REQUESTED]):
+                resolved = self._resolve_intent(intent, listing)
+                bucket = result.recovered if resolved.state is S.TENTATIVE else result.failed
+                bucket.append(resolved.id)
+            live = set()
+            for record in self.store.reservations(LIVE):
+                live.add(record.name)
+                missing = record.name not in listing and record.end > now
+                if missing and self._mark_lost(record, "vanished from the batch system"):
+                    result.lost.append(record.id)
+            for name in sorted(set(listing) - live):
+                log.warning(
+                    "reservation %s has the agent's prefix but no live record (left by a crash "
+                    "or an earlier failed deletion): deleting it",
+                    name,
+                )
+                if self._delete(name, "leftover"):
+                    result.orphans_deleted.append(name)
+        return result
+
+    def housekeeping(self) -> Housekeeping:
+        """One agent cycle's work: advance with time, expire, reconcile, forget old offers."""
+        activated: List[str] = []
+        completed: List[str] = []
+        for record in self.advance():
+            (completed if record.state is S.COMPLETED else activated).append(record.id)
+        expired = [record.id for record in self.expire_due()]
+        reconciliation = self.reconcile()
+        pruned = self.store.prune_offers(int(self.clock()) - OFFER_RETENTION_S)
+        return Housekeeping(
+            activated=activated,
+            completed=completed,
+            expired=expired,
+            reconciliation=reconciliation,
+            by_state=self.store.count_by_state(),
+            offers_pruned=pruned,
+        )
+
+    # ---- helpers
+
+    def _create(
+        self,
+        offer_id: str,
+        client: str,
+        key: str,
+        users: Sequence[str],
+        accounts: Sequence[str],
+    ) -> ReservationRecord:
+        """The accept proper, inside the exclusive lock: re-check, intent, create, verify."""
+        offer = self.store.get_offer(offer_id)
+        if offer is None:
+            raise UnknownOffer(
+                f"no offer {offer_id!r}: this agent never issued it; ask for a quote first"
+            )
+        taken = self.store.reservation_for_offer(offer_id)
+        if taken is not None:
+            raise OfferRefused(
+                offer_id,
+                "used",
+                f"offer {offer_id} was accepted already (reservation {taken.id}, "
+                f"{taken.state.value}); ask for a new quote",
+            )
+        now = self.clock()
+        if now >= offer.expires:
+            raise OfferRefused(
+                offer_id,
+                "expired",
+                f"offer {offer_id} expired at {_when(offer.expires)}; ask for a new quote",
+            )
+        snapshot = self.backend.occupancy()
+        self._recheck(offer, snapshot)
+        record = self._intent(offer, client, key, snapshot.unit, users, accounts, now)
+        self.store.add_reservation(
+            record,
+            client,
+            "offer accepted; creating it in the batch system",
+            Remember(client, key, f"accept {offer_id}"),
+        )
+        spec = ReservationSpec(
+            name=record.name,
+            start=record.start,
+            duration=record.end - record.start,
+            size=record.size,
+            unit=record.unit,
+            users=record.users,
+            accounts=record.accounts,
+        )
+        try:
+            made = self.backend.create_reservation(spec)
+        except BackendUnavailable:
+            log.warning(
+                "%s: the batch system did not answer; the intent stays REQUESTED until the "
+                "client retries or the next reconciliation resolves it",
+                _describe(record),
+            )
+            raise
+        except (ReservationRefused, ValueError) as exc:
+            return self._fail(record, f"the batch system refused it: {exc}", delete=False)
+        except BackendError as exc:
+            return self._fail(record, f"the batch system failed: {exc}", delete=True)
+        short = shortfall(record, made)
+        if short:
+            return self._fail(record, short, delete=True)
+        tentative = self.store.transition(
+            record.id,
+            S.REQUESTED,
+            S.TENTATIVE,
+            self.clock(),
+            AGENT,
+            f"created and verified in the batch system as {made.name}",
+            deadline=self.clock() + self.confirm_timeout,
+            remember=Remember(client, key, f"accept {offer_id}"),
+        )
+        log.info(
+            "%s: TENTATIVE, to be confirmed by %s", _describe(tentative), _when(tentative.deadline)
+        )
+        return tentative
+
+    def _recheck(self, offer: Offer, snapshot: ClusterSnapshot) -> None:
+        """Withdraw if the offer's window can no longer be reserved (DESIGN.md §4.3 rule).
+
+        Admissible means no conflict with running jobs or existing reservations; queued jobs do
+        not count (they are planned around it), so they are left out of the check, which keeps
+        it cheap on a long queue.
+        """
+        if offer.start < snapshot.now:
+            raise OfferRefused(
+                offer.id,
+                "window_passed",
+                f"offer {offer.id}'s window started at {_when(offer.start)}, before now "
+                f"({_when(snapshot.now)}); ask for a new quote",
+            )
+        window = (("offer", offer.id), offer.start, offer.end, offer.size)
+        try:
+            plan(dataclasses.replace(snapshot, pending=()), self.policy, [window])
+        except ReservationConflict:
+            raise OfferRefused(
+                offer.id,
+                "capacity_gone",
+                f"the capacity offered in {offer.id} ({offer.size} {snapshot.unit.value}s, "
+                f"{_when(offer.start)} to {_when(offer.end)}) is no longer free: running "
+                "work or another reservation holds it now; ask for a new quote",
+            ) from None
+
+    def _intent(
+        self,
+        offer: Offer,
+        client: str,
+        key: str,
+        unit: CapacityUnit,
+        users: Sequence[str],
+        accounts: Sequence[str],
+        now: float,
+    ) -> ReservationRecord:
+        rid = reservation_id(offer.id)
+        return ReservationRecord(
+            id=rid,
+            name=self.name_prefix + rid,
+            offer_id=offer.id,
+            client=client,
+            accept_key=key,
+            state=S.REQUESTED,
+            start=offer.start,
+            end=offer.end,
+            size=offer.size,
+            unit=unit,
+            users=tuple(users),
+            accounts=tuple(accounts),
+            unit_price=offer.unit_price,
+            fee=offer.fee,
+            total=offer.total,
+            penalty_factor=self.penalty_factor,
+            created=now,
+            updated=now,
+        )
+
+    def _fail(self, record: ReservationRecord, message: str, delete: bool) -> ReservationRecord:
+        """REQUESTED -> FAILED (the answer to the accept), then delete what may exist."""
+        failed = self.store.transition(
+            record.id,
+            S.REQUESTED,
+            S.FAILED,
+            self.clock(),
+            AGENT,
+            "the batch system did not give what was asked",
+            message=message,
+            remember=Remember(record.client, record.accept_key, f"accept {record.offer_id}"),
+        )
+        log.warning("%s: FAILED: %s", _describe(failed), message)
+        if delete:
+            self._delete(record.name, "failed")
+        return failed
+
+    def _resolve_intent(
+        self, record: ReservationRecord, listing: Mapping[str, BatchReservation]
+    ) -> ReservationRecord:
+        """Finish an accept interrupted after its intent was written (see reconcile)."""
+        made = listing.get(record.name)
+        remember = Remember(record.client, record.accept_key, f"accept {record.offer_id}")
+        now = self.clock()
+        if made is not None and not shortfall(record, made) and record.end > now:
+            recovered = self.store.transition(
+                record.id,
+                S.REQUESTED,
+                S.TENTATIVE,
+                now,
+                AGENT,
+                "the accept was interrupted before it answered; the reservation was found in "
+                "the batch system and verified, so it waits for a fresh confirm deadline",
+                deadline=now + self.confirm_timeout,
+                remember=remember,
+            )
+            log.warning(
+                "%s: interrupted accept recovered as TENTATIVE, to be confirmed by %s",
+                _describe(recovered),
+                _when(recovered.deadline),
+            )
+            return recovered
+        if made is None:
+            message = "the accept was interrupted before the batch system created it"
+        elif record.end <= now:
+            message = "the accept was interrupted and its window is over"
+        else:
+            message = "the accept was interrupted; " + shortfall(record, made)
+        return self._fail(record, message, delete=made is not None)
+
+    def _mark_lost(self, record: ReservationRecord, why: str) -> bool:
+        """Record that a live reservation vanished; False if it moved on meanwhile."""
+        try:
+            lost = self._move(record, S.LOST, why, message=why)
+        except StaleState:
+            return False
+        self.lost_total += 1
+        log.error(
+            "%s: LOST while %s: %s; the agent broke its promise to %s",
+            _describe(lost),
+            record.state.value,
+            why,
+            record.client,
+        )
+        return True
+
+    def _move(
+        self,
+        record: ReservationRecord,
+        new: ReservationState,
+        reason: str,
+        message: Optional[str] = None,
+    ) -> ReservationRecord:
+        check_transition(record, new)
+        return self.store.transition(
+            record.id, record.state, new, self.clock(), AGENT, reason, message=message
+        )
+
+    def _delete(self, name: str, why: str) -> bool:
+        """Delete one of our reservations; a failure is logged, reconciliation retries it."""
+        if not name.startswith(self.name_prefix):
+            raise ValueError(
+                f"refusing to delete {name!r}: not an agent reservation (prefix "
+                f"{self.name_prefix!r})"
+            )
+        try:
+            self.backend.delete_reservation(name)
+        except BackendError as exc:
+            log.warning(
+                "could not delete %s reservation %s: %s (the next reconciliation retries)",
+                why,
+                name,
+                exc,
+            )
+            return False
+        return True
+
+    def _ours(self, reservations: Iterable[BatchReservation]) -> Dict[str, BatchReservation]:
+        return {res.name: res for res in reservations if res.name.startswith(self.name_prefix)}
+
+    def _owned(self, reservation_id: str, client: str) -> ReservationRecord:
+        record = self.store.get_reservation(reservation_id)
+        if record is None:
+            raise UnknownReservation(f"no reservation {reservation_id!r} at this site")
+        if record.client != client:
+            raise NotOwner(
+                f"reservation {reservation_id} belongs to another client; only its owner may "
+                "confirm or cancel it"
+            )
+        return record
+
+    def _answered(self, client: str, key: str, operation: str) -> Optional[ReservationRecord]:
+        """The answer already given to (client, key), if any; the key must mean ``operation``."""
+        entry = self.store.idempotency(client, key)
+        if entry is None:
+            return None
+        _check_operation(entry.operation, operation, key)
+        return entry.answer
+
+
+# --------------------------------------------------------------------------- small functions
+
+
+def reservation_id(offer_id: str) -> str:
+    """The reservation id for an offer: deterministic (an offer is accepted at most once), so
+    the batch-system name is known before it is created and found again after a crash."""
+    return hashlib.sha256(offer_id.encode("utf-8")).hexdigest()[:12]
+
+
+def shortfall(record: ReservationRecord, made: BatchReservation) -> str:
+    """Why the batch system's reservation does not hold what was promised; "" if it does.
+
+    It must cover the window (Slurm rounds durations up to whole minutes, so a longer one is
+    fine) with at least the size promised.
+    """
+    size = made.demand(record.unit)
+    problems = []
+    if size < record.size:
+        problems.append(f"it holds {size} {record.unit.value}s, not {record.size}")
+    if made.start > record.start or made.end < record.end:
+        problems.append(
+            f"it covers {_when(made.start)} to {_when(made.end)}, not "
+            f"{_when(record.start)} to {_when(record.end)}"
+        )
+    return "; ".join(problems)
+
+
+def _require_identity(client: str, key: str) -> None:
+    if not client:
+        raise ValueError("a client name is required (who is asking?)")
+    if not key:
+        raise ValueError("an idempotency key is required (any unique string per request)")
+
+
+def _check_operation(used_for: str, operation: str, key: str) -> None:
+    if used_for != operation:
+        raise IdempotencyKeyReused(
+            f"idempotency key {key!r} was used for '{used_for}', not '{operation}': use a new "
+            "key for each new request, the same key only to retry one"
+        )
+
+
+def _deliver(record: ReservationRecord) -> ReservationRecord:
+    """An accept's answer: the reservation, or ReservationFailed for a FAILED one."""
+    if record.state is S.FAILED:
+        raise ReservationFailed(record)
+    return record
+
+
+def _when(epoch: Optional[float]) -> str:
+    if epoch is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(epoch))
+
+
+def _describe(record: ReservationRecord) -> str:
+    """How a reservation appears in the log: name, owner, size and window."""
+    return (
+        f"reservation {record.name} ({record.client}, {record.size} {record.unit.value}s, "
+        f"{_when(record.start)} to {_when(record.end)})"
+    )

@@ -1,0 +1,867 @@
+"""The agent's memory: reservations and their history, offers, idempotency keys, queue waits.
+
+Why SQLite: one file in the state directory that ``siteagent serve`` and the admin commands
+share, transactions that survive SIGKILL and power loss (WAL journal, ``synchronous=FULL``),
+and no server to run. Every write is one short transaction, so a crash leaves the store as it
+was before or after a write, never in between. The reservation lifecycle relies on that: it
+writes each transition *before* touching the batch system (see ``reservations.py``).
+
+Schema changes are migrations: one function per schema version, applied in order in one
+transaction when the store is opened, the version kept in ``PRAGMA user_version``. A store
+written by a newer siteagent is refused rather than misread.
+
+This module knows what is stored, not which changes are legal: the state machine lives in
+``reservations.py``. It offers compare-and-set transitions (:meth:`Store.transition` changes a
+record only if it is still in the state the caller saw), which is what makes concurrent
+confirm/expire/cancel from several threads or processes safe without holding a lock across
+batch-system calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import fcntl
+import json
+import os
+import sqlite3
+import threading
+from dataclasses import asdict, dataclass, fields
+from decimal import Decimal
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Tuple,
+)
+
+from siteagent.core.model import CapacityUnit, Offer, Request
+from siteagent.core.waits import QueueWait
+
+#: Seconds a writer waits for another process's transaction before giving up.
+BUSY_TIMEOUT_S = 30.0
+
+
+class StoreError(Exception):
+    """The state database cannot be read or written; the message says which file and why."""
+
+
+class StaleState(Exception):
+    """A compare-and-set transition found the record in another state than expected.
+
+    Somebody else (another thread, the reaper, another process) changed it first; ``current``
+    is the record as it is now, so the caller can say what happened.
+    """
+
+    def __init__(self, current: ReservationRecord) -> None:
+        super().__init__(f"reservation {current.id} is {current.state.value} now")
+        self.current = current
+
+
+class ReservationState(str, enum.Enum):
+    """Where a reservation stands (DESIGN.md §5); the legal moves are in reservations.py."""
+
+    REQUESTED = "REQUESTED"
+    TENTATIVE = "TENTATIVE"
+    CONFIRMED = "CONFIRMED"
+    ACTIVE = "ACTIVE"
+    COMPLETED = "COMPLETED"
+    EXPIRED = "EXPIRED"
+    CANCELLED = "CANCELLED"
+    FAILED = "FAILED"
+    LOST = "LOST"
+
+
+@dataclass(frozen=True)
+class ReservationRecord:
+    """One reservation as the agent remembers it: the deal, its window and where it stands.
+
+    ``name`` is the batch system's reservation name (the agent's prefix + ``id``).
+    ``accept_key`` is the idempotency key of the accept that made it, so that a crash-left
+    intent can be answered when the client retries. ``deadline`` is the confirm deadline, set
+    when it became TENTATIVE and kept afterwards as history. ``penalty_factor`` is fixed at
+    accept time: changing the site's setting never changes the terms of a deal already made.
+    ``penalty`` is set when it is cancelled.
+    ``message`` keeps the batch system's words for FAILED and the reason for LOST.
+    """
+
+    id: str
+    name: str
+    offer_id: str
+    client: str
+    accept_key: str
+    state: ReservationState
+    start: int
+    end: int
+    size: int
+    unit: CapacityUnit
+    users: Tuple[str, ...]
+    accounts: Tuple[str, ...]
+    unit_price: Decimal
+    fee: Decimal
+    total: Decimal
+    penalty_factor: Decimal
+    created: float
+    updated: float
+    deadline: Optional[float] = None
+    penalty: Optional[Decimal] = None
+    message: str = ""
+
+    def to_dict(self) -> Dict[str, Any]:
+        """A JSON-ready dict: money as decimal strings, enums as their values."""
+        out = asdict(self)
+        for key, value in out.items():
+            if isinstance(value, Decimal):
+                out[key] = str(value)
+            elif isinstance(value, enum.Enum):
+                out[key] = value.value
+            elif isinstance(value, tuple):
+                out[key] = list(value)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ReservationRecord:
+        """The inverse of :meth:`to_dict` (used to give back a stored idempotent answer)."""
+        money = {"unit_price", "fee", "total", "penalty_factor", "penalty"}
+        values: Dict[str, Any] = {}
+        for item in fields(cls):
+            value = data.get(item.name)
+            if item.name in money:
+                value = None if value is None else Decimal(value)
+            elif item.name == "state":
+                value = ReservationState(value)
+            elif item.name == "unit":
+                value = CapacityUnit(value)
+            elif item.name in ("users", "accounts"):
+                value = tuple(value or ())
+            values[item.name] = value
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One line of a reservation's history: who moved it from where to where, when and why."""
+
+    reservation_id: str
+    at: float
+    actor: str
+    from_state: Optional[ReservationState]
+    to_state: ReservationState
+    reason: str
+
+
+@dataclass(frozen=True)
+class Remember:
+    """An idempotency key to answer with the record a write produces: (client, key, operation)."""
+
+    client: str
+    key: str
+    operation: str
+
+
+@dataclass(frozen=True)
+class IdempotencyEntry:
+    """What a (client, key) was used for, and the answer given (None while in progress)."""
+
+    operation: str
+    answer: Optional[ReservationRecord]
+
+
+def _migrate_1(db: sqlite3.Connection) -> None:
+    """The first schema: offers, reservations with history, idempotency keys, queue waits."""
+    states = ", ".join(f"'{state.value}'" for state in ReservationState)
+    db.execute(
+        """CREATE TABLE offers (
+            id TEXT PRIMARY KEY,
+            site TEXT NOT NULL,
+            request TEXT NOT NULL,
+            start_time INTEGER NOT NULL,
+            duration INTEGER NOT NULL,
+            size INTEGER NOT NULL,
+            unit_price TEXT NOT NULL,
+            fee TEXT NOT NULL,
+            total TEXT NOT NULL,
+            expires INTEGER NOT NULL,
+            created REAL NOT NULL
+        )"""
+    )
+    db.execute(
+        f"""CREATE TABLE reservations (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            offer_id TEXT NOT NULL UNIQUE REFERENCES offers(id),
+            client TEXT NOT NULL,
+            accept_key TEXT NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ({states})),
+            start_time INTEGER NOT NULL,
+            end_time INTEGER NOT NULL,
+            size INTEGER NOT NULL,
+            unit TEXT NOT NULL,
+            users TEXT NOT NULL,
+            accounts TEXT NOT NULL,
+            unit_price TEXT NOT NULL,
+            fee TEXT NOT NULL,
+            total TEXT NOT NULL,
+            penalty_factor TEXT NOT NULL,
+            penalty TEXT,
+            deadline REAL,
+            message TEXT NOT NULL DEFAULT '',
+            created REAL NOT NULL,
+            updated REAL NOT NULL
+        )"""
+    )
+    db.execute("CREATE INDEX reservations_by_state ON reservations(state)")
+    db.execute(
+        """CREATE TABLE transitions (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            reservation_id TEXT NOT NULL REFERENCES reservations(id),
+            at REAL NOT NULL,
+            actor TEXT NOT NULL,
+            from_state TEXT,
+            to_state TEXT NOT NULL,
+            reason TEXT NOT NULL
+        )"""
+    )
+    db.execute("CREATE INDEX transitions_by_reservation ON transitions(reservation_id, seq)")
+    db.execute(
+        """CREATE TABLE idempotency (
+            client TEXT NOT NULL,
+            key TEXT NOT NULL,
+            operation TEXT NOT NULL,
+            result TEXT,
+            created REAL NOT NULL,
+            PRIMARY KEY (client, key)
+        )"""
+    )
+    db.execute(
+        """CREATE TABLE queue_waits (
+            job_id TEXT NOT NULL,
+            submit INTEGER NOT NULL,
+            cores INTEGER NOT NULL,
+            walltime INTEGER NOT NULL,
+            start_time INTEGER NOT NULL,
+            PRIMARY KEY (job_id, submit)
+        )"""
+    )
+    db.execute("CREATE INDEX queue_waits_by_start ON queue_waits(start_time)")
+
+
+def _migrate_2(db: sqlite3.Connection) -> None:
+    """Receipts: the doubly signed deal of each confirmed reservation, kept by the agent
+    itself (with or without a ledger) so that it can show and cancel what it signed."""
+    db.execute(
+        """CREATE TABLE receipts (
+            reservation_id TEXT PRIMARY KEY REFERENCES reservations(id),
+            document TEXT NOT NULL
+        )"""
+    )
+
+
+def _migrate_3(db: sqlite3.Connection) -> None:
+    """What the site owes its ledger: each receipt and refund it signed, until booked, so that
+    the agent's loop books what a confirm or cancel could not (ledger down, no retry)."""
+    db.execute(
+        """CREATE TABLE ledger_bookings (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            reservation_id TEXT NOT NULL REFERENCES reservations(id),
+            kind TEXT NOT NULL CHECK (kind IN ('receipt', 'refund')),
+            document TEXT NOT NULL,
+            booked_at REAL,
+            UNIQUE (reservation_id, kind)
+        )"""
+    )
+
+
+def _migrate_4(db: sqlite3.Connection) -> None:
+    """Offers by expiry, so that each cycle finds the expired ones to prune cheaply."""
+    db.execute("CREATE INDEX offers_by_expiry ON offers(expires)")
+
+
+#: Migration i+1 takes the schema from version i to i+1. Append, never edit a released one.
+MIGRATIONS: Tuple[Callable[[sqlite3.Connection], None], ...] = (
+    _migrate_1,
+    _migrate_2,
+    _migrate_3,
+    _migrate_4,
+)
+
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+_RESERVATION_COLUMNS = (
+    "id, name, offer_id, client, accept_key, state, start_time, end_time, size, unit, users, "
+    "accounts, unit_price, fee, total, penalty_factor, penalty, deadline, message, created, "
+    "updated"
+)
+
+
+class Store:
+    """The SQLite state database of one agent, safe to share between threads and processes.
+
+    ``path`` is a file (created with its directory if missing) or ``":memory:"`` for tests.
+    One connection serves all threads, each call holding a lock, because SQLite serialises
+    writers anyway and one connection keeps the WAL readers cheap. Other processes (the admin
+    commands) open their own Store on the same file.
+    """
+
+    def __init__(self, path: str, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+        self.path = path
+        self._lock = threading.RLock()
+        self._exclusive_lock = threading.Lock()
+        self._lock_fd: Optional[int] = None
+        try:
+            if path != ":memory:":
+                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+                self._lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+            self._db = sqlite3.connect(
+                path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open the state database {path}: {exc}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+
+    # ---- plumbing
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, taken at once (BEGIN IMMEDIATE) so it never deadlocks."""
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise StoreError(f"state database {self.path}: {exc}") from exc
+
+    def _read(self, sql: str, params: Sequence[Any] = ()) -> List[Tuple[Any, ...]]:
+        with self._lock:
+            try:
+                return list(self._db.execute(sql, params).fetchall())
+            except sqlite3.Error as exc:
+                raise StoreError(f"state database {self.path}: {exc}") from exc
+
+    def _migrate(self) -> None:
+        with self._write() as db:
+            version = int(db.execute("PRAGMA user_version").fetchone()[0])
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path} was written by a newer siteagent (schema {version}, this one "
+                    f"knows up to {SCHEMA_VERSION}): upgrade siteagent or use another state "
+                    "directory"
+                )
+            for migrate in MIGRATIONS[version:]:
+                migrate(db)
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @property
+    def schema_version(self) -> int:
+        return int(self._read("PRAGMA user_version")[0][0])
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """A critical section shared by every thread and process using this store's file.
+
+        The reservation manager holds it around "re-check the plan, create the reservation"
+        and around reconciliation, so that no two accepts can both pass the re-check for the
+        same capacity, and reconciliation never mistakes an accept in flight for a leak. It
+        is an ``flock`` on ``<path>.lock``: the kernel releases it when a process dies.
+        """
+        with self._exclusive_lock:
+            if self._lock_fd is None:
+                yield
+                return
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    # ---- offers
+
+    def add_offer(self, offer: Offer, at: float) -> None:
+        """Remember an offer issued to a client; ids are unique."""
+        self.add_offers([offer], at)
+
+    def add_offers(self, offers: Sequence[Offer], at: float) -> None:
+        """Remember the offers of one quote in one transaction (one sync to disk, not one per
+        offer: a quote answers with up to 100); ids are unique, and a clash stores none."""
+        encoded: Dict[int, str] = {}
+
+        def request_json(request: Request) -> str:
+            """The offers of a quote share one request: it is encoded once."""
+            if id(request) not in encoded:
+                encoded[id(request)] = json.dumps(request_to_dict(request), sort_keys=True)
+            return encoded[id(request)]
+
+        rows = [
+            (
+                offer.id,
+                offer.site,
+                request_json(offer.request),
+                offer.start,
+                offer.duration,
+                offer.size,
+                str(offer.unit_price),
+                str(offer.fee),
+                str(offer.total),
+                offer.expires,
+                at,
+            )
+            for offer in offers
+        ]
+        try:
+            with self._write() as db:
+                db.executemany(
+                    "INSERT INTO offers (id, site, request, start_time, duration, size, "
+                    "unit_price, fee, total, expires, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    rows,
+                )
+        except StoreError as exc:
+            if isinstance(exc.__cause__, sqlite3.IntegrityError):
+                ids = ", ".join(repr(offer.id) for offer in offers)
+                raise ValueError(f"an offer with one of the ids {ids} exists already") from None
+            raise
+
+    def get_offer(self, offer_id: str) -> Optional[Offer]:
+        rows = self._read(
+            "SELECT id, site, request, start_time, duration, size, unit_price, fee, expires "
+            "FROM offers WHERE id = ?",
+            (offer_id,),
+        )
+        if not rows:
+            return None
+        oid, site, request, start, duration, size, unit_price, fee, expires = rows[0]
+        return Offer(
+            id=oid,
+            request=request_from_dict(json.loads(request)),
+            start=start,
+            duration=duration,
+            size=size,
+            unit_price=Decimal(unit_price),
+            fee=Decimal(fee),
+            expires=expires,
+            site=site,
+        )
+
+    def prune_offers(self, expired_before: int, batch: int = 5000) -> int:
+        """Forget offers that expired before ``expired_before`` and were never accepted; how
+        many. An agent answering quotes all day would otherwise keep every offer it ever
+        made. Deleted in batches, each its own short transaction, so that quotes storing their
+        offers meanwhile wait at most one batch."""
+        pruned = 0
+        while True:
+            with self._write() as db:
+                count = db.execute(
+                    "DELETE FROM offers WHERE id IN (SELECT id FROM offers WHERE expires < ? "
+                    "AND NOT EXISTS (SELECT 1 FROM reservations WHERE offer_id = offers.id) "
+                    "LIMIT ?)",
+                    (expired_before, batch),
+                ).rowcount
+            pruned += count
+            if count < batch:
+                return pruned
+
+    # ---- reservations
+
+    def add_reservation(
+        self, record: ReservationRecord, actor: str, reason: str, remember: Remember
+    ) -> None:
+        """Write a new reservation (its first state), its first history line, and the
+        idempotency key of the request that made it (answer pending), in one transaction."""
+        try:
+            with self._write() as db:
+                _insert_reservation(db, record)
+                _insert_transition(db, record.id, record.created, actor, None, record.state, reason)
+                db.execute(
+                    "INSERT INTO idempotency (client, key, operation, result, created) "
+                    "VALUES (?,?,?,NULL,?)",
+                    (remember.client, remember.key, remember.operation, record.created),
+                )
+        except StoreError as exc:
+            if isinstance(exc.__cause__, sqlite3.IntegrityError):
+                raise ValueError(
+                    f"reservation {record.id} (offer {record.offer_id}) or idempotency key "
+                    f"{remember.key!r} exists already"
+                ) from None
+            raise
+
+    def transition(
+        self,
+        reservation_id: str,
+        expected: ReservationState,
+        new: ReservationState,
+        at: float,
+        actor: str,
+        reason: str,
+        *,
+        deadline: Optional[float] = None,
+        unconfirmed_before: Optional[float] = None,
+        penalty: Optional[Decimal] = None,
+        message: Optional[str] = None,
+        remember: Optional[Remember] = None,
+    ) -> ReservationRecord:
+        """Move a reservation from ``expected`` to ``new`` if it is still ``expected``.
+
+        Compare-and-set: raises :class:`StaleState` (changing nothing) if the record moved
+        meanwhile. ``unconfirmed_before`` adds "and its confirm deadline is after this
+        instant" to the condition, so a confirm and the reaper cannot both win. ``deadline``
+        sets the confirm deadline (on becoming TENTATIVE). ``remember``
+        stores the resulting record as the answer to that idempotency key, in the same
+        transaction: the answer exists if and only if the effect does.
+        """
+        with self._write() as db:
+            condition = "id = ? AND state = ?"
+            params: List[Any] = [reservation_id, expected.value]
+            if unconfirmed_before is not None:
+                condition += " AND deadline > ?"
+                params.append(unconfirmed_before)
+            sets = "state = ?, updated = ?"
+            values: List[Any] = [new.value, at]
+            if deadline is not None:
+                sets += ", deadline = ?"
+                values.append(deadline)
+            if penalty is not None:
+                sets += ", penalty = ?"
+                values.append(str(penalty))
+            if message is not None:
+                sets += ", message = ?"
+                values.append(message)
+            changed = db.execute(
+                f"UPDATE reservations SET {sets} WHERE {condition}", [*values, *params]
+            ).rowcount
+            current = _select_reservation(db, reservation_id)
+            if current is None:
+                raise KeyError(reservation_id)
+            if not changed:
+                raise StaleState(current)
+            _insert_transition(db, reservation_id, at, actor, expected, new, reason)
+            if remember is not None:
+                db.execute(
+                    "INSERT INTO idempotency (client, key, operation, result, created) "
+                    "VALUES (?,?,?,?,?) ON CONFLICT (client, key) DO UPDATE SET "
+                    "result = excluded.result",
+                    (
+                        remember.client,
+                        remember.key,
+                        remember.operation,
+                        json.dumps(current.to_dict(), sort_keys=True),
+                        at,
+                    ),
+                )
+            return current
+
+    def get_reservation(self, reservation_id: str) -> Optional[ReservationRecord]:
+        rows = self._read(
+            f"SELECT {_RESERVATION_COLUMNS} FROM reservations WHERE id = ?", (reservation_id,)
+        )
+        return _record(rows[0]) if rows else None
+
+    def reservation_for_offer(self, offer_id: str) -> Optional[ReservationRecord]:
+        rows = self._read(
+            f"SELECT {_RESERVATION_COLUMNS} FROM reservations WHERE offer_id = ?", (offer_id,)
+        )
+        return _record(rows[0]) if rows else None
+
+    def reservations(
+        self, states: Optional[Iterable[ReservationState]] = None
+    ) -> List[ReservationRecord]:
+        """Reservations (in the given states, else all), oldest first."""
+        sql = f"SELECT {_RESERVATION_COLUMNS} FROM reservations"
+        params: List[str] = []
+        if states is not None:
+            params = [state.value for state in states]
+            sql += f" WHERE state IN ({', '.join('?' for _ in params)})"
+        rows = self._read(sql + " ORDER BY created, id", params)
+        return [_record(row) for row in rows]
+
+    def due_for_expiry(self, now: float) -> List[ReservationRecord]:
+        """TENTATIVE reservations whose confirm deadline is ``now`` or earlier."""
+        rows = self._read(
+            f"SELECT {_RESERVATION_COLUMNS} FROM reservations "
+            "WHERE state = ? AND deadline <= ? ORDER BY deadline",
+            (ReservationState.TENTATIVE.value, now),
+        )
+        return [_record(row) for row in rows]
+
+    def history(self, reservation_id: str) -> List[Transition]:
+        rows = self._read(
+            "SELECT reservation_id, at, actor, from_state, to_state, reason FROM transitions "
+            "WHERE reservation_id = ? ORDER BY seq",
+            (reservation_id,),
+        )
+        return [
+            Transition(
+                reservation_id=rid,
+                at=at,
+                actor=actor,
+                from_state=None if src is None else ReservationState(src),
+                to_state=ReservationState(dst),
+                reason=reason,
+            )
+            for rid, at, actor, src, dst, reason in rows
+        ]
+
+    def count_by_state(self) -> Dict[ReservationState, int]:
+        rows = self._read("SELECT state, COUNT(*) FROM reservations GROUP BY state")
+        return {ReservationState(state): count for state, count in rows}
+
+    def count_transitions(
+        self, after: int = 0
+    ) -> Tuple[int, Dict[Tuple[Optional[ReservationState], ReservationState], int]]:
+        """Transitions written after sequence number ``after``, counted by (from, to), and the
+        last sequence number seen: the metrics read the history incrementally, so their
+        counters survive restarts (they count what the store remembers, by every process)."""
+        rows = self._read(
+            "SELECT from_state, to_state, COUNT(*), MAX(seq) FROM transitions WHERE seq > ? "
+            "GROUP BY from_state, to_state",
+            (after,),
+        )
+        counts = {
+            (None if src is None else ReservationState(src), ReservationState(dst)): count
+            for src, dst, count, _ in rows
+        }
+        return max([after, *(last for *_, last in rows)]), counts
+
+    # ---- idempotency
+
+    def idempotency(self, client: str, key: str) -> Optional[IdempotencyEntry]:
+        """What (client, key) was used for and its answer; None if the key is new."""
+        rows = self._read(
+            "SELECT operation, result FROM idempotency WHERE client = ? AND key = ?",
+            (client, key),
+        )
+        if not rows:
+            return None
+        operation, result = rows[0]
+        record = None if result is None else ReservationRecord.from_dict(json.loads(result))
+        return IdempotencyEntry(operation=operation, answer=record)
+
+    # ---- receipts
+
+    def add_receipt(self, reservation_id: str, document: Mapping[str, Any]) -> Dict[str, Any]:
+        """Keep the first receipt of a reservation and return the one kept: a confirm retried
+        gets the receipt the site signed first, not a second signature of the same deal."""
+        with self._write() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO receipts (reservation_id, document) VALUES (?, ?)",
+                (reservation_id, json.dumps(dict(document), sort_keys=True)),
+            )
+            row = db.execute(
+                "SELECT document FROM receipts WHERE reservation_id = ?", (reservation_id,)
+            ).fetchone()
+        kept: Dict[str, Any] = json.loads(row[0])
+        return kept
+
+    def receipt(self, reservation_id: str) -> Optional[Dict[str, Any]]:
+        """The receipt of a confirmed reservation (JSON document), or None."""
+        rows = self._read(
+            "SELECT document FROM receipts WHERE reservation_id = ?", (reservation_id,)
+        )
+        if not rows:
+            return None
+        kept: Dict[str, Any] = json.loads(rows[0][0])
+        return kept
+
+    # ---- bookings owed to the ledger
+
+    def owe_booking(self, reservation_id: str, kind: str, document: Mapping[str, Any]) -> None:
+        """Remember a receipt or refund the ledger must book (the first one of its kind kept)."""
+        with self._write() as db:
+            db.execute(
+                "INSERT OR IGNORE INTO ledger_bookings (reservation_id, kind, document) "
+                "VALUES (?, ?, ?)",
+                (reservation_id, kind, json.dumps(dict(document), sort_keys=True)),
+            )
+
+    def mark_booked(self, reservation_id: str, kind: str, at: float) -> None:
+        with self._write() as db:
+            db.execute(
+                "UPDATE ledger_bookings SET booked_at = ? "
+                "WHERE reservation_id = ? AND kind = ? AND booked_at IS NULL",
+                (at, reservation_id, kind),
+            )
+
+    def count_bookings_owed(self) -> int:
+        return int(self._read("SELECT COUNT(*) FROM ledger_bookings WHERE booked_at IS NULL")[0][0])
+
+    def bookings_owed(self) -> List[Tuple[str, str, Dict[str, Any]]]:
+        """(reservation id, kind, document) not booked yet, oldest first: a refund always
+        comes after its receipt."""
+        rows = self._read(
+            "SELECT reservation_id, kind, document FROM ledger_bookings "
+            "WHERE booked_at IS NULL ORDER BY seq"
+        )
+        return [(rid, kind, json.loads(document)) for rid, kind, document in rows]
+
+    # ---- queue waits
+
+    def record_waits(self, waits: Iterable[QueueWait]) -> int:
+        """Add observed waits (a job seen twice is kept once); returns how many were new."""
+        rows = [(w.job_id, w.submit, w.cores, w.walltime, w.start) for w in waits]
+        if not rows:
+            return 0
+        with self._write() as db:
+            before = db.total_changes
+            db.executemany(
+                "INSERT OR IGNORE INTO queue_waits (job_id, submit, cores, walltime, start_time) "
+                "VALUES (?,?,?,?,?)",
+                rows,
+            )
+            return db.total_changes - before
+
+    def queue_waits(self, since: Optional[int] = None) -> List[QueueWait]:
+        """Observed waits of jobs that started at ``since`` or later (all if None)."""
+        rows = self._read(
+            "SELECT job_id, cores, walltime, submit, start_time FROM queue_waits "
+            "WHERE start_time >= ? ORDER BY start_time, job_id",
+            (since if since is not None else -(2**62),),
+        )
+        return [QueueWait(*row) for row in rows]
+
+
+def _insert_reservation(db: sqlite3.Connection, r: ReservationRecord) -> None:
+    db.execute(
+        f"INSERT INTO reservations ({_RESERVATION_COLUMNS}) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (
+            r.id,
+            r.name,
+            r.offer_id,
+            r.client,
+            r.accept_key,
+            r.state.value,
+            r.start,
+            r.end,
+            r.size,
+            r.unit.value,
+            json.dumps(list(r.users)),
+            json.dumps(list(r.accounts)),
+            str(r.unit_price),
+            str(r.fee),
+            str(r.total),
+            str(r.penalty_factor),
+            None if r.penalty is None else str(r.penalty),
+            r.deadline,
+            r.message,
+            r.created,
+            r.updated,
+        ),
+    )
+
+
+def _insert_transition(
+    db: sqlite3.Connection,
+    reservation_id: str,
+    at: float,
+    actor: str,
+    src: Optional[ReservationState],
+    dst: ReservationState,
+    reason: str,
+) -> None:
+    db.execute(
+        "INSERT INTO transitions (reservation_id, at, actor, from_state, to_state, reason) "
+        "VALUES (?,?,?,?,?,?)",
+        (reservation_id, at, actor, None if src is None else src.value, dst.value, reason),
+    )
+
+
+def _select_reservation(db: sqlite3.Connection, reservation_id: str) -> Optional[ReservationRecord]:
+    row = db.execute(
+        f"SELECT {_RESERVATION_COLUMNS} FROM reservations WHERE id = ?", (reservation_id,)
+    ).fetchone()
+    return None if row is None else _record(row)
+
+
+def _record(row: Sequence[Any]) -> ReservationRecord:
+    (
+        rid,
+        name,
+        offer_id,
+        client,
+        accept_key,
+        state,
+        start,
+        end,
+        size,
+        unit,
+        users,
+        accounts,
+        unit_price,
+        fee,
+        total,
+        penalty_factor,
+        penalty,
+        deadline,
+        message,
+        created,
+        updated,
+    ) = row
+    return ReservationRecord(
+        id=rid,
+        name=name,
+        offer_id=offer_id,
+        client=client,
+        accept_key=accept_key,
+        state=ReservationState(state),
+        start=start,
+        end=end,
+        size=size,
+        unit=CapacityUnit(unit),
+        users=tuple(json.loads(users)),
+        accounts=tuple(json.loads(accounts)),
+        unit_price=Decimal(unit_price),
+        fee=Decimal(fee),
+        total=Decimal(total),
+        penalty_factor=Decimal(penalty_factor),
+        created=created,
+        updated=updated,
+        deadline=deadline,
+        penalty=None if penalty is None else Decimal(penalty),
+        message=message,
+    )
+
+
+_REQUEST_MONEY = ("max_price", "best_price")
+
+
+#: The fields of a request, in order (all plain values: no need for asdict's deep copies).
+_REQUEST_FIELDS = tuple(item.name for item in fields(Request))
+
+
+def request_to_dict(request: Request) -> Dict[str, Any]:
+    """A request for quotes as JSON-ready data (money as decimal strings, never floats)."""
+    out = {name: getattr(request, name) for name in _REQUEST_FIELDS}
+    for key in _REQUEST_MONEY:
+        if out[key] is not None:
+            out[key] = str(out[key])
+    return out
+
+
+def request_from_dict(data: Mapping[str, Any]) -> Request:
+    known = {item.name for item in fields(Request)}
+    values = {key: value for key, value in data.items() if key in known}
+    for key in _REQUEST_MONEY:
+        if values.get(key) is not None:
+            values[key] = Decimal(values[key])
+    return Request(**values)

@@ -1,0 +1,242 @@
+"""The signed documents of a deal: what a buyer and a site sign, byte for byte.
+
+A confirm carries the buyer's Ed25519 signature over the RFC 8785 (JCS) canonical JSON of the
+**deal** (request, offer, reservation id, price, cancellation penalty); the site countersigns
+it into a **receipt**, whose id is the SHA-256 of the canonical deal; a cancellation of a
+confirmed deal is the site's signed **refund** (receipt id, penalty, time). The bank books
+receipts and refunds after checking both signatures. These functions are the one definition of
+those documents, shared by the agent, the ledger and the client.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Dict, Mapping
+
+import rfc8785
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from siteagent.core.model import CENT, Offer, Request
+from siteagent.protocol import httpsig
+from siteagent.protocol.keys import check_key_id
+
+
+def canonical_json(document: Any) -> bytes:
+    """RFC 8785 (JCS) bytes of a JSON document: what both sides sign and verify."""
+    return rfc8785.dumps(document)
+
+
+def money_text(amount: Decimal) -> str:
+    """An amount the ledger books: whole cents, written with two decimals ("12.30")."""
+    if not amount.is_finite() or amount != amount.quantize(CENT):
+        raise ValueError(f"{amount} is not a whole number of cents")
+    return str(amount.quantize(CENT))
+
+
+def decimal_text(value: Decimal) -> str:
+    """A quoted figure (rate, fee) exactly, without exponent or trailing zeros ("0.0125")."""
+    if not value.is_finite():
+        raise ValueError(f"{value} is not a finite amount")
+    return format(value.normalize(), "f")
+
+
+def request_document(request: Request) -> Dict[str, Any]:
+    """A request for quotes as JSON: absent (None) fields are left out ("don't care")."""
+    document: Dict[str, Any] = {}
+    for key, value in vars(request).items():
+        if value is not None:
+            document[key] = decimal_text(value) if isinstance(value, Decimal) else value
+    return document
+
+
+def offer_document(offer: Offer) -> Dict[str, Any]:
+    """An offer as JSON, without its request (which the deal carries once)."""
+    return {
+        "id": offer.id,
+        "site": offer.site,
+        "start": offer.start,
+        "duration": offer.duration,
+        "size": offer.size,
+        "unit_price": decimal_text(offer.unit_price),
+        "fee": decimal_text(offer.fee),
+        "expires": offer.expires,
+    }
+
+
+def deal_document(
+    site: str,
+    buyer: str,
+    reservation_id: str,
+    offer: Offer,
+    price: Decimal,
+    cancellation_penalty: Decimal,
+) -> Dict[str, Any]:
+    """What a buyer signs to confirm: the request, the offer, the reservation and the price.
+
+    ``site`` and ``buyer`` (key ids) bind the parties, so a receipt cannot be booked to other
+    accounts; ``cancellation_penalty`` is what a later cancellation may keep, agreed now.
+    """
+    return {
+        "version": 1,
+        "site": site,
+        "buyer": buyer,
+        "reservation_id": reservation_id,
+        "request": request_document(offer.request),
+        "offer": offer_document(offer),
+        "price": money_text(price),
+        "cancellation_penalty": money_text(cancellation_penalty),
+    }
+
+
+def deal_id(deal: Mapping[str, Any]) -> str:
+    """A deal's identity: SHA-256 of its canonical JSON (the same deal, the same id)."""
+    return hashlib.sha256(canonical_json(deal)).hexdigest()
+
+
+@dataclass(frozen=True)
+class Signed:
+    """A detached Ed25519 signature and the key id that made it."""
+
+    key_id: str
+    value: bytes
+
+    def to_json(self) -> Dict[str, str]:
+        return {
+            "keyid": self.key_id,
+            "alg": httpsig.ALGORITHM,
+            "value": base64.b64encode(self.value).decode("ascii"),
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Signed:
+        if not isinstance(data, Mapping) or data.get("alg", httpsig.ALGORITHM) != "ed25519":
+            raise ValueError('a signature is {"keyid": ..., "alg": "ed25519", "value": base64}')
+        try:
+            value = base64.b64decode(str(data["value"]), validate=True)
+            return cls(check_key_id(str(data["keyid"])), value)
+        except (KeyError, ValueError) as exc:
+            raise ValueError(f"malformed signature: {exc}") from None
+
+
+def sign_document(document: Any, key: Ed25519PrivateKey, key_id: str) -> Signed:
+    return Signed(key_id, key.sign(canonical_json(document)))
+
+
+def signature_valid(document: Any, signature: Signed, key: Ed25519PublicKey) -> bool:
+    try:
+        key.verify(signature.value, canonical_json(document))
+    except InvalidSignature:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """A confirmed deal, signed by its buyer and countersigned by the site (the paper's signed
+    RFQ + reservation id, which the bank books). The site's signature covers the buyer's and
+    the confirmation time, so neither can be swapped afterwards."""
+
+    deal: Mapping[str, Any]
+    user_signature: Signed
+    confirmed_at: int
+    site_signature: Signed
+
+    @property
+    def id(self) -> str:
+        return deal_id(self.deal)
+
+    def countersigned(self) -> Dict[str, Any]:
+        """The document the site signs."""
+        return countersigned_document(self.deal, self.user_signature, self.confirmed_at)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "id": self.id,
+            "deal": dict(self.deal),
+            "user_signature": self.user_signature.to_json(),
+            "confirmed_at": self.confirmed_at,
+            "site_signature": self.site_signature.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Receipt:
+        """Parse a receipt; raises ValueError naming what is malformed (the id is derived)."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("deal"), Mapping):
+            raise ValueError("a receipt is a JSON object with a deal")
+        confirmed_at = data.get("confirmed_at")
+        if not isinstance(confirmed_at, int) or isinstance(confirmed_at, bool):
+            raise ValueError("a receipt needs confirmed_at (epoch seconds)")
+        return cls(
+            deal=dict(data["deal"]),
+            user_signature=Signed.from_json(data.get("user_signature")),
+            confirmed_at=confirmed_at,
+            site_signature=Signed.from_json(data.get("site_signature")),
+        )
+
+
+def countersigned_document(
+    deal: Mapping[str, Any], user_signature: Signed, confirmed_at: int
+) -> Dict[str, Any]:
+    return {
+        "deal": dict(deal),
+        "user_signature": user_signature.to_json(),
+        "confirmed_at": confirmed_at,
+    }
+
+
+def confirm_body(deal: Mapping[str, Any], key: Ed25519PrivateKey, key_id: str) -> Dict[str, Any]:
+    """The body of a confirm, as a client sends it: the deal and the buyer's signature."""
+    return {"deal": dict(deal), "signature": sign_document(deal, key, key_id).to_json()}
+
+
+@dataclass(frozen=True)
+class Cancellation:
+    """The site's signed word that a confirmed deal was cancelled and what it keeps."""
+
+    receipt_id: str
+    penalty: Decimal
+    cancelled_at: int
+    site_signature: Signed
+
+    def signed_document(self) -> Dict[str, Any]:
+        return cancellation_document(self.receipt_id, self.penalty, self.cancelled_at)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {**self.signed_document(), "site_signature": self.site_signature.to_json()}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Cancellation:
+        if not isinstance(data, Mapping):
+            raise ValueError("a cancellation is a JSON object")
+        try:
+            penalty = Decimal(str(data["penalty"]))
+            cancelled_at = data["cancelled_at"]
+            if not isinstance(cancelled_at, int) or isinstance(cancelled_at, bool):
+                raise ValueError("cancelled_at must be epoch seconds")
+            return cls(
+                str(data["receipt_id"]),
+                penalty,
+                cancelled_at,
+                Signed.from_json(data.get("site_signature")),
+            )
+        except (KeyError, ArithmeticError) as exc:
+            raise ValueError(f"malformed cancellation: {exc}") from None
+
+
+def cancellation_document(receipt_id: str, penalty: Decimal, cancelled_at: int) -> Dict[str, Any]:
+    return {
+        "receipt_id": receipt_id,
+        "penalty": money_text(penalty),
+        "cancelled_at": cancelled_at,
+    }
+
+
+def sign_cancellation(
+    receipt: Receipt, penalty: Decimal, at: int, site_key: Ed25519PrivateKey, site_id: str
+) -> Cancellation:
+    document = cancellation_document(receipt.id, penalty, at)
+    return Cancellation(receipt.id, penalty, at, sign_document(document, site_key, site_id))

@@ -1,0 +1,78 @@
+"""Ed25519 keys as siteagent writes and reads them: PEM files readable by their owner only,
+public keys as the base64 of their 32 bytes, and key ids safe in a signature's parameters.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+#: Key ids: printable, no quotes or spaces, short (they are Structured Field strings).
+KEY_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._@:+-")
+
+
+def write_private(path: Path, data: bytes, overwrite: bool = False) -> None:
+    """Write a secret readable by its owner only (0600 from the first byte, not chmod after)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
+    fd = os.open(path, flags, 0o600)
+    with os.fdopen(fd, "wb") as stream:
+        stream.write(data)
+    os.chmod(path, 0o600)  # an overwritten file keeps its old mode otherwise
+
+
+def write_public(path: Path, data: bytes, overwrite: bool = False) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb" if overwrite else "xb") as stream:
+        stream.write(data)
+
+
+def private_key_pem(key: Ed25519PrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def public_key_text(key: Ed25519PublicKey) -> str:
+    """A public key as it is written in authorized-clients files: base64 of its 32 bytes."""
+    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return base64.b64encode(raw).decode("ascii")
+
+
+def parse_public_key(text: str) -> Ed25519PublicKey:
+    """The inverse of :func:`public_key_text`; raises ValueError on anything else."""
+    try:
+        raw = base64.b64decode(text.strip(), validate=True)
+    except ValueError:
+        raise ValueError("not base64") from None
+    if len(raw) != 32:
+        raise ValueError(f"an Ed25519 public key has 32 bytes, this has {len(raw)}")
+    return Ed25519PublicKey.from_public_bytes(raw)
+
+
+def load_private_key(path: Path) -> Ed25519PrivateKey:
+    key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+    if not isinstance(key, Ed25519PrivateKey):
+        raise ValueError(f"{path}: not an Ed25519 private key")
+    return key
+
+
+def load_or_create_site_key(path: Path) -> Ed25519PrivateKey:
+    """The agent's own signing key, made on first start so that no setup step is needed."""
+    if path.exists():
+        return load_private_key(path)
+    key = Ed25519PrivateKey.generate()
+    write_private(path, private_key_pem(key))
+    return key
+
+
+def check_key_id(key_id: str) -> str:
+    if not key_id or len(key_id) > 128 or not set(key_id) <= KEY_ID_CHARS:
+        raise ValueError(f"invalid key id {key_id!r}: use 1-128 letters, digits and . _ @ : + -")
+    return key_id

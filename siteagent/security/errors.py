@@ -1,0 +1,67 @@
+"""What the security checks refuse, each with the HTTP status it is answered with and why.
+
+- **401** for anything that leaves the sender unauthenticated: no signature, a malformed one,
+  an unknown key, a signature that does not verify (tampered method, path or body), one that is
+  too old, and a **replayed** one. A replay is refused as 401, not 409, because what is wrong is
+  the credential, not the resource: a captured signature is no proof of who sends it now, and
+  409 is kept for conflicts in the resource's state (a reservation already confirmed, an
+  idempotency key reused) that a client resolves differently. Nothing in RFC 9421 asks for
+  another status; its section 5 lets a server name the signature it wants, which the 401 does
+  with ``Accept-Signature``. A client that must retry signs again with a fresh nonce.
+- **403** for an authenticated client acting on another client's reservation.
+- **422** for a confirm whose signed deal does not verify or does not match the reservation.
+- **503** when the nonce cache is full of live nonces: refusing is the only way to stay safe
+  against replays, and the condition passes as the window slides (the API adds Retry-After).
+"""
+
+from __future__ import annotations
+
+from typing import Dict
+
+from siteagent.protocol.signing import DEFAULT_COMPONENTS
+
+
+class SecurityError(Exception):
+    """A refused request: ``status`` is the HTTP status to answer, ``code`` a stable name a
+    program can test, the message a sentence a person can act on."""
+
+    status = 401
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+    @property
+    def headers(self) -> Dict[str, str]:
+        """Response header fields that go with the status."""
+        return {}
+
+
+class Unauthenticated(SecurityError):
+    """401: the request does not prove who sent it."""
+
+    status = 401
+
+    @property
+    def headers(self) -> Dict[str, str]:
+        # RFC 9421 section 5.1: tell the client which signature would be accepted
+        components = " ".join(f'"{component}"' for component in DEFAULT_COMPONENTS)
+        return {"Accept-Signature": f'sig1=({components});created;keyid;nonce;alg="ed25519"'}
+
+
+class Forbidden(SecurityError):
+    """403: the client is known but may not do this (another user's reservation)."""
+
+    status = 403
+
+
+class ConfirmRefused(SecurityError):
+    """422: a confirm whose signed deal does not verify or is not this reservation's."""
+
+    status = 422
+
+
+class ReplayCacheFull(SecurityError):
+    """503: too many live nonces to remember another one safely; retry shortly."""
+
+    status = 503

@@ -1,0 +1,92 @@
+"""The HTTPS server both services run in: the agent's API (`siteagent serve`) and the bank
+(`siteagent ledger serve`).
+
+One place decides how a siteagent service listens: uvicorn with the site's TLS policy (TLS 1.2
+or newer, a self-signed certificate for localhost made on first start), our logging left
+alone, requests in flight given :data:`GRACEFUL_SHUTDOWN_S` to finish on a stop, and systemd
+told ``STOPPING=1`` when the stop begins.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+from types import FrameType
+from typing import Any, Callable, Optional
+
+import uvicorn
+
+from siteagent.config.schema import TlsConfig
+from siteagent.security import tls as tls_policy
+from siteagent.serving import sdnotify
+
+log = logging.getLogger("siteagent.serving")
+
+#: How long in-flight requests may take to finish once a stop is asked for.
+GRACEFUL_SHUTDOWN_S = 30.0
+
+
+class NotifyingServer(uvicorn.Server):
+    """uvicorn's server, telling systemd when it starts stopping."""
+
+    def handle_exit(self, sig: int, frame: Optional[FrameType]) -> None:
+        if not self.should_exit:
+            sdnotify.notify("STOPPING=1")
+            log.info("signal %s: finishing in-flight requests, then stopping", sig)
+        super().handle_exit(sig, frame)
+
+
+def https_config(app: Any, listen: str, port: int, tls: TlsConfig) -> uvicorn.Config:
+    """uvicorn's settings for ``app`` (the agent's API, or the ledger service): the address,
+    TLS with the configured certificate (a self-signed one for localhost made on first start),
+    and our logging left alone."""
+    if tls.enabled and tls.self_signed and tls_policy.ensure_self_signed(tls.cert, tls.key):
+        log.info("made a self-signed TLS certificate for localhost: %s", tls.cert)
+    server = uvicorn.Config(
+        app,
+        host=listen,
+        port=port,
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        server_header=False,
+        timeout_graceful_shutdown=int(GRACEFUL_SHUTDOWN_S),
+        ssl_certfile=str(tls.cert) if tls.enabled else None,
+        ssl_keyfile=str(tls.key) if tls.enabled else None,
+    )
+    server.load()
+    if tls.enabled:
+        # the site's TLS policy (security/tls.py), not uvicorn's defaults, which vary by version
+        server.ssl = tls_policy.server_ssl_context(tls.cert, tls.key)
+    return server
+
+
+def url_of(host: str, port: int, tls: bool) -> str:
+    """The URL a server listening on ``host``:``port`` answers at."""
+    scheme = "https" if tls else "http"
+    return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+def run(server: uvicorn.Server, on_hangup: Callable[[], None]) -> None:
+    """Run ``server`` until SIGTERM or SIGINT, calling ``on_hangup`` on SIGHUP.
+
+    uvicorn handles SIGTERM and SIGINT while it serves and then raises them again with the
+    handlers found at start: ours just ask it to exit, so that a stop is a clean exit (status
+    0, as systemd expects), not death by the signal. SIGHUP's default would kill the process.
+    """
+
+    def stop(signum: int, frame: Optional[FrameType]) -> None:
+        server.should_exit = True
+
+    def hangup(signum: int, frame: Optional[FrameType]) -> None:
+        on_hangup()
+
+    handlers = {signal.SIGTERM: stop, signal.SIGINT: stop, signal.SIGHUP: hangup}
+    previous = {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
+    try:
+        with contextlib.suppress(SystemExit):  # uvicorn's way out when it cannot listen
+            server.run()
+    finally:
+        for signum, previous_handler in previous.items():
+            signal.signal(signum, previous_handler)
