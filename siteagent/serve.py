@@ -29,7 +29,6 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from types import FrameType
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -39,22 +38,19 @@ from siteagent.agent.heap import Heap
 from siteagent.agent.loop import Agent
 from siteagent.agent.metrics import Metrics
 from siteagent.agent.state import State
-from siteagent.api.app import ApiContext, create_app, register_participants
+from siteagent.api.app import create_app
+from siteagent.api.context import ApiContext
 from siteagent.config import loading
 from siteagent.config.reading import ConfigError
 from siteagent.config.schema import Config
-from siteagent.ledger.bank import Bookkeeper, Ledger
-from siteagent.ledger.client import RemoteLedger
+from siteagent.market.deals import Deals, open_deals
 from siteagent.market.site import Site, open_site, pricing_of
-from siteagent.protocol.keys import load_or_create_site_key
 from siteagent.security import authentication
-from siteagent.security.clients import AuthorizedClient, load_authorized_clients
+from siteagent.security.clients import AuthorizedClient, read_authorized_clients
 from siteagent.serving import sdnotify
-from siteagent.serving.server import NotifyingServer, https_config, url_of
+from siteagent.serving.server import NotifyingServer, ServiceError, https_config, url_of
 
 log = logging.getLogger("siteagent.service")
-
-
 
 #: Settings opened once at start: a reload that changes them is logged, not applied.
 RESTART_KEYS = (
@@ -67,10 +63,6 @@ RESTART_KEYS = (
     "security.nonce_cache_size",
     "reservations.name_prefix",
 )
-
-
-class ServiceError(RuntimeError):
-    """The service could not start (the listener could not be opened, ...)."""
 
 
 def serve(
@@ -88,7 +80,7 @@ def serve(
     site = open_site(config)
     try:
         if once:
-            state = Agent(site.backend, config.planner.policy).refresh()
+            state = Agent(site.backend, site.pricing, config.planner.policy).refresh()
             if show is not None:
                 show(state)
             return
@@ -104,12 +96,12 @@ def _file_loader(config: Config) -> Callable[[], Config]:
 
 @dataclass
 class Parts:
-    """What the daemon opened besides the site, and closes on the way out."""
+    """What the daemon opened besides the site (the deals' bank is closed on the way out)."""
 
     metrics: Metrics
     agent: Agent
     authenticator: authentication.Authenticator
-    ledger: Optional[Bookkeeper]
+    deals: Deals
     context: ApiContext
 
 
@@ -126,11 +118,11 @@ class Daemon:
         self.parts = assemble(site)
         self.app = create_app(self.parts.context)
         heap = Heap()
-        self.parts.agent.listeners += [self.app.state.service.prepare, lambda _: heap.settle()]
+        self.parts.agent.listeners.append(lambda _: heap.settle())
         try:
             self.server = NotifyingServer(https_for(self.app, site.config))
         except BaseException:
-            self._close_ledger()
+            self.parts.deals.close()
             raise
 
     def run(self) -> None:
@@ -148,14 +140,10 @@ class Daemon:
             sdnotify.notify("STOPPING=1")
             log.info("waiting for the agent loop to finish its cycle")
             loop.join()
-            self.app.state.service.close()
-            self._close_ledger()
+            self.app.state.quotes.close()
+            self.parts.deals.close()
             _restore_signals(previous)
             log.info("stopped; the store and the backend are closed next")
-
-    def _close_ledger(self) -> None:
-        if self.parts.ledger is not None:
-            self.parts.ledger.close()
 
     def _run_server(self) -> None:
         with contextlib.suppress(SystemExit):  # uvicorn's way out when it cannot listen
@@ -228,7 +216,7 @@ class Daemon:
     def _reload(self) -> None:
         try:
             fresh = self._reload_config()
-            clients = read_clients(fresh.security.authorized_clients)
+            clients = read_authorized_clients(fresh.security.authorized_clients)
         except (ConfigError, ValueError, OSError) as exc:
             log.error("reload failed, the running configuration is kept: %s", exc)
             return
@@ -254,22 +242,28 @@ def _restore_signals(previous: Dict[int, object]) -> None:
 
 
 def assemble(site: Site) -> Parts:
-    """The agent (metered, with the watchdog), the keys, the ledger and the API's context."""
+    """The agent (metered, with the watchdog), the deals (site key, bank), who may sign, and
+    the API's context."""
     config = site.config
     metrics = Metrics(
-        pricing=site.pricing,
+        site=config.site,
         reference_requests=config.metrics.reference_requests,
         reference_interval_s=config.metrics.reference_interval_s,
         store=site.store,
         poll_interval_s=config.planner.poll_interval_s,
         clock=time.monotonic,
-        site=config.site.name,
     )
     site.backend = metrics.instrument(site.backend)
     site.manager.backend = site.backend
-    ledger = open_ledger(config)
+    authenticator = authentication.Authenticator(
+        read_authorized_clients(config.security.authorized_clients),
+        max_age_s=config.security.signature_max_age_s,
+        nonces=authentication.NonceCache(config.security.nonce_cache_size),
+    )
+    deals = open_deals(config, site.manager, authenticator.clients.values())
     agent = Agent(
         site.backend,
+        site.pricing,
         config.planner.policy,
         poll_interval_s=config.planner.poll_interval_s,
         clock=time.monotonic,
@@ -277,39 +271,10 @@ def assemble(site: Site) -> Parts:
         store=site.store,
         metrics=metrics,
         watchdog=sdnotify.Watchdog.from_environment(time.monotonic),
-        ledger=ledger,
+        ledger=deals.ledger,
     )
-    authenticator = authentication.Authenticator(
-        read_clients(config.security.authorized_clients),
-        max_age_s=config.security.signature_max_age_s,
-        nonces=authentication.NonceCache(config.security.nonce_cache_size),
-    )
-    context = ApiContext(
-        site=site,
-        agent=agent,
-        authenticator=authenticator,
-        site_key=load_or_create_site_key(config.security.site_key),
-        site_key_id=config.site.name,
-        ledger=ledger,
-        metrics=metrics,
-    )
-    return Parts(metrics, agent, authenticator, ledger, context)
-
-
-def read_clients(path: Path) -> Dict[str, AuthorizedClient]:
-    """The authorized clients; no file (the default's first start) means none yet."""
-    if not path.exists():
-        log.warning("no authorized-clients file at %s: no client can reserve", path)
-        return {}
-    return load_authorized_clients(path)
-
-
-def open_ledger(config: Config) -> Bookkeeper:
-    """The embedded ledger, or the client of the ledger service the configuration names."""
-    if config.ledger.url is not None:
-        log.info("ledger: receipts are booked by the ledger service at %s", config.ledger.url)
-        return RemoteLedger(config.ledger.url, config.ledger.ca)
-    return Ledger(config.ledger.path)
+    context = ApiContext(site, agent, authenticator, deals, metrics)
+    return Parts(metrics, agent, authenticator, deals, context)
 
 
 def https_for(app: Any, config: Config) -> uvicorn.Config:
@@ -362,12 +327,12 @@ def apply(
     site.pricing = pricing
     site.manager.confirm_timeout = config.reservations.confirm_timeout_s
     site.manager.penalty_factor = pricing.penalty_factor
+    parts.agent.pricing = pricing
     parts.agent.policy = config.planner.policy
     parts.agent.poll_interval_s = config.planner.poll_interval_s
-    parts.metrics.pricing = pricing
     parts.metrics.poll_interval_s = config.planner.poll_interval_s
     parts.metrics.follow(config.metrics.reference_requests, config.metrics.reference_interval_s)
-    parts.metrics.site = config.site.name
+    parts.metrics.site = config.site
     parts.authenticator.clients = clients
     parts.authenticator.max_age_s = config.security.signature_max_age_s
-    register_participants(parts.context)
+    parts.deals.open_accounts(clients.values())

@@ -15,8 +15,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Set
+from typing import Callable, List, Optional, Sequence, Set, Tuple
 
+from siteagent.agent.metrics import Metrics
+from siteagent.agent.state import State
 from siteagent.backends.base import Backend, BackendError
 from siteagent.core.model import ClusterSnapshot
 from siteagent.core.scheduling import Policy, plan
@@ -25,29 +27,35 @@ from siteagent.ledger.bank import Bookkeeper
 from siteagent.market import bookkeeping
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.store import Store, StoreError
+from siteagent.market.view import market_view
+from siteagent.pricing import Pricing
 from siteagent.serving import sdnotify
 
-if TYPE_CHECKING:
-    from siteagent.agent.metrics import Metrics
-from siteagent.agent.state import State
-
 log = logging.getLogger("siteagent.agent")
+
+#: A snapshot older than this many poll intervals, plus the grace (seconds), means the polls
+#: have stopped (a batch-system command hanging past its timeout, a wedged agent): nothing is
+#: sold from it.
+STALE_POLLS = 3
+STALE_GRACE_S = 60.0
 
 
 
 class Agent:
     """Keeps a fresh :class:`State` of one cluster, polling its backend.
 
+    ``pricing`` prices each state's market view (slots, the context quotes price against);
     ``manager`` (optional) carries the reservations along each cycle; ``store`` (optional)
     receives the queue waits observed between cycles; ``metrics`` (optional) takes each
     cycle's state; ``watchdog`` (optional) is fed while the loop makes progress;
     ``listeners`` are called in order with each new state at the end of its cycle, in the
-    loop's thread (the service prepares the API's view of it there, off the request path).
+    loop's thread.
     """
 
     def __init__(
         self,
         backend: Backend,
+        pricing: Pricing,
         policy: Policy = Policy.CONSERVATIVE,
         poll_interval_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
@@ -61,6 +69,7 @@ class Agent:
         if poll_interval_s <= 0:
             raise ValueError(f"poll interval must be > 0 s, got {poll_interval_s}")
         self.backend = backend
+        self.pricing = pricing
         self.policy = Policy(policy)
         self.poll_interval_s = poll_interval_s
         self._clock = clock
@@ -75,15 +84,35 @@ class Agent:
         self.last_error: Optional[str] = None
 
     def refresh(self) -> State:
-        """Take a snapshot and plan it; raises BackendError when the batch system fails."""
+        """Take a snapshot, plan it and price its market view; raises BackendError when the
+        batch system fails. The state is published whole, ready for every reader."""
         began = self._clock()
         snapshot = self.backend.snapshot()
         taken = self._clock()
         predicted = plan(snapshot, self.policy)
         done = self._clock()
-        self.state = State(snapshot, predicted, taken, taken - began, done - taken)
+        market = market_view(snapshot, predicted, self.pricing)
+        self.state = State(market, taken, taken - began, done - taken)
         self.last_error = None
         return self.state
+
+    def staleness(self) -> Optional[Tuple[str, str]]:
+        """Why the state cannot be sold from now (code, sentence): the last poll failed, none
+        succeeded yet, or the polls stopped (a hanging batch system or agent). None when it is
+        fresh."""
+        if self.last_error is not None:
+            return "backend_unavailable", (
+                f"the agent's last poll of the batch system failed ({self.last_error})"
+            )
+        age = self.snapshot_age()
+        if age is None:
+            return "no_snapshot", "the agent has not read the cluster yet"
+        if age > STALE_POLLS * self.poll_interval_s + STALE_GRACE_S:
+            return "snapshot_stale", (
+                f"the agent's snapshot is {age:.0f} s old although it polls every "
+                f"{self.poll_interval_s:g} s: the batch system is not answering"
+            )
+        return None
 
     def snapshot_age(self) -> Optional[float]:
         """Seconds since the latest good snapshot was taken (on the agent's clock); None

@@ -22,7 +22,6 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import (
-    TYPE_CHECKING,
     Callable,
     Dict,
     Iterable,
@@ -45,15 +44,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 import siteagent
+from siteagent.agent.state import State
 from siteagent.backends.base import Backend, BackendUnavailable, ReservationRefused
-from siteagent.config.schema import ReferenceRequest
-from siteagent.core.model import BatchReservation, ClusterSnapshot, Request, ReservationSpec
-from siteagent.core.slots import advertise
+from siteagent.config.schema import ReferenceRequest, SiteConfig
+from siteagent.core.model import BatchReservation, ClusterSnapshot, ReservationSpec
+from siteagent.market.quoting import quote
 from siteagent.market.store import ReservationState, Store
-from siteagent.pricing import Pricing, Refused, Window
-
-if TYPE_CHECKING:
-    from siteagent.agent.state import State
+from siteagent.pricing import Refused, Window
+from siteagent.protocol.models import QuoteRequest
 
 #: Windows over which free capacity is summed (label value, seconds).
 FREE_WINDOWS: Tuple[Tuple[str, int], ...] = (("1h", 3600), ("6h", 6 * 3600), ("24h", 86400))
@@ -82,24 +80,23 @@ class Sample:
 class Metrics:
     """The agent's metrics in their own registry (so tests and several agents never collide).
 
-    ``pricing`` and ``reference_requests`` let a cycle quote the reference shapes, the first
-    one and then one every ``reference_interval_s`` (their figures stay in between);
-    ``store`` supplies the reservation counts; ``clock`` must be the agent's clock (the
-    snapshot's age is ``clock() - state.taken_at``).
+    ``reference_requests`` are quoted as a buyer would (:func:`siteagent.market.quoting.quote`
+    on the state's market view, at the site ``site`` describes), at the first cycle and then
+    every ``reference_interval_s`` (their figures stay in between); ``store`` supplies the
+    reservation counts; ``clock`` must be the agent's clock (the snapshot's age is
+    ``clock() - state.taken_at``).
     """
 
     def __init__(
         self,
-        pricing: Optional[Pricing] = None,
+        site: SiteConfig,
         reference_requests: Sequence[ReferenceRequest] = (),
         reference_interval_s: float = 0.0,
         store: Optional[Store] = None,
         poll_interval_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
-        site: str = "",
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.pricing = pricing
         self.reference_requests = tuple(reference_requests)
         self.reference_interval_s = reference_interval_s
         self._reference_samples: List[Sample] = []
@@ -165,12 +162,10 @@ class Metrics:
 
     def _reference_quotes(self, state: State) -> List[Sample]:
         """The reference shapes' quotes, made again once ``reference_interval_s`` passed."""
-        if self.pricing is None:
-            return []
         now = self._clock()
         due = self._referenced_at is None or now - self._referenced_at >= self.reference_interval_s
         if due:
-            self._reference_samples = quote_samples(state, self.pricing, self.reference_requests)
+            self._reference_samples = quote_samples(state, self.site, self.reference_requests)
             self._referenced_at = now
         return self._reference_samples
 
@@ -232,7 +227,7 @@ class Metrics:
                     1.0,
                     (
                         ("version", siteagent.__version__),
-                        ("site", self.site),
+                        ("site", self.site.name),
                         ("backend", self._backend_name),
                     ),
                 )
@@ -346,7 +341,7 @@ def plan_samples(state: State) -> List[Sample]:
         Sample("siteagent_snapshot_duration_seconds", state.snapshot_s),
         Sample("siteagent_plan_duration_seconds", state.plan_s),
         Sample("siteagent_snapshot_timestamp_seconds", float(snapshot.now)),
-        Sample("siteagent_advertised_slots", float(len(advertise(predicted)))),
+        Sample("siteagent_advertised_slots", float(len(state.market.slots))),
     ]
     samples += [
         Sample("siteagent_pending_jobs_planned", float(sources.get(kind, 0)), (("source", kind),))
@@ -384,32 +379,32 @@ def free_unit_seconds(
 
 
 def quote_samples(
-    state: State, pricing: Pricing, shapes: Sequence[ReferenceRequest]
+    state: State, site: SiteConfig, shapes: Sequence[ReferenceRequest]
 ) -> List[Sample]:
-    """Each reference shape quoted as a buyer would (the pricing's own alternatives): the
-    earliest start and its unit price and fee, and the earliest start with no fee."""
-    snapshot = state.snapshot
-    context = pricing.context(snapshot, state.plan)
+    """Each reference shape quoted as a buyer would (the quoting use case, nothing stored):
+    the earliest start and its unit price and fee, and the earliest start with no fee."""
+    market, snapshot = state.market, state.snapshot
     samples: List[Sample] = []
     try:
-        current = pricing.unit.unit_price(context, Window(snapshot.now, 1, 3600), None)
+        window = Window(snapshot.now, 1, 3600)
+        current = market.pricing.unit.unit_price(market.context, window, None)
         samples.append(Sample("siteagent_unit_price_per_core_hour", float(current)))
     except Refused:
         pass  # a saturated machine has no current price; the gauge is left out
     for shape in shapes:
         label = (("request", shape.name),)
-        try:
-            offers = pricing.alternatives(context, Request(shape.cores, shape.duration_s), limit=2)
-        except Refused:
+        rfq = QuoteRequest(cores=shape.cores, walltime=shape.duration_s, limit=2)
+        answer = quote(rfq, market, site, snapshot.now, record=None)
+        if answer.refusal is not None:
             samples.append(Sample("siteagent_reference_quote_available", 0.0, label))
             continue
-        earliest = min(offers, key=lambda offer: offer.window.start)
-        free = [offer.window.start for offer in offers if offer.fee == 0]
+        earliest = min(answer.offers, key=lambda offer: offer.start)
+        free = [offer.start for offer in answer.offers if offer.fee == 0]
         samples += [
             Sample("siteagent_reference_quote_available", 1.0, label),
             Sample(
                 "siteagent_reference_quote_start_delay_seconds",
-                float(earliest.window.start - snapshot.now),
+                float(earliest.start - snapshot.now),
                 label,
             ),
             Sample("siteagent_reference_quote_fee", float(earliest.fee), label),

@@ -7,25 +7,30 @@ and the command line read it, so that a burst of requests never multiplies the p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from siteagent.core.model import ClusterSnapshot
 from siteagent.core.scheduling import Plan
-
-if TYPE_CHECKING:
-    pass
-
+from siteagent.market.view import MarketView
 
 
 @dataclass(frozen=True)
 class State:
-    """One cycle's view of the cluster: the snapshot, its predicted plan, and timings."""
+    """One cycle's market view of the cluster (snapshot, predicted plan, pricing context,
+    slots), when the snapshot was taken on the agent's clock, and how long the snapshot and
+    the plan took."""
 
-    snapshot: ClusterSnapshot
-    plan: Plan
+    market: MarketView
     taken_at: float
     snapshot_s: float
     plan_s: float
+
+    @property
+    def snapshot(self) -> ClusterSnapshot:
+        return self.market.snapshot
+
+    @property
+    def plan(self) -> Plan:
+        return self.market.plan
 
     @property
     def busy(self) -> int:

@@ -1,2 +1,1 @@
-"""The agent's HTTP API: FastAPI routes, the error mapping, and where quotes are priced.
-"""
+"""The agent's HTTP API: FastAPI routes, the error mapping, and where quotes are priced."""

@@ -29,7 +29,7 @@ import time
 from decimal import Decimal
 from typing import Callable, Optional, TypeVar
 
-from siteagent.api.errors import ApiError
+from siteagent.core.errors import Unavailable
 from siteagent.pricing import Pricing
 from siteagent.pricing.base import Context, FeePolicy, Window
 
@@ -98,7 +98,7 @@ class PricingQueue:
 
     async def run(self, price: Callable[[], _T], offers: int) -> _T:
         """``price()`` on the pricing thread; ``offers`` is how many the quote asks for.
-        Raises ApiError 503 ``busy`` at once if the wait would be too long."""
+        Raises Unavailable (503 ``busy``) at once if the wait would be too long."""
         self._admit(offers)
         try:
             loop = asyncio.get_running_loop()
@@ -121,12 +121,11 @@ class PricingQueue:
             wait = self._offers_ahead * (self._seconds_per_offer or 0.0)
             if wait > self.max_wait_s:
                 retry = max(1, math.ceil(wait))
-                raise ApiError(
-                    503,
-                    "busy",
+                raise Unavailable(
                     f"the site is pricing other requests (about {retry} s of work queued); "
                     f"retry in {retry} s",
-                    headers={"Retry-After": str(retry)},
+                    code="busy",
+                    retry_after_s=retry,
                 )
             self._offers_ahead += offers
 

@@ -12,11 +12,14 @@ import subprocess
 import time
 from typing import List, Mapping, Sequence
 
+from siteagent.core.errors import SiteagentError
 from siteagent.core.model import BatchReservation, ClusterSnapshot, ReservationSpec
 
 
-class BackendError(Exception):
+class BackendError(SiteagentError):
     """The batch system could not do what was asked; the message is the batch system's own."""
+
+    code = "backend_error"
 
 
 class BackendUnavailable(BackendError):
@@ -24,6 +27,8 @@ class BackendUnavailable(BackendError):
 
     Distinct from an empty cluster: callers answer 503 and retry, they never plan on it.
     """
+
+    code = "backend_unavailable"
 
 
 class ReservationRefused(BackendError):

@@ -16,6 +16,13 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, Ti
 from rich.table import Table
 
 #: Width when stdout is a file or a pipe: wide enough that tables keep one line per row.
+#: Exit code for input a user must fix (bad trace, bad configuration); argparse uses 2.
+EXIT_BAD_INPUT = 1
+#: The site refused, or the request is not allowed now (offer expired, not the owner, ...).
+EXIT_REFUSED = 3
+#: The batch system did not answer: retry later (with the same --key). sysexits' EX_TEMPFAIL.
+EXIT_UNAVAILABLE = 75
+
 PIPE_WIDTH = 160
 
 stdout = Console()

@@ -19,7 +19,6 @@ from siteagent.config.schema import Config
 from siteagent.ledger.bank import BANK, Ledger, LedgerError
 
 #: Exit code of a refused ledger operation (unknown account) or a service that cannot start.
-EXIT_FAILED = 1
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -90,15 +89,16 @@ def _serve(args: argparse.Namespace) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     # imported here: the web stack takes a while to load and only `serve` needs it
-    from siteagent.ledger.service import LedgerServiceError, serve
+    from siteagent.ledger.service import serve
+    from siteagent.serving.server import ServiceError
 
     loaded = options.load_config(args)
     try:
         ledger = options.with_listener(loaded.ledger, args.listen, args.port)
         serve(dataclasses.replace(loaded, ledger=ledger))
-    except (LedgerServiceError, LedgerError) as exc:
+    except (ServiceError, LedgerError) as exc:
         console.error(str(exc))
-        return EXIT_FAILED
+        return console.EXIT_BAD_INPUT
     return 0
 
 
@@ -158,7 +158,7 @@ def _with_ledger(args: argparse.Namespace, use: Callable[[Ledger, Config], None]
         use(ledger, loaded)
     except LedgerError as exc:
         console.error(str(exc))
-        return EXIT_FAILED
+        return console.EXIT_BAD_INPUT
     finally:
         ledger.close()
     return 0

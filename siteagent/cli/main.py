@@ -23,31 +23,23 @@ from siteagent.cli import (
     history,
     ledger,
     market,
+    options,
     setup,
-)
-from siteagent.cli import (
-    options as cli_args,
 )
 from siteagent.cli import (
     reservations as cli_reservations,
 )
+from siteagent.cli.console import EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.config.schema import Config
+from siteagent.core.errors import SiteagentError
 from siteagent.core.scheduling import Policy
-from siteagent.market.reservations import LifecycleError
 from siteagent.market.store import StoreError
-from siteagent.pricing import Refused
+from siteagent.protocol.errors import status_of
 from siteagent.sim import LoadScaling, replay_trace
 from siteagent.sim.swf import SwfError
 from siteagent.sim.workload import UnsimulableJob
 
 Command = Callable[[argparse.Namespace], int]
-
-#: Exit code for input a user must fix (bad trace, bad configuration); argparse uses 2.
-EXIT_BAD_INPUT = 1
-#: The site refused, or the request is not allowed now (offer expired, not the owner, ...).
-EXIT_REFUSED = 3
-#: The batch system did not answer: retry later (with the same --key). sysexits' EX_TEMPFAIL.
-EXIT_UNAVAILABLE = 75
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -57,21 +49,35 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     command: Command = args.command
     try:
         return command(args)
-    except (SwfError, UnsimulableJob, FileNotFoundError, ValueError, StoreError) as exc:
-        console.error(str(exc))
-        return EXIT_BAD_INPUT
-    except (LifecycleError, Refused) as exc:
-        console.error(str(exc))
-        return EXIT_REFUSED
     except BackendUnavailable as exc:
         console.error(f"the batch system did not answer: {exc}; retry later")
         return EXIT_UNAVAILABLE
     except BackendError as exc:
         console.error(f"the batch system failed: {exc}")
         return EXIT_BAD_INPUT
+    except SiteagentError as exc:
+        console.error(str(exc))
+        return exit_code(exc)
+    except (SwfError, UnsimulableJob, FileNotFoundError, ValueError) as exc:
+        console.error(str(exc))
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         console.error("interrupted")
         return 130
+
+
+def exit_code(error: SiteagentError) -> int:
+    """A site's refusal (the API's 4xx) is EXIT_REFUSED, what passes by itself (its 503, a
+    bank that did not answer) EXIT_UNAVAILABLE, anything else (a state directory written by a
+    newer siteagent, a bad file) bad input."""
+    if isinstance(error, StoreError):
+        return EXIT_BAD_INPUT
+    status = status_of(error.code)
+    if status == 503 or error.code == "ledger_unavailable":
+        return EXIT_UNAVAILABLE
+    if 400 < status < 500 and error.code != "invalid_request":
+        return EXIT_REFUSED
+    return EXIT_BAD_INPUT
 
 
 def client_main(argv: Optional[Sequence[str]] = None) -> int:
@@ -146,8 +152,8 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     sub.add_argument("--port", type=int, metavar="N", help="API port (default: api.port, 8443)")
     sub.add_argument("--once", action="store_true", help="take one snapshot, print it and exit")
     sub.add_argument("--json", action="store_true", help="with --once: print one JSON object")
-    cli_args.add_site_options(sub)
-    cli_args.add_lifecycle_options(sub)
+    options.add_site_options(sub)
+    options.add_lifecycle_options(sub)
     sub.set_defaults(command=_serve)
 
 
@@ -199,7 +205,8 @@ def _serve(args: argparse.Namespace) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     # imported here: the web stack takes a while to load and only `serve` needs it
-    from siteagent.serve import ServiceError, serve
+    from siteagent.serve import serve
+    from siteagent.serving.server import ServiceError
 
     try:
         serve(
@@ -217,7 +224,7 @@ def _serve(args: argparse.Namespace) -> int:
 def _serve_config(args: argparse.Namespace) -> Config:
     """The configuration with the site options and serve's own overrides (re-read on SIGHUP
     with the same command line)."""
-    loaded = cli_args.load_config(args)
+    loaded = options.load_config(args)
     swf, explicit = loaded.backend.swf, set(loaded.explicit)
     if args.trace is not None:
         swf = dataclasses.replace(swf, trace=Path(args.trace))
@@ -238,7 +245,7 @@ def _serve_config(args: argparse.Namespace) -> Config:
         loaded,
         backend=dataclasses.replace(loaded.backend, swf=swf),
         planner=planner,
-        api=cli_args.with_listener(loaded.api, args.listen, args.port),
+        api=options.with_listener(loaded.api, args.listen, args.port),
         explicit=frozenset(explicit),
     )
 

@@ -13,16 +13,18 @@ import argparse
 import dataclasses
 from typing import Any, Dict, List
 
-from siteagent.cli import console
-from siteagent.cli import options as cli_args
+from pydantic import ValidationError
+
+from siteagent.cli import console, options
+from siteagent.cli.console import EXIT_REFUSED
 from siteagent.cli.options import decimal, duration, epoch, local_time
-from siteagent.core.model import Request
 from siteagent.core.scheduling import Policy, plan
-from siteagent.core.slots import advertise
-from siteagent.market.offers import OFFER_VALID_S, earliest_start, make_offer, offer_row, slot_row
+from siteagent.market.quoting import OFFER_VALID_S, Quote, quote
 from siteagent.market.site import open_backend, open_site, pricing_of
-from siteagent.pricing import FlatPrice, LoadBasedPrice, NoFee, Pricing, choose
+from siteagent.market.view import market_view
+from siteagent.pricing import FlatPrice, LoadBasedPrice, NoFee, Pricing
 from siteagent.pricing.base import FeePolicy, UnitPricePolicy
+from siteagent.protocol.models import QuoteRequest, offer_json, slot_json
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,7 +39,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "divisible and extensible."
         ),
     )
-    cli_args.add_site_options(slots)
+    options.add_site_options(slots)
     slots.add_argument("--min-cores", type=int, default=1, help="only slots this wide")
     slots.add_argument("--min-duration", type=duration, default=1, help="only slots this long")
     slots.add_argument(
@@ -57,8 +59,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "0 = earliest, 1 = cheapest. Each alternative is recorded as an offer."
         ),
     )
-    cli_args.add_site_options(quote)
-    cli_args.add_lifecycle_options(quote)
+    options.add_site_options(quote)
+    options.add_lifecycle_options(quote)
     quote.add_argument("--cores", type=int, required=True)
     quote.add_argument("--duration", type=duration, required=True, help="seconds, or 90m, 2h")
     quote.add_argument(
@@ -92,7 +94,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def _slots(args: argparse.Namespace) -> int:
     if args.min_cores < 1 or args.min_duration < 1:
         raise ValueError("--min-cores and --min-duration must be at least 1")
-    loaded = cli_args.load_config(args)
+    loaded = options.load_config(args)
     backend = open_backend(loaded)
     try:
         snapshot = backend.snapshot()
@@ -101,15 +103,14 @@ def _slots(args: argparse.Namespace) -> int:
     pricing = pricing_of(loaded.pricing)
     if args.price is not None:
         pricing = dataclasses.replace(pricing, unit=FlatPrice(args.price))
-    base = plan(snapshot, Policy.CONSERVATIVE)
-    slots = [
-        slot
-        for slot in pricing.price_slots(pricing.context(snapshot, base), advertise(base))
+    view = market_view(snapshot, plan(snapshot, loaded.planner.policy), pricing)
+    rows: List[Dict[str, Any]] = [
+        slot_json(slot)
+        for slot in view.slots
         if slot.cores >= args.min_cores and slot.duration >= args.min_duration
     ]
-    rows: List[Dict[str, Any]] = [slot_row(slot) for slot in slots]
     if args.json:
-        console.print_json({"now": snapshot.now, "slots": rows})
+        console.print_json({"now": snapshot.now, "unit": snapshot.unit.value, "slots": rows})
         return 0
     console.print_table(
         [
@@ -124,30 +125,65 @@ def _slots(args: argparse.Namespace) -> int:
 
 def _quote(args: argparse.Namespace) -> int:
     _check_quote(args)
-    site = open_site(cli_args.load_config(args))
+    loaded = options.load_config(args)
+    site = open_site(loaded)
     try:
-        pricing = _pricing(args, site.pricing)
+        now = int(site.manager.clock())
+        rfq = _request_for_quotes(args, now)
         snapshot = site.backend.snapshot()
-        request = Request(
-            cores=args.cores,
-            duration=args.duration,
-            earliest=earliest_start(
-                epoch(args.earliest, snapshot.now) if args.earliest else None, snapshot.now
-            ),
-            deadline=epoch(args.deadline, snapshot.now) if args.deadline else None,
-            max_price=args.max_price,
-        )
-        alternatives = pricing.alternatives(pricing.context(snapshot), request, args.limit)
-        chosen = choose(alternatives, args.alpha)
-        offers = [make_offer(price, request, snapshot.now, args.valid) for price in alternatives]
-        site.manager.record_offers(offers)
+        predicted = plan(snapshot, loaded.planner.policy)
+        view = market_view(snapshot, predicted, _pricing(args, site.pricing))
+        answer = quote(rfq, view, loaded.site, now, site.manager.record_offers, args.valid)
     finally:
         site.close()
-    rows = [offer_row(offer) for offer in offers]
     if args.json:
-        console.print_json({"now": snapshot.now, "alternatives": rows, "chosen": chosen})
-        return 0
-    marked = [{**row, "": "<- chosen" if i == chosen else ""} for i, row in enumerate(rows)]
+        shown = answer.to_json()
+        console.print_json({**shown, "alternatives": shown["offers"]})
+    if answer.refusal is not None:
+        if not args.json:
+            console.error(f"refused ({answer.refusal.code}): {answer.refusal.reason}")
+        return EXIT_REFUSED
+    if not args.json:
+        _print_offers(answer, args)
+    return 0
+
+
+def _request_for_quotes(args: argparse.Namespace, now: int) -> QuoteRequest:
+    """The command line's request, checked by the same model as the API's requests."""
+    fields: Dict[str, Any] = {
+        "cores": args.cores,
+        "walltime": args.duration,
+        "earliest_start": epoch(args.earliest, now) if args.earliest else None,
+        "deadline": epoch(args.deadline, now) if args.deadline else None,
+        "max_price": args.max_price,
+        "alpha": args.alpha,
+        "limit": args.limit,
+    }
+    try:
+        return QuoteRequest(**fields)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{OPTION_OF.get(str(error['loc'][0]), error['loc'][0])}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise ValueError(problems) from None
+
+
+#: The command line's name of each field of the request for quotes.
+OPTION_OF = {
+    "cores": "--cores",
+    "walltime": "--duration",
+    "earliest_start": "--earliest",
+    "deadline": "--deadline",
+    "max_price": "--max-price",
+    "alpha": "--alpha",
+    "limit": "--limit",
+}
+
+
+def _print_offers(answer: Quote, args: argparse.Namespace) -> None:
+    rows = [offer_json(offer) for offer in answer.offers]
+    marked = [{**row, "": "<- chosen" if i == answer.chosen else ""} for i, row in enumerate(rows)]
     console.print_table(
         [
             {**row, "start": local_time(row["start"]), "end": local_time(row["end"])}
@@ -156,7 +192,6 @@ def _quote(args: argparse.Namespace) -> int:
         ["offer_id", "start", "end", "cores", "unit_price", "fee", "total", ""],
         title=f"{len(rows)} alternatives (alpha {args.alpha}); offers valid {args.valid} s",
     )
-    return 0
 
 
 def _check_quote(args: argparse.Namespace) -> None:

@@ -75,10 +75,7 @@ def add_lifecycle_options(parser: argparse.ArgumentParser) -> None:
 def load_config(args: argparse.Namespace) -> Config:
     """The configuration file of ``args.config`` (or the defaults) with the command line's
     overrides applied; raises reading.ConfigError naming every problem."""
-    loaded = loading.load(getattr(args, "config", None))
-    state_dir: Optional[Path] = getattr(args, "state_dir", None)
-    if state_dir is not None:
-        loaded = dataclasses.replace(loaded, state_dir=state_dir)
+    loaded = loading.load(getattr(args, "config", None), getattr(args, "state_dir", None))
     reservations = loaded.reservations
     if getattr(args, "confirm_timeout", None) is not None:
         if not args.confirm_timeout > 0:

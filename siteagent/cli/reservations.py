@@ -11,18 +11,19 @@ reservations. Offers to accept come from ``siteagent quote``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import uuid
-from typing import Any, Callable, Dict
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, Tuple
 
 from siteagent.cli import console, options
-from siteagent.market.site import STORE_FILE, Site, open_site
+from siteagent.market.deals import Deal, Deals, open_deals
+from siteagent.market.site import STORE_FILE, open_site
 from siteagent.market.store import ReservationRecord, ReservationState, Store
-
-
-def _open_site(args: argparse.Namespace) -> Site:
-    """The site of the command line's configuration, with its lifecycle overrides."""
-    return open_site(options.load_config(args))
+from siteagent.protocol.documents import confirm_body
+from siteagent.protocol.keys import load_private_key, public_key_text
+from siteagent.security.clients import AuthorizedClient, read_authorized_clients
 
 
 def _open_store(args: argparse.Namespace) -> Store:
@@ -68,11 +69,23 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     _client_options(accepter)
     options.add_lifecycle_options(accepter)
 
-    for name, what, command in (
-        ("confirm", "confirm a tentative reservation before its deadline", _confirm),
-        ("cancel", "cancel a reservation (says the penalty)", _cancel),
-    ):
-        parser = _action(actions, name, what, command)
+    confirmer = _action(
+        actions,
+        "confirm",
+        "confirm a tentative reservation before its deadline: the buyer signs the deal, the "
+        "site countersigns it into a receipt and books it in the ledger, as the API does",
+        _confirm,
+    )
+    confirmer.add_argument(
+        "--signing-key",
+        type=Path,
+        required=True,
+        metavar="FILE",
+        help="the buyer's Ed25519 private key (PEM, the client.key `siteagent keys` writes); "
+        "--client must be its key id in the authorized-clients file",
+    )
+    canceller = _action(actions, "cancel", "cancel a reservation (says the penalty)", _cancel)
+    for parser in (confirmer, canceller):
         parser.add_argument("id", help="reservation id")
         _client_options(parser)
         options.add_lifecycle_options(parser)
@@ -158,42 +171,62 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _accept(args: argparse.Namespace) -> int:
-    site = _open_site(args)
-    try:
-        record = site.manager.accept(
-            args.offer_id, args.client, args.key or uuid.uuid4().hex, args.user, args.account
-        )
-    finally:
-        site.close()
-    return _answer(record, args.json, "Accepted: tentative until its confirm deadline")
+    with _deals(args) as (deals, _):
+        key = args.key or uuid.uuid4().hex
+        deal = deals.accept(args.offer_id, args.client, key, args.user, args.account)
+    return _answer(deal, args.json, "Accepted: tentative until its confirm deadline")
 
 
 def _confirm(args: argparse.Namespace) -> int:
-    site = _open_site(args)
-    try:
-        record = site.manager.confirm(args.id, args.client, args.key or uuid.uuid4().hex)
-    finally:
-        site.close()
-    return _answer(record, args.json, "Confirmed")
+    with _deals(args) as (deals, clients):
+        client = clients.get(args.client)
+        if client is None:
+            raise ValueError(
+                f"--client {args.client!r} is not in the authorized-clients file: a confirm "
+                "is checked against the buyer's key registered there"
+            )
+        signing_key = load_private_key(args.signing_key)
+        if public_key_text(signing_key.public_key()) != public_key_text(client.public_key):
+            raise ValueError(
+                f"--signing-key {args.signing_key} is not the key of {client.key_id} in the "
+                "authorized-clients file"
+            )
+        body = confirm_body(deals.show(args.id).deal, signing_key, client.key_id)
+        deal = deals.confirm(args.id, body, client, args.key or uuid.uuid4().hex)
+    return _answer(deal, args.json, "Confirmed: receipt countersigned and booked")
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    site = _open_site(args)
+    with _deals(args) as (deals, _):
+        deal = deals.cancel(args.id, args.client, args.key or uuid.uuid4().hex)
+    return _answer(deal, args.json, f"Cancelled, penalty {deal.record.penalty}")
+
+
+@contextlib.contextmanager
+def _deals(args: argparse.Namespace) -> Iterator[Tuple[Deals, Dict[str, AuthorizedClient]]]:
+    """The site's deals (its store, batch system, signing key and bank), as ``serve`` opens
+    them, and its authorized clients; closed afterwards."""
+    site = open_site(options.load_config(args))
     try:
-        record = site.manager.cancel(args.id, args.client, args.key or uuid.uuid4().hex)
+        clients = read_authorized_clients(site.config.security.authorized_clients)
+        deals = open_deals(site.config, site.manager, clients.values())
+        try:
+            yield deals, clients
+        finally:
+            deals.close()
     finally:
         site.close()
-    return _answer(record, args.json, f"Cancelled, penalty {record.penalty}")
 
 
 # --------------------------------------------------------------------------- output
 
 
-def _answer(record: ReservationRecord, as_json: bool, title: str) -> int:
+def _answer(deal: Deal, as_json: bool, title: str) -> int:
+    """The reservation as the API answers it: under ``reservation`` with ``--json``."""
     if as_json:
-        console.print_json({"reservation": record.to_dict()})
+        console.print_json({"reservation": deal.to_json()})
     else:
-        _print_record(record, title)
+        _print_record(deal.record, title)
     return 0
 
 

@@ -29,7 +29,6 @@ from siteagent.security import tls
 from siteagent.security.clients import load_authorized_clients, scheduler_user
 
 #: Exit code for a configuration with errors (the same as any input a user must fix).
-EXIT_BAD_CONFIG = 1
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -157,7 +156,7 @@ def _check_config(args: argparse.Namespace) -> int:
             )
         else:
             console.error(str(exc))
-        return EXIT_BAD_CONFIG
+        return console.EXIT_BAD_INPUT
     if args.json:
         console.print_json(
             {

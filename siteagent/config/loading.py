@@ -270,12 +270,19 @@ def read_metrics(section: Section) -> MetricsConfig:
     return MetricsConfig(reference_requests=tuple(shapes), reference_interval_s=interval)
 
 
-def parse(data: Any, source: Optional[Path] = None) -> Config:
-    """Validate a loaded document (None: no file, all defaults); raise ConfigError."""
+def parse(
+    data: Any, source: Optional[Path] = None, state_dir: Optional[Path] = None
+) -> Config:
+    """Validate a loaded document (None: no file, all defaults); raise ConfigError.
+
+    ``state_dir`` (the command line's ``--state-dir``) wins over the file's, before the paths
+    that default to places in it (database, keys, ledger, certificate) are derived from it.
+    """
     reading = Reading()
     paths = Paths(source.parent if source else Path.cwd())
     root = Section(data, "", keys_of(Config, "source", "explicit"), reading)
-    state_dir = root.get("state_dir", default_state_dir(), paths.path)
+    file_state_dir = root.get("state_dir", default_state_dir(), paths.path)
+    state_dir = state_dir or file_state_dir
     config = Config(
         site=read_site(root.section("site", keys_of(SiteConfig))),
         backend=read_backend(root.section("backend", keys_of(BackendConfig)), paths),
@@ -295,10 +302,11 @@ def parse(data: Any, source: Optional[Path] = None) -> Config:
     return config
 
 
-def load(path: Optional[Path] = None) -> Config:
-    """Read and validate ``path``; with None, the defaults (no file is needed to run)."""
+def load(path: Optional[Path] = None, state_dir: Optional[Path] = None) -> Config:
+    """Read and validate ``path``; with None, the defaults (no file is needed to run).
+    ``state_dir`` overrides the file's (see :func:`parse`)."""
     if path is None:
-        return parse(None)
+        return parse(None, state_dir=state_dir)
     try:
         with open(path, encoding="utf-8") as stream:
             data = yaml.safe_load(stream)
@@ -311,7 +319,7 @@ def load(path: Optional[Path] = None) -> Config:
         raise ConfigError(str(path), [Problem("", "not a UTF-8 text file")]) from None
     except OSError as exc:
         raise ConfigError(str(path), [Problem("", f"cannot read it ({exc.strerror})")]) from None
-    return parse(data, path)
+    return parse(data, path, state_dir)
 
 
 def flatten(config: Config) -> List[Tuple[str, Any]]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, List, Mapping, Optional, Set, Tuple, TypeVar
 
 from siteagent.backends.slurm import ALLOWED_FLAGS
+from siteagent.core.errors import SiteagentError
 
 T = TypeVar("T")
 
@@ -48,8 +49,10 @@ class Problem:
         return f"{self.path}: {self.message}" if self.path else self.message
 
 
-class ConfigError(ValueError):
+class ConfigError(SiteagentError, ValueError):
     """A file that cannot be used; ``problems`` lists every reason, each with its key path."""
+
+    code = "invalid_configuration"
 
     def __init__(self, source: str, problems: List[Problem]) -> None:
         self.source = source
@@ -63,8 +66,10 @@ class ConfigError(ValueError):
         super().__init__(text)
 
 
-class Invalid(ValueError):
+class Invalid(SiteagentError, ValueError):
     """Raised by a converter: the value is not what was expected (the message says what)."""
+
+    code = "invalid_value"
 
 
 class Reading:

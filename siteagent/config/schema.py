@@ -209,7 +209,8 @@ class LedgerConfig:
 
 @dataclass(frozen=True)
 class ReferenceRequest:
-    """A request shape whose quote the metrics follow: ``cores`` units for ``duration_s``."""
+    """A request shape whose quote the metrics follow, quoted as a buyer's request for ``cores``
+    cores (whole nodes on a partition that allocates them) for ``duration_s`` seconds."""
 
     name: str
     cores: int

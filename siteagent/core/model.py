@@ -13,12 +13,11 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Optional, Tuple
 
+from siteagent.core.money import cost
+
 #: A year of seconds: stands in for "no time limit" so that unlimited jobs still end somewhere
 #: in the plan (Slurm stores UNLIMITED reservations as 365 days for the same reason).
 UNLIMITED_S = 365 * 86400
-
-#: Money is decimal, never float, and kept to the cent.
-CENT = Decimal("0.01")
 
 
 class CapacityUnit(str, enum.Enum):
@@ -205,8 +204,7 @@ class Offer:
 
     @property
     def total(self) -> Decimal:
-        hours = Decimal(self.duration) / Decimal(3600)
-        return (Decimal(self.size) * hours * self.unit_price + self.fee).quantize(CENT)
+        return cost(self.size, self.duration, self.unit_price, self.fee)
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import List, Optional, Sequence, Tuple
 
-from siteagent.core.model import CENT, Slot
+from siteagent.core.model import Slot
+from siteagent.core.money import cost
 from siteagent.core.scheduling import Plan
-
-HOUR = Decimal(3600)
 
 
 def advertise(
@@ -60,7 +59,7 @@ def subslot_cost(slot: Slot, cores: int, start: int, duration: int) -> Optional[
     """Cost of using ``cores`` x [start, start + duration) of ``slot``, or None if not allowed."""
     if cores <= 0 or duration <= 0 or not _allowed(slot, cores, start, start + duration):
         return None
-    return _cost(cores, duration, slot.unit_price, slot.fee)
+    return cost(cores, duration, slot.unit_price, slot.fee)
 
 
 def _allowed(slot: Slot, cores: int, start: int, end: int) -> bool:
@@ -70,10 +69,6 @@ def _allowed(slot: Slot, cores: int, start: int, end: int) -> bool:
         whole = cores == slot.cores and start == slot.start
         return whole and (end == slot.end or (slot.extensible and end > slot.end))
     return cores <= slot.cores and slot.start <= start and (end <= slot.end or slot.extensible)
-
-
-def _cost(cores: int, duration: int, unit_price: Decimal, fee: Decimal) -> Decimal:
-    return (Decimal(cores) * Decimal(duration) / HOUR * unit_price + fee).quantize(CENT)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Seque
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from siteagent.core.model import CENT
+from siteagent.core.errors import SiteagentError
+from siteagent.core.money import CENT
 from siteagent.protocol.documents import Cancellation, Receipt, signature_valid
 from siteagent.protocol.keys import check_key_id, parse_public_key, public_key_text
 
@@ -78,41 +79,31 @@ CREATE INDEX IF NOT EXISTS entries_by_account ON entries (account, transaction_i
 """
 
 
-class LedgerError(Exception):
-    """A refused operation: ``status`` for an HTTP layer, ``code`` stable for programs."""
-
-    status = 400
+class LedgerError(SiteagentError):
+    """A refused operation: ``code`` stable for programs (the bank's codes and their HTTP
+    statuses are :data:`siteagent.protocol.errors.LEDGER_CODES`)."""
 
     def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+        super().__init__(message, code=code)
 
 
 class LedgerRefused(LedgerError):
     """422: the receipt or cancellation cannot be booked (bad signature, unknown signer,
     malformed deal) — the paper's Banking Agent answers such a message with Refuse."""
 
-    status = 422
-
 
 class LedgerConflict(LedgerError):
     """409: it contradicts what is booked (another receipt for the same reservation, a
     participant registered with another key, a second cancellation with another penalty)."""
 
-    status = 409
-
 
 class LedgerNotFound(LedgerError):
     """404: no such account or receipt."""
-
-    status = 404
 
 
 class LedgerUnavailable(LedgerError):
     """503: a ledger service did not answer (or answered nonsense); nothing is known to be
     booked, and booking the same receipt again later is safe (booking is idempotent)."""
-
-    status = 503
 
 
 @dataclass(frozen=True)

@@ -24,13 +24,13 @@ from typing import Any, Callable, Dict, TypeVar
 
 import fastapi
 
-from siteagent.api import errors
 from siteagent.config.reading import ConfigError
 from siteagent.config.schema import Config
 from siteagent.ledger.bank import Ledger, LedgerRefused
 from siteagent.ledger.participants import load_participants, register_all
 from siteagent.protocol.documents import Cancellation, Receipt
-from siteagent.serving.server import run
+from siteagent.serving import errors
+from siteagent.serving.server import ServiceError, run
 
 log = logging.getLogger("siteagent.ledger")
 
@@ -40,10 +40,6 @@ T = TypeVar("T")
 
 #: What the service's one answer to an unexpected failure tells a client to wait.
 RETRY_AFTER_S = 5
-
-
-class LedgerServiceError(RuntimeError):
-    """The service could not start (no participants file, the address is taken)."""
 
 
 def create_app(ledger: Ledger) -> fastapi.FastAPI:
@@ -114,7 +110,7 @@ def checked(operation: Callable[[], T], code: str) -> T:
 def open_ledger(config: Config) -> Ledger:
     """The service's database, with the participants of the configured file registered."""
     if config.ledger.participants is None:
-        raise LedgerServiceError(
+        raise ServiceError(
             "ledger.participants names no file: the ledger service needs the sites and "
             "clients that hold accounts (see `siteagent ledger serve --help`)"
         )
@@ -161,7 +157,7 @@ def serve(config: Config) -> None:
         assert participants is not None  # open_ledger refused to open without it
         run(server, lambda: reread_participants(ledger, participants))
         if not server.started:
-            raise LedgerServiceError(
+            raise ServiceError(
                 f"the ledger could not listen on {settings.listen}:{settings.port} (see the log "
                 "above); set ledger.listen and ledger.port to a free address"
             )

@@ -1,6 +1,8 @@
 """What the site owes its ledger: every receipt and refund it signed, kept until booked.
 
-A confirm books its receipt, and a cancel its refund, at once. When the ledger does not answer
+A confirm keeps its receipt, and a cancel after a confirm its refund, as owed in the same
+transaction as the reservation's new state (see :meth:`siteagent.market.store.Store.transition`),
+and books it at once. When the ledger does not answer
 (a ledger service that is down) the request answers 502 and the buyer may retry; if nobody
 retries, the agent's loop books what is still owed, so the bank never misses a deal the site
 signed. Booking is idempotent at the ledger (a receipt already booked answers its transaction
@@ -14,11 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, List, Mapping
 
 from siteagent.ledger.bank import Bookkeeper, LedgerError, LedgerUnavailable, Transaction
-from siteagent.market.store import Store
+from siteagent.market.store import RECEIPT, REFUND, Store
 from siteagent.protocol.documents import Cancellation, Receipt
 
-RECEIPT = "receipt"
-REFUND = "refund"
+__all__ = ["RECEIPT", "REFUND", "CatchUp", "book", "book_one", "book_owed"]
 
 
 def book(
@@ -29,14 +30,28 @@ def book(
     document: Mapping[str, Any],
     clock: Callable[[], float] = time.time,
 ) -> Transaction:
-    """Owe the booking, book it, and mark it booked; LedgerError leaves it owed."""
-    store.owe_booking(reservation_id, kind, document)
+    """Book one owed receipt or refund and mark it booked; LedgerError leaves it owed."""
     if kind == RECEIPT:
         done = ledger.book(Receipt.from_json(document))
     else:
         done = ledger.refund(Cancellation.from_json(document))
     store.mark_booked(reservation_id, kind, clock())
     return done
+
+
+def book_one(
+    store: Store,
+    ledger: Bookkeeper,
+    reservation_id: str,
+    kind: str,
+    clock: Callable[[], float] = time.time,
+) -> Transaction:
+    """Book the receipt or refund the store keeps for ``reservation_id`` (owed, or booked
+    already: the ledger answers a booked one with its transaction again)."""
+    document = store.booking(reservation_id, kind)
+    if document is None:
+        raise KeyError(f"reservation {reservation_id} owes the ledger no {kind}")
+    return book(store, ledger, reservation_id, kind, document, clock)
 
 
 @dataclass

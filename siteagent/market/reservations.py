@@ -51,22 +51,35 @@ import re
 import time
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence
 
 from siteagent.backends.base import Backend, BackendError, BackendUnavailable, ReservationRefused
+from siteagent.core.errors import SiteagentError
 from siteagent.core.model import (
-    CENT,
     BatchReservation,
     CapacityUnit,
     ClusterSnapshot,
     Offer,
     ReservationSpec,
 )
+from siteagent.core.money import CENT, cancellation_penalty
 from siteagent.core.scheduling import Policy, ReservationConflict, plan
-from siteagent.market.store import Remember, ReservationRecord, ReservationState, StaleState, Store
+from siteagent.market.store import (
+    RECEIPT,
+    REFUND,
+    Remember,
+    ReservationRecord,
+    ReservationState,
+    StaleState,
+    Store,
+)
 from siteagent.pricing.quote import DEFAULT_PENALTY_FACTOR
 
 log = logging.getLogger("siteagent.reservations")
+
+#: What cancelling a confirmed reservation owes the ledger: the document refunding the buyer
+#: the price less ``penalty``, made for (the record, penalty, cancellation time).
+Refund = Callable[[ReservationRecord, Decimal, int], Mapping[str, Any]]
 
 S = ReservationState
 
@@ -115,46 +128,53 @@ _STUCK = {
 # --------------------------------------------------------------------------- errors
 
 
-class LifecycleError(Exception):
+class LifecycleError(SiteagentError):
     """A request the lifecycle cannot carry out; nothing was changed. The message says why
     and what to do instead."""
 
 
 class UnknownOffer(LifecycleError):
-    pass
+    code = "unknown_offer"
 
 
 class UnknownReservation(LifecycleError):
-    pass
+    code = "unknown_reservation"
 
 
 class NotOwner(LifecycleError):
-    pass
+    code = "not_owner"
 
 
 class IdempotencyKeyReused(LifecycleError):
     """The idempotency key was used before by this client for another request."""
 
+    code = "idempotency_key_reused"
+
 
 class IllegalTransition(LifecycleError):
     """The reservation is in a state from which the requested move is not allowed."""
+
+    code = "illegal_transition"
 
 
 class OfferRefused(LifecycleError):
     """The site withdraws (the paper's "Refuse"): expired, already used, or capacity gone.
 
-    ``code`` is stable for programs: ``expired``, ``used``, ``window_passed``, ``capacity_gone``.
+    ``code`` is ``offer_`` + ``reason``, which is one of ``expired``, ``used``,
+    ``window_passed``, ``capacity_gone``.
     """
 
-    def __init__(self, offer_id: str, code: str, message: str) -> None:
-        super().__init__(message)
+    def __init__(self, offer_id: str, reason: str, message: str) -> None:
+        super().__init__(message, code=f"offer_{reason}", field="offer_id")
         self.offer_id = offer_id
-        self.code = code
+        self.reason = reason
 
 
 class ReservationFailed(LifecycleError):
     """The batch system refused the reservation or gave less than asked; ``record`` is FAILED
     and keeps the batch system's message."""
+
+    code = "reservation_failed"
 
     def __init__(self, record: ReservationRecord) -> None:
         super().__init__(f"reservation {record.id} failed: {record.message}")
@@ -314,11 +334,20 @@ class ReservationManager:
             record = self._create(offer_id, client, idempotency_key, users, accounts)
         return _deliver(record)
 
-    def confirm(self, reservation_id: str, client: str, idempotency_key: str) -> ReservationRecord:
-        """The owner commits a TENTATIVE reservation before its deadline: CONFIRMED."""
+    def confirm(
+        self,
+        reservation_id: str,
+        client: str,
+        idempotency_key: str,
+        *,
+        receipt: Mapping[str, Any],
+    ) -> ReservationRecord:
+        """The owner commits a TENTATIVE reservation before its deadline: CONFIRMED, with its
+        ``receipt`` (the doubly signed deal, see :mod:`siteagent.market.deals`) kept and owed to
+        the ledger in the same transaction."""
         _require_identity(client, idempotency_key)
         operation = f"confirm {reservation_id}"
-        record = self._owned(reservation_id, client)
+        record = self.owned(reservation_id, client)
         # looked up after reading the record: a duplicate of this request that finished
         # before the read is found here, one that finishes after it makes the write below fail
         answered = self._answered(client, idempotency_key, operation)
@@ -353,6 +382,8 @@ class ReservationManager:
                 "confirmed by its owner",
                 unconfirmed_before=now,
                 remember=Remember(client, idempotency_key, operation),
+                receipt=receipt,
+                owed=(RECEIPT, receipt),
             )
         except StaleState as exc:
             answered = self._answered(client, idempotency_key, operation)
@@ -368,33 +399,45 @@ class ReservationManager:
         log.info("%s: CONFIRMED by %s", _describe(confirmed), client)
         return confirmed
 
-    def cancel(self, reservation_id: str, client: str, idempotency_key: str) -> ReservationRecord:
+    def cancel(
+        self,
+        reservation_id: str,
+        client: str,
+        idempotency_key: str,
+        refund: Optional[Refund] = None,
+    ) -> ReservationRecord:
         """The owner cancels; free while TENTATIVE, p x f once CONFIRMED (``record.penalty``).
 
-        The record is CANCELLED before the batch system is asked to delete the reservation; if
-        that deletion fails, reconciliation retries it.
+        Cancelling a confirmed reservation owes the ledger ``refund(record, penalty, at)`` (the
+        site's signed cancellation, see :mod:`siteagent.market.deals`), written in the same
+        transaction as CANCELLED. The record is CANCELLED before the batch system is asked to
+        delete the reservation; if that deletion fails, reconciliation retries it.
         """
         _require_identity(client, idempotency_key)
         operation = f"cancel {reservation_id}"
         while True:  # again if it moved meanwhile (confirmed: the penalty changes)
-            record = self._owned(reservation_id, client)
+            record = self.owned(reservation_id, client)
             answered = self._answered(client, idempotency_key, operation)  # as in confirm
             if answered is not None:
                 return answered
             check_transition(record, S.CANCELLED)
-            penalty = Decimal(0)
+            at = int(self.clock())
+            penalty, owed = Decimal(0).quantize(CENT), None
             if record.state is S.CONFIRMED:
-                penalty = record.penalty_factor * record.fee
+                penalty = cancellation_penalty(record.penalty_factor, record.fee)
+                if refund is not None:
+                    owed = (REFUND, refund(record, penalty, at))
             try:
                 cancelled = self.store.transition(
                     record.id,
                     record.state,
                     S.CANCELLED,
-                    self.clock(),
+                    at,
                     client,
                     f"cancelled by its owner while {record.state.value}",
-                    penalty=penalty.quantize(CENT),
+                    penalty=penalty,
                     remember=Remember(client, idempotency_key, operation),
+                    owed=owed,
                 )
                 break
             except StaleState:
@@ -738,7 +781,9 @@ class ReservationManager:
     def _ours(self, reservations: Iterable[BatchReservation]) -> Dict[str, BatchReservation]:
         return {res.name: res for res in reservations if res.name.startswith(self.name_prefix)}
 
-    def _owned(self, reservation_id: str, client: str) -> ReservationRecord:
+    def owned(self, reservation_id: str, client: str) -> ReservationRecord:
+        """The reservation, if ``client`` (a key id) is its owner: only the client that
+        accepted it may confirm or cancel it."""
         record = self.store.get_reservation(reservation_id)
         if record is None:
             raise UnknownReservation(f"no reservation {reservation_id!r} at this site")

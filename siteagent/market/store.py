@@ -41,23 +41,34 @@ from typing import (
     Tuple,
 )
 
+from siteagent.core.errors import SiteagentError
 from siteagent.core.model import CapacityUnit, Offer, Request
 from siteagent.core.waits import QueueWait
 
 #: Seconds a writer waits for another process's transaction before giving up.
 BUSY_TIMEOUT_S = 30.0
 
+#: What the site owes its ledger, by kind: the receipt of a confirmed deal, the refund of a
+#: cancelled one.
+RECEIPT = "receipt"
+REFUND = "refund"
 
-class StoreError(Exception):
+
+class StoreError(SiteagentError):
     """The state database cannot be read or written; the message says which file and why."""
 
+    code = "store_unavailable"
 
-class StaleState(Exception):
+
+class StaleState(SiteagentError):
     """A compare-and-set transition found the record in another state than expected.
 
     Somebody else (another thread, the reaper, another process) changed it first; ``current``
-    is the record as it is now, so the caller can say what happened.
+    is the record as it is now, so the caller can say what happened. Callers catch it: it
+    never reaches a client.
     """
+
+    code = "stale_state"
 
     def __init__(self, current: ReservationRecord) -> None:
         super().__init__(f"reservation {current.id} is {current.state.value} now")
@@ -520,6 +531,8 @@ class Store:
         penalty: Optional[Decimal] = None,
         message: Optional[str] = None,
         remember: Optional[Remember] = None,
+        receipt: Optional[Mapping[str, Any]] = None,
+        owed: Optional[Tuple[str, Mapping[str, Any]]] = None,
     ) -> ReservationRecord:
         """Move a reservation from ``expected`` to ``new`` if it is still ``expected``.
 
@@ -528,7 +541,11 @@ class Store:
         instant" to the condition, so a confirm and the reaper cannot both win. ``deadline``
         sets the confirm deadline (on becoming TENTATIVE). ``remember``
         stores the resulting record as the answer to that idempotency key, in the same
-        transaction: the answer exists if and only if the effect does.
+        transaction: the answer exists if and only if the effect does. ``receipt`` keeps the
+        deal's receipt and ``owed`` (kind, document) a booking owed to the ledger, in the same
+        transaction too: a reservation is CONFIRMED if and only if its receipt is kept and
+        owed, and CANCELLED after a confirm if and only if its refund is owed, so no
+        interleaving of confirm and cancel can book a charge without its refund.
         """
         with self._write() as db:
             condition = "id = ? AND state = ?"
@@ -556,6 +573,10 @@ class Store:
             if not changed:
                 raise StaleState(current)
             _insert_transition(db, reservation_id, at, actor, expected, new, reason)
+            if receipt is not None:
+                _keep_receipt(db, reservation_id, receipt)
+            if owed is not None:
+                _owe_booking(db, reservation_id, *owed)
             if remember is not None:
                 db.execute(
                     "INSERT INTO idempotency (client, key, operation, result, created) "
@@ -659,20 +680,6 @@ class Store:
 
     # ---- receipts
 
-    def add_receipt(self, reservation_id: str, document: Mapping[str, Any]) -> Dict[str, Any]:
-        """Keep the first receipt of a reservation and return the one kept: a confirm retried
-        gets the receipt the site signed first, not a second signature of the same deal."""
-        with self._write() as db:
-            db.execute(
-                "INSERT OR IGNORE INTO receipts (reservation_id, document) VALUES (?, ?)",
-                (reservation_id, json.dumps(dict(document), sort_keys=True)),
-            )
-            row = db.execute(
-                "SELECT document FROM receipts WHERE reservation_id = ?", (reservation_id,)
-            ).fetchone()
-        kept: Dict[str, Any] = json.loads(row[0])
-        return kept
-
     def receipt(self, reservation_id: str) -> Optional[Dict[str, Any]]:
         """The receipt of a confirmed reservation (JSON document), or None."""
         rows = self._read(
@@ -685,15 +692,6 @@ class Store:
 
     # ---- bookings owed to the ledger
 
-    def owe_booking(self, reservation_id: str, kind: str, document: Mapping[str, Any]) -> None:
-        """Remember a receipt or refund the ledger must book (the first one of its kind kept)."""
-        with self._write() as db:
-            db.execute(
-                "INSERT OR IGNORE INTO ledger_bookings (reservation_id, kind, document) "
-                "VALUES (?, ?, ?)",
-                (reservation_id, kind, json.dumps(dict(document), sort_keys=True)),
-            )
-
     def mark_booked(self, reservation_id: str, kind: str, at: float) -> None:
         with self._write() as db:
             db.execute(
@@ -701,6 +699,17 @@ class Store:
                 "WHERE reservation_id = ? AND kind = ? AND booked_at IS NULL",
                 (at, reservation_id, kind),
             )
+
+    def booking(self, reservation_id: str, kind: str) -> Optional[Dict[str, Any]]:
+        """The receipt or refund owed (or booked) for a reservation, or None."""
+        rows = self._read(
+            "SELECT document FROM ledger_bookings WHERE reservation_id = ? AND kind = ?",
+            (reservation_id, kind),
+        )
+        if not rows:
+            return None
+        document: Dict[str, Any] = json.loads(rows[0][0])
+        return document
 
     def count_bookings_owed(self) -> int:
         return int(self._read("SELECT COUNT(*) FROM ledger_bookings WHERE booked_at IS NULL")[0][0])
@@ -738,6 +747,24 @@ class Store:
             (since if since is not None else -(2**62),),
         )
         return [QueueWait(*row) for row in rows]
+
+
+def _keep_receipt(db: sqlite3.Connection, reservation_id: str, document: Mapping[str, Any]) -> None:
+    """Keep the receipt of a reservation; the first kept stays (a confirm is signed once)."""
+    db.execute(
+        "INSERT OR IGNORE INTO receipts (reservation_id, document) VALUES (?, ?)",
+        (reservation_id, json.dumps(dict(document), sort_keys=True)),
+    )
+
+
+def _owe_booking(
+    db: sqlite3.Connection, reservation_id: str, kind: str, document: Mapping[str, Any]
+) -> None:
+    """Remember a receipt or refund the ledger must book (the first one of its kind kept)."""
+    db.execute(
+        "INSERT OR IGNORE INTO ledger_bookings (reservation_id, kind, document) VALUES (?, ?, ?)",
+        (reservation_id, kind, json.dumps(dict(document), sort_keys=True)),
+    )
 
 
 def _insert_reservation(db: sqlite3.Connection, r: ReservationRecord) -> None:

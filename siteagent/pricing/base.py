@@ -15,15 +15,18 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Optional
 
-from siteagent.core.model import CENT, ClusterSnapshot, Request
+from siteagent.core.errors import SiteagentError
+from siteagent.core.model import ClusterSnapshot, Request
+from siteagent.core.money import core_hours, cost
 from siteagent.core.profile import Profile
 from siteagent.core.scheduling import Plan, Policy, plan
 
-HOUR = Decimal(3600)
 
+class Refused(SiteagentError):
+    """The site will not offer this window; ``reason`` says why, for the buyer. A quote turns
+    it into its refusal (an answer, not an error)."""
 
-class Refused(Exception):
-    """The site will not offer this window; ``reason`` says why, for the buyer."""
+    code = "no_offer"
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -44,7 +47,7 @@ class Window:
 
     @property
     def core_hours(self) -> Decimal:
-        return Decimal(self.size) * Decimal(self.duration) / HOUR
+        return core_hours(self.size, self.duration)
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,8 @@ class Price:
 
     @property
     def total(self) -> Decimal:
-        return (self.window.core_hours * self.unit_price + self.fee).quantize(CENT)
+        window = self.window
+        return cost(window.size, window.duration, self.unit_price, self.fee)
 
 
 class Context:

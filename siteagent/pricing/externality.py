@@ -12,9 +12,9 @@ from __future__ import annotations
 from decimal import ROUND_UP, Decimal
 from typing import Dict
 
-from siteagent.core.model import CENT
+from siteagent.core.money import CENT, HOUR
 from siteagent.core.scheduling import Policy, ReservationConflict, plan, replan_with_reservation
-from siteagent.pricing.base import HOUR, Context, FeePolicy, Refused, Window
+from siteagent.pricing.base import Context, FeePolicy, Refused, Window
 
 
 class ExternalityFee(FeePolicy):

@@ -17,7 +17,8 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Optional
 
-from siteagent.core.model import CENT, Request
+from siteagent.core.model import Request
+from siteagent.core.money import CENT
 from siteagent.pricing.base import Context, Refused, UnitPricePolicy, Window
 
 

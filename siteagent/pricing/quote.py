@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Dict, List, Optional, Sequence
 
-from siteagent.core.model import CENT, ClusterSnapshot, Request, Slot
+from siteagent.core.model import ClusterSnapshot, Request, Slot
+from siteagent.core.money import CENT
 from siteagent.core.scheduling import Plan, Policy
 from siteagent.pricing.base import Context, FeePolicy, Price, Refused, UnitPricePolicy, Window
 
@@ -135,10 +136,6 @@ class Pricing:
             "scheduling_policy": self.policy.value,
             "cancellation_penalty_factor": str(self.penalty_factor),
         }
-
-    def cancellation_penalty(self, fee: Decimal) -> Decimal:
-        """What cancelling a confirmed reservation with fee ``fee`` costs."""
-        return (self.penalty_factor * fee).quantize(CENT)
 
 
 def choose(alternatives: Sequence[Price], alpha: float) -> int:

@@ -20,7 +20,8 @@ import rfc8785
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from siteagent.core.model import CENT, Offer, Request
+from siteagent.core.model import Offer, Request
+from siteagent.core.money import CENT
 from siteagent.protocol import httpsig
 from siteagent.protocol.keys import check_key_id
 

@@ -27,6 +27,8 @@ from typing import Callable, Dict, Iterable, List, Mapping, Sequence, Tuple, Uni
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from siteagent.core.errors import SiteagentError
+
 #: The algorithm identifier RFC 9421 registers for EdDSA over Curve25519.
 ALGORITHM = "ed25519"
 
@@ -40,8 +42,10 @@ DIGESTS: Dict[str, Callable[[bytes], bytes]] = {
 Headers = Union[Mapping[str, str], Sequence[Tuple[str, str]]]
 
 
-class SignatureError(ValueError):
+class SignatureError(SiteagentError, ValueError):
     """A signature, its parameters or a digest is missing, malformed or does not verify."""
+
+    code = "bad_signature"
 
 
 # --------------------------------------------------------------------------- RFC 8941 subset

@@ -1,17 +1,25 @@
-"""The request bodies of the HTTP API, and the shape of its errors, as pydantic models.
+"""The HTTP API's request and response bodies, and its errors, as pydantic models.
 
-They are the published contract (``/v1/openapi.json``): every bound here is one a client can
-read, and a value outside it is refused as a 422 that names the field before any code of the
-agent runs. The bounds are generous for any real cluster and tight enough that no figure can
-overflow the planner or the SQLite store (integers there are 64-bit).
+They are the published contract (``/v1/openapi.json``), shared by the agent, which answers
+with them, and the client, which reads them. Request bounds are ones a client can read, and a
+value outside them is refused as a 422 that names the field before any code of the agent runs;
+they are generous for any real cluster and tight enough that no figure can overflow the
+planner or the SQLite store (integers there are 64-bit). Money is always a decimal string
+("12.30"), never a JSON number, so that no amount passes through a float.
+
+The signed documents (deal, receipt, cancellation) are described here for the OpenAPI, but
+their bytes are defined by :mod:`siteagent.protocol.documents`: their models allow extra keys
+and leave absent fields out, so that what a buyer signs is exactly what the site built.
 """
 
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+
+from siteagent.core.model import Offer, Slot
 
 #: The latest epoch second a request may name (year 2242): far beyond any plan's horizon.
 MAX_TIME = 2**33
@@ -93,3 +101,337 @@ class ErrorDetail(BaseModel):
 
 class ErrorResponse(BaseModel):
     error: ErrorDetail
+
+
+# --------------------------------------------------------------------------- responses
+
+#: Money as the API writes it: a decimal string.
+Money = str
+
+
+class Answer(BaseModel):
+    """A response body; keys the agent adds later are kept by older clients' parsers."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class SiteAttributes(Answer):
+    """The site's RFQL attributes; ``None`` (or no partitions) means not advertised, and a
+    request that names it is refused."""
+
+    name: str
+    description: str
+    architecture: Optional[str]
+    os: Optional[str]
+    cpu_speed_mhz: Optional[int]
+    memory_per_core_mb: Optional[int]
+    cores_per_node: Optional[int]
+    partitions: List[str]
+
+
+class ClusterFigures(Answer):
+    """The machine as the latest snapshot shows it: capacity in its unit and in cores."""
+
+    backend: str
+    unit: Literal["core", "node"]
+    capacity: int = Field(description="usable capacity, in ``unit``")
+    cores: int
+    nodes: Optional[int]
+    snapshot_time: int
+
+
+class UnitPriceTerms(Answer):
+    """The unit-price policy: ``flat`` (``price_per_core_hour``) or ``load`` (the start and
+    minimum price and the auction rounds the marketplace paper's decrement is spread over)."""
+
+    policy: Literal["flat", "load"]
+    price_per_core_hour: Optional[Money] = None
+    start_price_per_core_hour: Optional[Money] = None
+    min_price_per_core_hour: Optional[Money] = None
+    expected_rounds: Optional[int] = None
+
+
+class FeeTerms(Answer):
+    """The fee policy: ``none``, or ``externality`` (the queued jobs' delay, in core-hours,
+    times ``rate_per_core_hour_of_delay``)."""
+
+    policy: Literal["none", "externality"]
+    rate_per_core_hour_of_delay: Optional[Money] = None
+
+
+class PricingTerms(Answer):
+    unit_price: UnitPriceTerms
+    fee: FeeTerms
+    scheduling_policy: str = Field(description="the policy load and fees are computed under")
+    cancellation_penalty_factor: Money
+
+
+class PublicKey(Answer):
+    """An Ed25519 public key: ``value`` is the base64 of its 32 bytes."""
+
+    keyid: str
+    alg: Literal["ed25519"]
+    value: str
+
+
+class Info(Answer):
+    """``GET /v1/info``: who the site is, what it offers, and the key its receipts are
+    countersigned with."""
+
+    api_version: str
+    software_version: str
+    site: SiteAttributes
+    cluster: Optional[ClusterFigures] = Field(description="null until the first poll")
+    pricing: PricingTerms
+    offers_valid_s: int
+    confirm_timeout_s: float
+    public_key: PublicKey
+
+
+class SlotView(Answer):
+    """An advertised slot ``<s, n, d, c, f, b, e>`` (Singh, thesis ch. 3)."""
+
+    start: int
+    duration: int
+    cores: int = Field(description="free units (the snapshot's unit)")
+    unit_price: Money
+    fee: Money
+    divisible: bool
+    extensible: bool
+
+
+def slot_json(slot: Slot) -> Dict[str, Any]:
+    """An advertised slot as :class:`SlotView` JSON."""
+    return {
+        "start": slot.start,
+        "duration": slot.duration,
+        "cores": slot.cores,
+        "unit_price": str(slot.unit_price),
+        "fee": str(slot.fee),
+        "divisible": slot.divisible,
+        "extensible": slot.extensible,
+    }
+
+
+class SlotList(Answer):
+    """``GET /v1/slots``: the holes of the predicted conservative schedule."""
+
+    now: int
+    unit: Literal["core", "node"]
+    slots: List[SlotView]
+
+
+class OfferView(Answer):
+    """A priced alternative: ``total`` = cores x hours x ``unit_price`` + ``fee``; accept it
+    by its ``offer_id`` before ``expires``."""
+
+    offer_id: str
+    start: int
+    end: int
+    cores: int = Field(description="units (the snapshot's unit)")
+    unit_price: Money
+    fee: Money
+    total: Money
+    expires: int
+
+
+def offer_json(offer: Offer) -> Dict[str, Any]:
+    """An offer as :class:`OfferView` JSON (built by hand: quotes are the hot route)."""
+    return {
+        "offer_id": offer.id,
+        "start": offer.start,
+        "end": offer.end,
+        "cores": offer.size,
+        "unit_price": str(offer.unit_price),
+        "fee": str(offer.fee),
+        "total": str(offer.total),
+        "expires": offer.expires,
+    }
+
+
+class RefusalView(Answer):
+    """Why the site offers nothing: ``unsatisfiable`` (``field`` names what it cannot
+    promise), ``no_offer`` or ``price_above_maximum``."""
+
+    code: str
+    reason: str
+    field: Optional[str]
+
+
+class QuoteAnswer(Answer):
+    """``POST /v1/quotes``: offers earliest first and the index ``chosen`` by the request's
+    ``alpha``; or ``status: refused`` with the reason."""
+
+    status: Literal["offered", "refused"]
+    now: int
+    snapshot_time: Optional[int] = None
+    unit: Optional[Literal["core", "node"]] = None
+    offers: List[OfferView]
+    chosen: Optional[int] = None
+    refusal: Optional[RefusalView] = None
+
+
+class RequestDocument(Answer):
+    """The request as the deal carries it: only the fields the buyer set."""
+
+    cores: int
+    duration: int
+    earliest: Optional[int] = None
+    deadline: Optional[int] = None
+    max_price: Optional[Money] = None
+    nodes: Optional[int] = None
+    cores_per_node: Optional[int] = None
+    memory_per_core_mb: Optional[int] = None
+    architecture: Optional[str] = None
+    os: Optional[str] = None
+    cpu_speed_mhz: Optional[int] = None
+    disk_gb: Optional[int] = None
+    round: Optional[int] = None
+    best_price: Optional[Money] = None
+
+    @model_serializer(mode="wrap")
+    def _present_only(self, handler: SerializerFunctionWrapHandler) -> Dict[str, Any]:
+        data: Dict[str, Any] = handler(self)
+        return {key: value for key, value in data.items() if value is not None}
+
+
+class OfferDocument(Answer):
+    id: str
+    site: str
+    start: int
+    duration: int
+    size: int
+    unit_price: str = Field(description="exact decimal, without trailing zeros")
+    fee: str
+    expires: int
+
+
+class DealDocument(Answer):
+    """What a buyer signs to confirm: Ed25519 over its RFC 8785 canonical JSON (see the
+    README's "Signed documents")."""
+
+    version: Literal[1]
+    site: str = Field(description="the site's key id")
+    buyer: str = Field(description="the buyer's key id")
+    reservation_id: str
+    request: RequestDocument
+    offer: OfferDocument
+    price: Money
+    cancellation_penalty: Money
+
+
+class Signature(Answer):
+    """A detached Ed25519 signature: ``value`` is base64 of its 64 bytes."""
+
+    keyid: str
+    alg: Literal["ed25519"]
+    value: str
+
+
+class ReceiptDocument(Answer):
+    """A confirmed deal, countersigned by the site; ``id`` is the SHA-256 (hex) of the deal's
+    canonical JSON."""
+
+    id: str
+    deal: DealDocument
+    user_signature: Signature
+    confirmed_at: int
+    site_signature: Signature
+
+
+class CancellationDocument(Answer):
+    """The site's signed word that a confirmed deal was cancelled and what it keeps."""
+
+    receipt_id: str
+    penalty: Money
+    cancelled_at: int
+    site_signature: Signature
+
+
+class LedgerEntry(Answer):
+    account: str
+    amount: Money
+
+
+class LedgerTransaction(Answer):
+    """A booking at the bank: entries that sum to zero."""
+
+    id: int
+    kind: str
+    at: int
+    memo: str
+    receipt_id: Optional[str]
+    entries: List[LedgerEntry]
+
+
+class ReservationView(Answer):
+    """A reservation as its buyer sees it: where it stands, the deal to sign, its receipt
+    once confirmed; after a confirm or a cancel the bank's transaction (null without a
+    bank), after a cancel the penalty kept and the site's signed cancellation."""
+
+    id: str
+    name: str = Field(description="the reservation's name in the batch system")
+    offer_id: str
+    client: str
+    state: Literal[
+        "REQUESTED",
+        "TENTATIVE",
+        "CONFIRMED",
+        "ACTIVE",
+        "COMPLETED",
+        "EXPIRED",
+        "CANCELLED",
+        "FAILED",
+        "LOST",
+    ]
+    start: int
+    end: int
+    size: int
+    unit: Literal["core", "node"]
+    users: List[str]
+    accounts: List[str]
+    unit_price: Money
+    fee: Money
+    total: Money
+    penalty_factor: Money
+    created: float
+    updated: float
+    deadline: Optional[float] = Field(description="confirm by then, or it is released")
+    penalty: Optional[Money]
+    message: str
+    deal: DealDocument
+    receipt: Optional[ReceiptDocument]
+    ledger_transaction: Optional[LedgerTransaction] = None
+    cancellation: Optional[CancellationDocument] = None
+
+
+class WaitBinView(Answer):
+    """Waits of jobs with ``cores[0] <= cores <= cores[1]`` and a walltime limit in
+    ``(walltime_s[0], walltime_s[1]]``; ``null`` bounds mean no bound, ``null`` figures no
+    jobs."""
+
+    cores: List[Optional[int]]
+    walltime_s: List[Optional[int]]
+    jobs: int
+    mean_wait_s: Optional[float]
+    median_wait_s: Optional[float]
+    p90_wait_s: Optional[int]
+
+
+class WaitHistory(Answer):
+    """``GET /v1/history/waits``: observed queue waits by cores and walltime bins."""
+
+    bins: List[WaitBinView]
+    jobs: int
+    skipped: int
+    source: str
+
+
+class Health(Answer):
+    """``GET /healthz``: whether the batch system answers and how old the snapshot is."""
+
+    status: str
+    backend: str
+    backend_reachable: bool
+    snapshot_age_s: Optional[float]
+    last_error: Optional[str]

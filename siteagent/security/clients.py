@@ -4,6 +4,7 @@ account) each key's reservations are made for.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,8 @@ from siteagent.protocol.keys import check_key_id, parse_public_key
 #: Scheduler (POSIX-portable) user names, as useradd accepts them by default.
 USER_RE = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}\$?$")
 
+log = logging.getLogger("siteagent.security")
+
 
 @dataclass(frozen=True)
 class AuthorizedClient:
@@ -28,6 +31,14 @@ class AuthorizedClient:
     public_key: Ed25519PublicKey
     user: str
     account: str = ""
+
+
+def read_authorized_clients(path: Path) -> Dict[str, AuthorizedClient]:
+    """The authorized clients; no file (the default's first start) means none yet."""
+    if not path.exists():
+        log.warning("no authorized-clients file at %s: no client can reserve", path)
+        return {}
+    return load_authorized_clients(path)
 
 
 def load_authorized_clients(path: Path) -> Dict[str, AuthorizedClient]:

@@ -16,31 +16,22 @@
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Optional
 
+from siteagent.core.errors import SiteagentError
 from siteagent.protocol.signing import DEFAULT_COMPONENTS
 
 
-class SecurityError(Exception):
-    """A refused request: ``status`` is the HTTP status to answer, ``code`` a stable name a
-    program can test, the message a sentence a person can act on."""
+class SecurityError(SiteagentError):
+    """A refused request: ``code`` a stable name a program can test (its HTTP status is in
+    :data:`siteagent.protocol.errors.STATUS`), the message a sentence a person can act on."""
 
-    status = 401
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-    @property
-    def headers(self) -> Dict[str, str]:
-        """Response header fields that go with the status."""
-        return {}
+    def __init__(self, code: str, message: str, retry_after_s: Optional[int] = None) -> None:
+        super().__init__(message, code=code, retry_after_s=retry_after_s)
 
 
 class Unauthenticated(SecurityError):
     """401: the request does not prove who sent it."""
-
-    status = 401
 
     @property
     def headers(self) -> Dict[str, str]:
@@ -52,16 +43,10 @@ class Unauthenticated(SecurityError):
 class Forbidden(SecurityError):
     """403: the client is known but may not do this (another user's reservation)."""
 
-    status = 403
-
 
 class ConfirmRefused(SecurityError):
     """422: a confirm whose signed deal does not verify or is not this reservation's."""
 
-    status = 422
-
 
 class ReplayCacheFull(SecurityError):
     """503: too many live nonces to remember another one safely; retry shortly."""
-
-    status = 503

@@ -18,10 +18,18 @@ from typing import Any, Callable, Optional
 import uvicorn
 
 from siteagent.config.schema import TlsConfig
+from siteagent.core.errors import SiteagentError
 from siteagent.security import tls as tls_policy
 from siteagent.serving import sdnotify
 
 log = logging.getLogger("siteagent.serving")
+
+class ServiceError(SiteagentError):
+    """A service could not start (the address is taken, a file it needs is missing); the
+    message says what to change."""
+
+    code = "cannot_start"
+
 
 #: How long in-flight requests may take to finish once a stop is asked for.
 GRACEFUL_SHUTDOWN_S = 30.0

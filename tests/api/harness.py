@@ -19,9 +19,11 @@ from fastapi import FastAPI
 
 from siteagent.agent.loop import Agent
 from siteagent.agent.metrics import Metrics
-from siteagent.api.app import ApiContext, create_app
+from siteagent.api.app import create_app
+from siteagent.api.context import ApiContext
 from siteagent.config import loading
 from siteagent.ledger.bank import Ledger
+from siteagent.market.deals import Deals
 from siteagent.market.site import Site, open_site
 from siteagent.protocol import signing
 from siteagent.security import authentication
@@ -77,8 +79,9 @@ class World:
 
     @property
     def ledger(self) -> Ledger:
-        assert self.context.ledger is not None
-        return self.context.ledger
+        ledger = self.context.deals.ledger
+        assert isinstance(ledger, Ledger)
+        return ledger
 
     def signed(
         self,
@@ -121,10 +124,11 @@ def make_world(tmp_path: Path) -> World:
     faulty = FaultyBackend(site.backend)
     site.backend = faulty
     site.manager.backend = faulty
-    metrics = Metrics(site.pricing, store=site.store, site=settings.site.name)
+    metrics = Metrics(settings.site, store=site.store)
     clock = AgentClock()
     agent = Agent(
         faulty,
+        site.pricing,
         poll_interval_s=2,
         clock=clock,
         manager=site.manager,
@@ -134,14 +138,9 @@ def make_world(tmp_path: Path) -> World:
     agent.cycle()
     alice, bob = Party("alice@laptop"), Party("bob@desk")
     clients = {alice.key_id: alice.client("alice", "proj1"), bob.key_id: bob.client("bob")}
-    context = ApiContext(
-        site=site,
-        agent=agent,
-        authenticator=authentication.Authenticator(clients, max_age_s=300),
-        site_key=Party("hpc1").key,
-        site_key_id="hpc1",
-        ledger=Ledger(":memory:"),
-        metrics=metrics,
-    )
+    deals = Deals(site.manager, Party("hpc1").key, "hpc1", Ledger(":memory:"))
+    deals.open_accounts(clients.values())
+    authenticator = authentication.Authenticator(clients, max_age_s=300)
+    context = ApiContext(site, agent, authenticator, deals, metrics)
     app = create_app(context)
     return World(app, TestClient(app), context, faulty, clock, alice, bob)

@@ -15,9 +15,8 @@ from typing import Any, Dict, Iterator, List
 import pytest
 from fastapi.routing import APIRoute
 
-from siteagent.core.model import CENT
 from siteagent.core.waits import QueueWait
-from siteagent.market.offers import ACCEPT_LEAD_S, OFFER_VALID_S
+from siteagent.market.quoting import ACCEPT_LEAD_S, OFFER_VALID_S
 from siteagent.pricing import Pricing
 from siteagent.protocol import documents, keys, signing
 from siteagent.protocol.documents import Receipt
@@ -31,7 +30,7 @@ def world(tmp_path: Path) -> Iterator[World]:
     ledger = made.ledger
     yield made
     made.http.close()
-    made.app.state.service.close()
+    made.app.state.quotes.close()
     ledger.close()
     made.site.close()
 
@@ -75,7 +74,7 @@ def test_info_describes_the_site_its_prices_and_key(world: World) -> None:
     assert info["pricing"]["unit_price"]["policy"] == "flat"
     raw = base64.b64decode(info["public_key"]["value"])
     assert keys.parse_public_key(info["public_key"]["value"]).public_bytes_raw() == raw
-    assert raw == world.context.site_key.public_key().public_bytes_raw()
+    assert raw == world.context.deals.site_key.public_key().public_bytes_raw()
     assert info["public_key"]["keyid"] == "hpc1" and info["api_version"]
 
 
@@ -186,7 +185,7 @@ def test_quote_accept_confirm_books_a_doubly_signed_receipt(world: World) -> Non
         receipt.deal, receipt.user_signature, world.alice.key.public_key()
     )
     assert documents.signature_valid(
-        receipt.countersigned(), receipt.site_signature, world.context.site_key.public_key()
+        receipt.countersigned(), receipt.site_signature, world.context.deals.site_key.public_key()
     )
     price = Decimal(reservation["total"])
     assert world.ledger.balance("alice@laptop") == -price
@@ -226,7 +225,7 @@ def test_cancelling_a_confirmed_reservation_says_and_refunds_minus_the_penalty(
     answer = world.signed(world.alice, "DELETE", f"/v1/reservations/{reservation['id']}")
     assert answer.status_code == 200, answer.text
     cancelled = answer.json()
-    penalty = (Decimal("0.1") * fee).quantize(CENT)
+    penalty = (Decimal("0.1") * fee).quantize(Decimal("0.01"))
     assert cancelled["state"] == "CANCELLED" and Decimal(cancelled["penalty"]) == penalty
     assert Decimal(cancelled["cancellation"]["penalty"]) == penalty
     assert world.ledger.balance("alice@laptop") == -penalty
@@ -423,17 +422,20 @@ def test_a_snapshot_that_stops_being_refreshed_is_not_sold_from(world: World) ->
     assert world.http.get("/healthz").status_code == 200
 
 
-def test_the_agent_prepares_each_state_for_the_api_off_the_request_path(
+def test_a_quote_prices_against_the_view_the_agent_made_in_its_cycle(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    service = world.app.state.service
-    world.context.agent.listeners.append(service.prepare)
+    """The pricing context and the slots are made once per cycle, by the agent, off the
+    request path: a quote or a slot listing makes none of its own."""
+    made: List[object] = []
+    context_of = Pricing.context
+    monkeypatch.setattr(Pricing, "context", lambda *args: made.append(args) or context_of(*args))
     world.context.agent.cycle()
-    prepared: List[object] = []
-    prepare = service._prepare
-    monkeypatch.setattr(service, "_prepare", lambda state: prepared.append(state) or prepare(state))
-    assert quote(world, world.alice)["snapshot_time"] == world.context.agent.state.snapshot.now
-    assert prepared == []  # the quote found the state's pricing context ready
+    assert len(made) == 1
+    state = world.context.agent.state
+    assert state is not None and quote(world, world.alice)["snapshot_time"] == state.snapshot.now
+    assert world.http.get("/v1/slots").status_code == 200
+    assert len(made) == 1
 
 
 def test_healthz_reports_the_snapshot_age(world: World) -> None:
@@ -464,7 +466,7 @@ def test_the_openapi_document_is_published(world: World) -> None:
 
 
 def test_without_a_ledger_the_site_still_keeps_and_returns_the_receipt(world: World) -> None:
-    world.context.ledger = None
+    world.context.deals.ledger = None
     reservation = reserve(world, world.alice)
     confirmed = confirm(world, world.alice, reservation).json()
     assert confirmed["state"] == "CONFIRMED" and confirmed["ledger_transaction"] is None
@@ -535,7 +537,7 @@ def test_a_quote_that_would_wait_too_long_to_be_priced_is_503_busy_at_once(
     """Quotes that may re-plan the queue are priced one at a time; one that would wait longer
     than the site allows is told so at once (nothing recorded), while cheap quotes are still
     answered, and once the queue has drained it is priced."""
-    pricing_queue = world.app.state.service.pricing_queue
+    pricing_queue = world.app.state.quotes.pricing_queue
     assert quote(world, world.alice, limit=5)["status"] == "offered"  # the time per offer
     monkeypatch.setattr(pricing_queue, "max_wait_s", 0.0)
     started, release = threading.Event(), threading.Event()

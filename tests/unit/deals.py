@@ -62,4 +62,4 @@ def receipt(site: Party, buyer: Party, reservation_id: str = "r-1", **kw: Any) -
     """What an agent produces from a valid confirm."""
     document = deal(site, buyer, reservation_id, **kw)
     body = documents.confirm_body(document, buyer.key, buyer.key_id)
-    return deals.accept_confirm(body, document, buyer.client(), site.key, site.key_id, NOW + 60)
+    return deals.countersign(body, document, buyer.client(), site.key, site.key_id, NOW + 60)

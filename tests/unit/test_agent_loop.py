@@ -13,8 +13,12 @@ from siteagent.agent.loop import Agent
 from siteagent.agent.metrics import Metrics
 from siteagent.agent.state import State
 from siteagent.backends.replay import SwfReplayBackend
+from siteagent.config.schema import PricingConfig, SiteConfig
 from siteagent.core.model import ClusterSnapshot
+from siteagent.market.site import pricing_of
 from tests.lifecycle import write_trace
+
+PRICING = pricing_of(PricingConfig())
 
 
 class BrokenParser(SwfReplayBackend):
@@ -30,8 +34,8 @@ class BrokenParser(SwfReplayBackend):
 
 def test_an_unexpected_error_fails_the_poll_and_the_next_one_recovers(tmp_path: Path) -> None:
     backend = BrokenParser(write_trace(tmp_path / "t.swf", [(0, 3600, 8, 3600)], 16))
-    metrics = Metrics()
-    agent = Agent(metrics.instrument(backend), poll_interval_s=0.5, metrics=metrics)
+    metrics = Metrics(SiteConfig(name="test"))
+    agent = Agent(metrics.instrument(backend), PRICING, poll_interval_s=0.5, metrics=metrics)
     assert agent.cycle() is not None
 
     backend.broken = True
@@ -57,7 +61,8 @@ def test_an_unexpected_error_in_housekeeping_is_reported_and_the_loop_goes_on(
     tmp_path: Path,
 ) -> None:
     backend = SwfReplayBackend(write_trace(tmp_path / "t.swf", [(0, 3600, 8, 3600)], 16))
-    agent = Agent(backend, poll_interval_s=0.5, manager=BrokenHousekeeping())  # type: ignore[arg-type]
+    broken = BrokenHousekeeping()
+    agent = Agent(backend, PRICING, poll_interval_s=0.5, manager=broken)  # type: ignore[arg-type]
     state = agent.cycle()
     assert state is not None and agent.state is state  # the snapshot still counts
     assert agent.last_error == "unexpected KeyError in housekeeping: 'a bug'"
@@ -72,7 +77,7 @@ def test_listeners_get_each_new_state_and_a_failing_one_does_not_end_the_polls(
     def broken(state: State) -> None:
         raise RuntimeError("a listener's bug")
 
-    agent = Agent(backend, poll_interval_s=0.5, listeners=[broken, seen.append])
+    agent = Agent(backend, PRICING, poll_interval_s=0.5, listeners=[broken, seen.append])
     first = agent.cycle()
     assert first is not None and seen == [first]  # called after the one that failed
 
@@ -88,7 +93,7 @@ def test_a_replaced_state_is_freed_by_reference_counting_alone(tmp_path: Path) -
     """The service freezes each state out of the garbage collector's sight (heap.py): that is
     only free if a state holds no reference cycle, so the next one frees it at once."""
     trace = [(0, 3600, 8, 3600), (10, 600, 16, 600), (20, 1200, 4, 1200)]
-    agent = Agent(SwfReplayBackend(write_trace(tmp_path / "t.swf", trace, 16)))
+    agent = Agent(SwfReplayBackend(write_trace(tmp_path / "t.swf", trace, 16)), PRICING)
     first = agent.cycle()
     assert first is not None and first.plan.starts  # a queue was planned
     parts = [weakref.ref(first), weakref.ref(first.snapshot)]

@@ -11,10 +11,11 @@ from decimal import Decimal
 
 import pytest
 
-from siteagent.api.errors import ApiError
 from siteagent.api.pricing_queue import PricingQueue, priced_inline, yielding
+from siteagent.core.errors import Unavailable
 from siteagent.core.model import ClusterSnapshot, Job, Request
 from siteagent.pricing import ExternalityFee, FlatPrice, NoFee, Pricing, Refused
+from siteagent.protocol.errors import status_of
 
 
 def test_only_quotes_that_may_replan_the_queue_leave_the_event_loop() -> None:
@@ -46,10 +47,10 @@ def test_the_wait_is_estimated_from_the_offers_asked_ahead_and_refused_past_the_
         await asyncio.get_running_loop().run_in_executor(None, started.wait, 30)
         wait = queue.estimated_wait_s()
         assert wait > 0.1  # three offers ahead
-        with pytest.raises(ApiError) as refused:
+        with pytest.raises(Unavailable) as refused:
             await queue.run(lambda: "never", 1)
-        assert refused.value.status == 503 and refused.value.code == "busy"
-        assert refused.value.headers == {"Retry-After": str(max(1, math.ceil(wait)))}
+        assert status_of(refused.value.code) == 503 and refused.value.code == "busy"
+        assert refused.value.retry_after_s == max(1, math.ceil(wait))
         release.set()
         assert await first == "priced"
         assert queue.estimated_wait_s() == 0.0  # nothing ahead any more

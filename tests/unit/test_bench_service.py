@@ -13,8 +13,11 @@ from bench.quote_clients import Level, Load, percentile
 from bench.service import cycles, queue_offset, write_compressed
 from siteagent.agent.loop import describe
 from siteagent.agent.state import State
+from siteagent.config.schema import PricingConfig
 from siteagent.core.model import ClusterSnapshot, Job
 from siteagent.core.scheduling import Policy, plan
+from siteagent.market.site import pricing_of
+from siteagent.market.view import market_view
 from siteagent.sim.swf import SwfRecord, SwfWriter, read_records
 
 
@@ -25,7 +28,8 @@ def test_the_cycle_line_the_agent_logs_is_read(tmp_path: Path) -> None:
         running=(Job(id="r", cores=8, submit=0, limit=3600, start=0),),
         pending=(Job(id="p", cores=4, submit=10, limit=600),),
     )
-    state = State(snapshot, plan(snapshot, Policy.CONSERVATIVE), 0.0, 0.012, 0.345)
+    predicted = plan(snapshot, Policy.CONSERVATIVE)
+    state = State(market_view(snapshot, predicted, pricing_of(PricingConfig())), 0.0, 0.012, 0.345)
     log = tmp_path / "agent.log"
     log.write_text(f"2026-01-01 00:00:00,000 INFO siteagent.agent: {describe(state)}\n")
     assert cycles(log) == [{"running": 1, "pending": 1, "snapshot_ms": 12, "plan_ms": 345}]

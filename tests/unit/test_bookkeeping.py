@@ -4,17 +4,19 @@ from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
-from typing import Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
 from siteagent.ledger.bank import Ledger, LedgerUnavailable, Transaction
 from siteagent.market import bookkeeping
-from siteagent.market.store import Store
+from siteagent.market.store import RECEIPT, REFUND, ReservationState, Store
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Cancellation, Receipt
 from tests.unit.deals import NOW, Party, receipt
 from tests.unit.test_store import requested
+
+S = ReservationState
 
 
 class FlakyLedger:
@@ -68,15 +70,25 @@ def store(tmp_path: Path) -> Iterator[Store]:
     db.close()
 
 
+def confirm(store: Store, document: Dict[str, Any]) -> None:
+    """r-1 TENTATIVE then CONFIRMED, owing ``document`` (its receipt), as a confirm does."""
+    store.transition("r-1", S.REQUESTED, S.TENTATIVE, NOW, "agent", "made", deadline=NOW + 120)
+    owed = (RECEIPT, document)
+    store.transition(
+        "r-1", S.TENTATIVE, S.CONFIRMED, NOW, "alice", "ok", receipt=document, owed=owed
+    )
+
+
 def test_a_booking_made_while_the_ledger_is_down_is_owed_then_caught_up(
     store: Store, ledger: FlakyLedger, parties: Parties
 ) -> None:
     site, alice = parties
     deal = receipt(site, alice, "r-1")
+    confirm(store, deal.to_json())
     ledger.down = True
     with pytest.raises(LedgerUnavailable):
-        bookkeeping.book(store, ledger, "r-1", bookkeeping.RECEIPT, deal.to_json())
-    assert [kind for _, kind, _ in store.bookings_owed()] == ["receipt"]
+        bookkeeping.book_one(store, ledger, "r-1", RECEIPT)
+    assert [kind for _, kind, _ in store.bookings_owed()] == [RECEIPT]
 
     still_down = bookkeeping.book_owed(store, ledger)
     assert still_down.booked == 0 and "did not answer" in still_down.problems[0]
@@ -87,6 +99,9 @@ def test_a_booking_made_while_the_ledger_is_down_is_owed_then_caught_up(
     assert store.bookings_owed() == []
     assert ledger.inner.balance(alice.key_id) == -Decimal(deal.deal["price"])
     assert bookkeeping.book_owed(store, ledger).booked == 0  # nothing booked twice
+    again = bookkeeping.book_one(store, ledger, "r-1", RECEIPT)  # a retried confirm
+    assert again == ledger.inner.book(deal)  # the same transaction: booked once
+    assert ledger.inner.balance(alice.key_id) == -Decimal(deal.deal["price"])
 
 
 def test_a_refund_owed_after_its_receipt_is_booked_after_it(
@@ -96,10 +111,19 @@ def test_a_refund_owed_after_its_receipt_is_booked_after_it(
     deal = receipt(site, alice, "r-1")
     penalty = Decimal(deal.deal["cancellation_penalty"])
     cancellation = documents.sign_cancellation(deal, penalty, NOW + 120, site.key, site.key_id)
+    confirm(store, deal.to_json())
+    store.transition(
+        "r-1",
+        S.CONFIRMED,
+        S.CANCELLED,
+        NOW + 120,
+        "alice",
+        "x",
+        penalty=penalty,
+        owed=(REFUND, cancellation.to_json()),
+    )
     ledger.down = True
-    for kind, document in (("receipt", deal.to_json()), ("refund", cancellation.to_json())):
-        with pytest.raises(LedgerUnavailable):
-            bookkeeping.book(store, ledger, "r-1", kind, document)
+    assert bookkeeping.book_owed(store, ledger).booked == 0
     ledger.down = False
     ledger.calls.clear()
     assert bookkeeping.book_owed(store, ledger).booked == 2

@@ -11,14 +11,15 @@ from typing import Any, Dict, List
 
 import pytest
 
-from siteagent.cli.main import EXIT_BAD_INPUT, main
-from siteagent.market.offers import ACCEPT_LEAD_S
+from siteagent.cli.console import EXIT_BAD_INPUT
+from siteagent.cli.main import main
+from siteagent.market.quoting import ACCEPT_LEAD_S
 from tests.lifecycle import write_trace
 
 H = 3600
 SLOT_KEYS = {"start", "duration", "cores", "unit_price", "fee", "divisible", "extensible"}
-#: The issue's keys, and the offer id ``siteagent reservations accept`` takes.
-ALTERNATIVE_KEYS = {"start", "end", "cores", "unit_price", "fee", "total", "offer_id"}
+#: The API's offer keys: what ``siteagent reservations accept`` takes, and when it lapses.
+OFFER_KEYS = {"start", "end", "cores", "unit_price", "fee", "total", "offer_id", "expires"}
 
 
 @pytest.fixture
@@ -52,7 +53,7 @@ def test_slots_json(site: List[str], capsys: pytest.CaptureFixture[str]) -> None
     """Free: 8 cores until the big job starts (at 10 h), 4 while it runs, then 16. Bands: 4
     cores free from now on (open), 4 more until 10 h (closed by the job), 12 from 11 h."""
     answer = run_json(capsys, "slots", *site)
-    assert set(answer) == {"now", "slots"}
+    assert set(answer) == {"now", "unit", "slots"} and answer["unit"] == "core"
     now, slots = answer["now"], answer["slots"]
     assert all(set(slot) == SLOT_KEYS for slot in slots)
     shape = sorted(
@@ -75,9 +76,12 @@ def test_quote_json(site: List[str], capsys: pytest.CaptureFixture[str]) -> None
     At c = 2: totals 2·10·10 + 120 = 320 and 200."""
     request = ["quote", "--cores", "10", "--duration", "10h", *site]
     answer = run_json(capsys, *request, "--alpha", "0")
-    assert set(answer) == {"now", "alternatives", "chosen"}
-    alternatives = answer["alternatives"]
-    assert all(set(row) == ALTERNATIVE_KEYS for row in alternatives)
+    assert set(answer) == {"status", "now", "snapshot_time", "unit", "offers", "chosen"} | {
+        "alternatives"  # the offers under their name before 0.2, kept for older scripts
+    }
+    alternatives = answer["offers"]
+    assert answer["alternatives"] == alternatives and answer["status"] == "offered"
+    assert all(set(row) == OFFER_KEYS for row in alternatives)
     first, free, now = alternatives[0], alternatives[-1], answer["now"]
     assert (hours(now, first["start"]), first["end"] - first["start"]) == (10, 10 * H)
     assert (first["cores"], first["unit_price"]) == (10, "2")
@@ -85,8 +89,8 @@ def test_quote_json(site: List[str], capsys: pytest.CaptureFixture[str]) -> None
     assert (hours(now, free["start"]), free["fee"], free["total"]) == (11, "0", "200.00")
     assert answer["chosen"] == 0
     cheapest = run_json(capsys, *request, "--alpha", "1")
-    assert cheapest["chosen"] == len(cheapest["alternatives"]) - 1
-    no_fee = run_json(capsys, *request, "--no-fee", "--price", "1")["alternatives"][0]
+    assert cheapest["chosen"] == len(cheapest["offers"]) - 1
+    no_fee = run_json(capsys, *request, "--no-fee", "--price", "1")["offers"][0]
     assert (no_fee["fee"], no_fee["total"]) == ("0", "100.00")
 
 
@@ -96,10 +100,10 @@ def test_quote_earliest_and_load_price(site: List[str], capsys: pytest.CaptureFi
     hour, L = 0.5, Δ = (10 - 4)(1 - 0.5)/3 = 1: 9."""
     request = ["quote", "--cores", "4", "--duration", "1h", *site]
     now_answer = run_json(capsys, *request)
-    assert now_answer["alternatives"][0]["start"] == now_answer["now"] + ACCEPT_LEAD_S
+    assert now_answer["offers"][0]["start"] == now_answer["now"] + ACCEPT_LEAD_S
     later = run_json(capsys, *request, "--earliest", "+2h")
-    assert later["alternatives"][0]["start"] == later["now"] + 2 * H
-    loaded = run_json(capsys, *request, "--load", "10", "4", "3")["alternatives"][0]
+    assert later["offers"][0]["start"] == later["now"] + 2 * H
+    loaded = run_json(capsys, *request, "--load", "10", "4", "3")["offers"][0]
     assert loaded["unit_price"] == "9.00"
 
 

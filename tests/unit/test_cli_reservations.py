@@ -11,19 +11,24 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import pytest
 
 from siteagent.agent.loop import Agent, WaitObserver
 from siteagent.backends.replay import SwfReplayBackend
-from siteagent.cli.main import EXIT_REFUSED, main
+from siteagent.cli.console import EXIT_REFUSED
+from siteagent.cli.main import main
+from siteagent.config.schema import PricingConfig
 from siteagent.core.model import ClusterSnapshot, Job
 from siteagent.core.waits import QueueWait
-from siteagent.market.offers import ACCEPT_LEAD_S
+from siteagent.market.quoting import ACCEPT_LEAD_S
 from siteagent.market.reservations import OFFER_RETENTION_S, ReservationManager
+from siteagent.market.site import pricing_of
 from siteagent.market.store import ReservationState, Store
 from tests.lifecycle import FakeClock, record_offer, write_trace
+
+PRICING = pricing_of(PricingConfig())
 
 S = ReservationState
 
@@ -46,25 +51,52 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> Dict[str, Any]:
 def quote(capsys: pytest.CaptureFixture[str], *argv: str) -> Dict[str, Any]:
     """The earliest alternative ``siteagent quote`` offers (alpha 0), with the quote's now."""
     answer = run(capsys, "quote", "--alpha", "0", "--json", *argv)
-    return {**answer["alternatives"][answer["chosen"]], "now": answer["now"]}
+    return {**answer["offers"][answer["chosen"]], "now": answer["now"]}
+
+
+def authorized_buyer(state_dir: str, capsys: pytest.CaptureFixture[str]) -> Tuple[str, str]:
+    """A buyer key made with ``siteagent keys`` and admitted in the site's authorized-clients
+    file (its default place in the state directory): (key id, private key file)."""
+    made = run(
+        capsys,
+        "keys",
+        str(Path(state_dir) / "buyer"),
+        "--key-id",
+        "alice@laptop",
+        "--user",
+        "alice",
+        "--json",
+    )
+    clients = Path(state_dir) / "authorized_clients.yaml"
+    clients.write_text(made["authorized_clients"], encoding="utf-8")
+    return made["client"]["key_id"], made["files"]["client.key"]
 
 
 def test_offer_accept_confirm_cancel(state_dir: str, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
     where = ["--state-dir", state_dir]
+    buyer, signing_key = authorized_buyer(state_dir, capsys)
     offer = quote(capsys, "--cores", "4", "--duration", "1h", *where)
     assert offer["cores"] == 4 and offer["end"] - offer["start"] == 3600
     assert offer["total"] == "4.00"
-    accept = ["reservations", "accept", offer["offer_id"], "--key", "k1", "--client", "alice"]
+    accept = ["reservations", "accept", offer["offer_id"], "--key", "k1", "--client", buyer]
     accept.append("--json")
     record = run(capsys, *accept, *where)["reservation"]
     assert record["state"] == "TENTATIVE" and record["start"] == offer["start"]
+    assert record["deal"]["buyer"] == buyer and record["receipt"] is None
     assert run(capsys, *accept, *where)["reservation"] == record  # a retry: the same answer
     rid = record["id"]
-    confirm = ["reservations", "confirm", rid, "--client", "alice", "--json", *where]
-    assert run(capsys, *confirm)["reservation"]["state"] == "CONFIRMED"
-    cancel = ["reservations", "cancel", rid, "--client", "alice", "--json", *where]
-    assert run(capsys, *cancel)["reservation"]["penalty"] == "0.00"
+    confirm = ["reservations", "confirm", rid, "--client", buyer, "--json", *where]
+    confirmed = run(capsys, *confirm, "--signing-key", signing_key)["reservation"]
+    assert confirmed["state"] == "CONFIRMED" and confirmed["receipt"]["deal"] == record["deal"]
+    entries = {e["account"]: e["amount"] for e in confirmed["ledger_transaction"]["entries"]}
+    assert entries[buyer] == "-4.00"  # booked in the site's (embedded) ledger
+    balance = run(capsys, "ledger", "balance", buyer, "--json", *where)
+    assert balance["balance"] == "-4.00"
+    cancel = ["reservations", "cancel", rid, "--client", buyer, "--json", *where]
+    cancelled = run(capsys, *cancel)["reservation"]
+    assert cancelled["penalty"] == "0.00" and cancelled["cancellation"] is not None
+    assert run(capsys, "ledger", "balance", buyer, "--json", *where)["balance"] == "0.00"
     listed = run(capsys, "reservations", "list", "--json", *where)["reservations"]
     assert [(r["id"], r["state"]) for r in listed] == [(rid, "CANCELLED")]
     shown = run(capsys, "reservations", "show", rid, "--json", *where)
@@ -87,7 +119,9 @@ def test_refusals_are_one_line_and_exit_3(
     capsys.readouterr()
     big = quote(capsys, "--cores", "9", "--duration", "60", *where)
     assert big["start"] - big["now"] > 36000 - 60  # only once the 10-hour job has ended
-    assert main(["reservations", "confirm", "nope", "--client", "a", *where]) == EXIT_REFUSED
+    buyer, signing_key = authorized_buyer(state_dir, capsys)
+    confirm = ["reservations", "confirm", "nope", "--client", buyer, "--signing-key", signing_key]
+    assert main([*confirm, *where]) == EXIT_REFUSED
     assert "no reservation 'nope'" in capsys.readouterr().err
 
 
@@ -97,7 +131,7 @@ def test_bad_input_names_the_problem(state_dir: str, capsys: pytest.CaptureFixtu
     assert "invalid duration 'ten'" in capsys.readouterr().err
     huge = ["quote", "--cores", "99", "--duration", "60", "--state-dir", state_dir]
     assert main(huge) == EXIT_REFUSED
-    assert "99 units for 60 s never fit on this site" in capsys.readouterr().err
+    assert "99 cores asked, the site has 16" in capsys.readouterr().err
     assert main(["reservations", "show", "nope", "--state-dir", state_dir]) == 1
 
 
@@ -122,7 +156,7 @@ def test_each_cycle_expires_and_reports(tmp_path: Path, caplog: pytest.LogCaptur
     backend = SwfReplayBackend(trace, offset_s=0, clock=clock)
     store = Store(":memory:")
     manager = ReservationManager(store, backend, clock=backend.now, confirm_timeout=60)
-    agent = Agent(backend, poll_interval_s=1, manager=manager, store=store)
+    agent = Agent(backend, PRICING, poll_interval_s=1, manager=manager, store=store)
     bid = record_offer(manager, 2, start=backend.now() + 600, duration=600)
     record = manager.accept(bid.id, "alice", "k")
     caplog.set_level(logging.INFO)
@@ -157,7 +191,7 @@ def test_the_agent_records_observed_waits(tmp_path: Path) -> None:
     jobs = [(0, 100, 4, 100), (10, 50, 4, 50), (500000, 10, 1, 10)]
     backend = SwfReplayBackend(write_trace(tmp_path / "t.swf", jobs, 4), offset_s=0, clock=clock)
     store = Store(":memory:")
-    agent = Agent(backend, poll_interval_s=1, store=store)
+    agent = Agent(backend, PRICING, poll_interval_s=1, store=store)
     waits: List[QueueWait] = []
     for _ in range(4):
         agent.cycle()

@@ -383,3 +383,18 @@ def test_check_config_checks_the_authorized_clients_file(
 def test_check_config_without_a_file_shows_the_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check-config", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["config"]["api.tls.self_signed"] is True
+
+
+def test_the_command_lines_state_dir_moves_every_path_derived_from_it(tmp_path: Path) -> None:
+    """``--state-dir`` is applied before the defaults under the state directory are derived:
+    the database, the site key, the authorized clients, the ledger and the certificate all
+    follow it (they stayed under the default state directory before)."""
+    file = write(tmp_path, "state_dir: /var/lib/elsewhere\n")
+    moved = tmp_path / "state"
+    loaded = loading.load(file, state_dir=moved)
+    assert loaded.state_dir == moved
+    assert loaded.security.site_key == moved / "site.key"
+    assert loaded.security.authorized_clients == moved / "authorized_clients.yaml"
+    assert loaded.ledger.path == moved / "ledger.sqlite3"
+    assert loaded.api.tls.cert == moved / "tls" / "server.crt"
+    assert loading.parse(None, state_dir=moved).ledger.path == moved / "ledger.sqlite3"

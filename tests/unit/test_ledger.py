@@ -25,6 +25,7 @@ from siteagent.ledger.bank import (
 from siteagent.market import deals
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Cancellation, Receipt, Signed
+from siteagent.protocol.errors import status_of
 from tests.unit.deals import NOW, Party, deal, receipt
 
 PRICE = Decimal("43.40")  # 16 cores x 2 h x 1.25 + fee 3.4 (tests.unit.deals.offer)
@@ -168,7 +169,7 @@ def test_a_malformed_deal_is_refused(
 ) -> None:
     document = {**deal(site, alice), **change}
     body = documents.confirm_body(document, alice.key, alice.key_id)
-    signed = deals.accept_confirm(body, document, alice.client(), site.key, site.key_id, NOW)
+    signed = deals.countersign(body, document, alice.client(), site.key, site.key_id, NOW)
     before = snapshot(ledger)
     with pytest.raises(LedgerRefused, match=message):
         ledger.book(signed)
@@ -287,7 +288,7 @@ def test_unknown_accounts_are_not_found(ledger: Ledger) -> None:
     for operation in (ledger.balance, ledger.statement):
         with pytest.raises(LedgerNotFound) as caught:
             operation("nobody")
-        assert caught.value.status == 404
+        assert status_of(caught.value.code) == 404
     with pytest.raises(LedgerNotFound):
         ledger.deposit("nobody", Decimal(1))
     with pytest.raises(LedgerNotFound):
@@ -298,7 +299,7 @@ def test_registration_is_idempotent_and_a_new_key_conflicts(ledger: Ledger, alic
     ledger.register(alice.key_id, "user", alice.key.public_key())
     with pytest.raises(LedgerConflict) as caught:
         ledger.register(alice.key_id, "user", Party("x").key.public_key())
-    assert caught.value.status == 409
+    assert status_of(caught.value.code) == 409
     with pytest.raises(LedgerConflict):
         ledger.register(alice.key_id, "site", alice.key.public_key())
     with pytest.raises(LedgerConflict):

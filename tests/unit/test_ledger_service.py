@@ -246,9 +246,9 @@ def test_participants_file_errors_name_the_key_path(tmp_path: Path, site: Party)
 
 
 def test_serving_needs_a_participants_file(tmp_path: Path) -> None:
-    from siteagent.ledger.service import LedgerServiceError
+    from siteagent.serving.server import ServiceError
 
-    with pytest.raises(LedgerServiceError, match=r"ledger\.participants"):
+    with pytest.raises(ServiceError, match=r"ledger\.participants"):
         open_ledger(loading.parse({"state_dir": str(tmp_path)}))
 
 
@@ -313,7 +313,7 @@ def test_the_services_refusals_become_the_ledgers_errors() -> None:
 
 
 def test_an_agent_with_a_ledger_url_books_at_the_service(tmp_path: Path) -> None:
-    from siteagent.serve import open_ledger as agent_ledger
+    from siteagent.market.deals import open_ledger as agent_ledger
 
     url = "https://bank.example.org:8444/"
     opened = agent_ledger(loading.parse({"state_dir": str(tmp_path), "ledger": {"url": url}}))

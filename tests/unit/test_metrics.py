@@ -24,13 +24,20 @@ from siteagent.agent.metrics import Metrics
 from siteagent.agent.state import State
 from siteagent.backends.base import BackendUnavailable
 from siteagent.backends.replay import SwfReplayBackend
-from siteagent.config.schema import PricingConfig, ReferenceRequest
+from siteagent.config.schema import PricingConfig, ReferenceRequest, SiteConfig
 from siteagent.core.slots import advertise
+from siteagent.market.quoting import ACCEPT_LEAD_S
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import pricing_of
 from siteagent.market.store import ReservationState, Store
 from siteagent.pricing import Pricing
 from tests.lifecycle import FakeClock, FaultyBackend, record_offer, write_trace
+
+#: The default configuration's pricing.
+PRICING = pricing_of(PricingConfig())
+
+#: What a confirm keeps and owes the ledger (its contents are the deals' business).
+A_RECEIPT = {"id": "a-receipt"}
 
 T0 = 1_800_000_000
 NOW = T0 + 100
@@ -65,12 +72,11 @@ def store() -> Iterator[Store]:
 @pytest.fixture
 def metrics(store: Store, clock: FakeClock) -> Metrics:
     return Metrics(
-        pricing=pricing_of(PricingConfig()),
+        site=SiteConfig(name="test-site"),
         reference_requests=SHAPES,
         store=store,
         poll_interval_s=30.0,
         clock=clock,
-        site="test-site",
     )
 
 
@@ -90,7 +96,7 @@ def value(samples: Dict[Key, float], name: str, **labels: str) -> float:
 
 
 def observed(backend: FaultyBackend, metrics: Metrics, clock: FakeClock) -> State:
-    agent = Agent(metrics.instrument(backend), clock=clock, metrics=metrics)
+    agent = Agent(metrics.instrument(backend), PRICING, clock=clock, metrics=metrics)
     state = agent.cycle()
     assert state is not None
     return state
@@ -141,12 +147,14 @@ def test_reference_requests_are_quoted_as_a_buyer_would_be(
     samples = scrape(metrics)
     one = {"request": "one-core-hour"}
     assert value(samples, "siteagent_reference_quote_available", **one) == 1
-    # 4 cores are free now, so one core for an hour starts at once at the flat price, no fee
-    assert value(samples, "siteagent_reference_quote_start_delay_seconds", **one) == 0
+    # 4 cores are free now, so one core for an hour starts as soon as a buyer can accept (a
+    # minute from the quote) at the flat price, no fee
+    lead = ACCEPT_LEAD_S
+    assert value(samples, "siteagent_reference_quote_start_delay_seconds", **one) == lead
     assert value(samples, "siteagent_reference_quote_fee", **one) == 0
     assert value(samples, "siteagent_reference_quote_unit_price_per_core_hour", **one) == 1
     assert value(samples, "siteagent_reference_quote_total", **one) == 1
-    assert value(samples, "siteagent_reference_quote_free_start_delay_seconds", **one) == 0
+    assert value(samples, "siteagent_reference_quote_free_start_delay_seconds", **one) == lead
     assert value(samples, "siteagent_unit_price_per_core_hour") == 1
     # wider than the machine: reported as unavailable, with no price figures
     wide = {"request": "too-wide"}
@@ -169,10 +177,10 @@ def test_reference_requests_are_quoted_again_only_after_their_interval(
     base = pricing_of(PricingConfig())
     counting = CountingPricing(base.unit, base.fee, base.policy, base.penalty_factor)
     metrics = Metrics(
-        pricing=counting, reference_requests=SHAPES[:1], reference_interval_s=300.0,
-        store=store, clock=clock,
+        site=SiteConfig(name="test-site"), reference_requests=SHAPES[:1],
+        reference_interval_s=300.0, store=store, clock=clock,
     )
-    agent = Agent(metrics.instrument(backend), clock=clock, metrics=metrics)
+    agent = Agent(metrics.instrument(backend), counting, clock=clock, metrics=metrics)
     agent.cycle()
     clock.advance(30)
     agent.cycle()
@@ -198,7 +206,7 @@ def reserve(backend: FaultyBackend, store: Store, clock: FakeClock) -> None:
 
     expiring = accepted("k1")
     clock.advance(CONFIRM_TIMEOUT)  # k1's deadline passes; the next two are younger
-    manager.confirm(accepted("k2"), "alice", "c2")
+    manager.confirm(accepted("k2"), "alice", "c2", receipt=A_RECEIPT)
     accepted("k3")
     assert [record.id for record in manager.expire_due()] == [expiring]
 
@@ -241,7 +249,7 @@ def test_reservations_by_state_and_transitions_come_from_the_store(
 def test_backend_calls_are_timed_and_failures_counted(
     backend: FaultyBackend, metrics: Metrics, clock: FakeClock
 ) -> None:
-    agent = Agent(metrics.instrument(backend), clock=clock, metrics=metrics)
+    agent = Agent(metrics.instrument(backend), PRICING, clock=clock, metrics=metrics)
     assert agent.cycle() is not None
     backend.unavailable = True
     clock.advance(30)
@@ -343,13 +351,10 @@ def test_the_alerting_rules_use_only_defined_metrics(
 def test_bookings_owed_to_the_ledger_are_counted_until_booked(
     backend: FaultyBackend, metrics: Metrics, clock: FakeClock, store: Store
 ) -> None:
-    reserve(backend, store, clock)
-    observed(backend, metrics, clock)
-    assert value(scrape(metrics), "siteagent_ledger_bookings_owed") == 0
-    confirmed = next(r for r in store.reservations() if r.state is ReservationState.CONFIRMED)
-    store.owe_booking(confirmed.id, "receipt", {"id": "r"})
+    reserve(backend, store, clock)  # one reservation confirmed: its receipt is owed
     observed(backend, metrics, clock)
     assert value(scrape(metrics), "siteagent_ledger_bookings_owed") == 1
+    confirmed = next(r for r in store.reservations() if r.state is ReservationState.CONFIRMED)
     store.mark_booked(confirmed.id, "receipt", clock())
     observed(backend, metrics, clock)
     assert value(scrape(metrics), "siteagent_ledger_bookings_owed") == 0

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from siteagent.core.model import BatchReservation, ClusterSnapshot, Job, Request
+from siteagent.core.money import cancellation_penalty, cost
 from siteagent.core.scheduling import Policy, plan
 from siteagent.core.slots import advertise
 from siteagent.pricing import (
@@ -293,11 +294,17 @@ def test_choose_refuses_bad_input() -> None:
 
 
 def test_cancellation_penalty_is_p_times_the_fee() -> None:
-    assert EXTERNALITY.penalty_factor == D("0.1")
-    assert EXTERNALITY.cancellation_penalty(D(10)) == D("1.00")
-    assert EXTERNALITY.cancellation_penalty(D(0)) == D("0.00")  # a free slot cancels free
-    strict = Pricing(FlatPrice(), ExternalityFee(), penalty_factor=D("0.25"))
-    assert strict.cancellation_penalty(D(6)) == D("1.50")
+    assert EXTERNALITY.penalty_factor == D("0.1")  # the thesis' value, by default
+    assert cancellation_penalty(D("0.1"), D(10)) == D("1.00")
+    assert cancellation_penalty(D("0.1"), D(0)) == D("0.00")  # a free slot cancels free
+    assert cancellation_penalty(D("0.25"), D(6)) == D("1.50")
+    assert cancellation_penalty(D("0.1"), D("0.05")) == D("0.00")  # to the cent, half even
+
+
+def test_cost_is_n_d_c_plus_f() -> None:
+    assert cost(16, 7200, D("1.25"), D("3.10")) == D("43.10")
+    assert cost(1, 1, D(1), D(0)) == D("0.00")  # a core-second rounds to nothing
+    assert cost(3, 1200, D("0.5"), D(0)) == D("0.50")
 
 
 # -- properties ----------------------------------------------------------------------------------

@@ -35,6 +35,9 @@ from siteagent.market.store import ReservationRecord, ReservationState, Store
 from siteagent.pricing.quote import DEFAULT_PENALTY_FACTOR
 from tests.lifecycle import FakeClock, FaultyBackend, record_offer, violations, write_trace
 
+#: What a confirm keeps and owes the ledger (its contents are the deals' business).
+A_RECEIPT = {"id": "a-receipt"}
+
 S = ReservationState
 T0 = 1_800_000_000
 TIMEOUT = 120.0
@@ -127,7 +130,7 @@ def test_a_key_reused_for_another_request_is_refused(manager: ReservationManager
     with pytest.raises(IdempotencyKeyReused, match="was used for 'accept"):
         manager.accept(other.id, "alice", "k1")
     with pytest.raises(IdempotencyKeyReused):
-        manager.confirm(record.id, "alice", "k1")
+        manager.confirm(record.id, "alice", "k1", receipt=A_RECEIPT)
     assert manager.store.reservation_for_offer(other.id) is None
     assert manager.store.get_reservation(record.id) == record
 
@@ -155,7 +158,7 @@ def test_withdraw_changes_nothing(
     clock.advance(wait)
     with pytest.raises(OfferRefused) as refused:
         manager.accept(bid.id, "alice", "k1")
-    assert refused.value.code == code
+    assert refused.value.reason == code and refused.value.code == f"offer_{code}"
     assert "ask for a new quote" in str(refused.value)
     assert manager.store.reservations() == []
     assert manager.store.idempotency("alice", "k1") is None
@@ -167,7 +170,7 @@ def test_capacity_taken_by_another_reservation_is_withdrawn(manager: Reservation
     late = offer(manager, size=5)
     with pytest.raises(OfferRefused, match="no longer free") as refused:
         manager.accept(late.id, "bob", "k1")
-    assert refused.value.code == "capacity_gone"
+    assert refused.value.code == "offer_capacity_gone"
     assert len(held(manager)) == 1
 
 
@@ -176,7 +179,7 @@ def test_an_offer_is_accepted_once(manager: ReservationManager) -> None:
     manager.accept(bid.id, "alice", "k1")
     with pytest.raises(OfferRefused, match="accepted already") as refused:
         manager.accept(bid.id, "bob", "k2")
-    assert refused.value.code == "used"
+    assert refused.value.code == "offer_used"
 
 
 def test_unknown_offer(manager: ReservationManager) -> None:
@@ -260,19 +263,20 @@ def test_confirm_by_the_owner_before_the_deadline(
 ) -> None:
     record = accepted(manager)
     clock.advance(TIMEOUT - 1)
-    confirmed = manager.confirm(record.id, "alice", "c1")
+    confirmed = manager.confirm(record.id, "alice", "c1", receipt=A_RECEIPT)
     assert confirmed.state is S.CONFIRMED
     assert states(manager, record.id)[-1] == (S.TENTATIVE, S.CONFIRMED)
     assert manager.store.history(record.id)[-1].actor == "alice"
-    assert manager.confirm(record.id, "alice", "c1") == confirmed  # the same request again
+    again = manager.confirm(record.id, "alice", "c1", receipt=A_RECEIPT)
+    assert again == confirmed  # the same request again
     with pytest.raises(IllegalTransition, match="confirmed already"):
-        manager.confirm(record.id, "alice", "c2")  # a new request
+        manager.confirm(record.id, "alice", "c2", receipt=A_RECEIPT)  # a new request
 
 
 def test_only_the_owner_confirms_or_cancels(manager: ReservationManager) -> None:
     record = accepted(manager)
     with pytest.raises(NotOwner, match="only its owner"):
-        manager.confirm(record.id, "mallory", "c1")
+        manager.confirm(record.id, "mallory", "c1", receipt=A_RECEIPT)
     with pytest.raises(NotOwner):
         manager.cancel(record.id, "mallory", "c2")
     assert manager.store.get_reservation(record.id) == record
@@ -285,7 +289,7 @@ def test_confirm_after_the_deadline_is_refused(
     record = accepted(manager)
     clock.advance(TIMEOUT)
     with pytest.raises(IllegalTransition, match="not confirmed by its deadline"):
-        manager.confirm(record.id, "alice", "c1")
+        manager.confirm(record.id, "alice", "c1", receipt=A_RECEIPT)
     assert manager.store.get_reservation(record.id) == record
 
 
@@ -295,20 +299,20 @@ def test_a_window_that_ended_unconfirmed_cannot_be_confirmed(
     record = manager.accept(offer(manager, start=T0 + 10, duration=20).id, "alice", "k1")
     clock.advance(30)  # the window is over, the deadline (120 s) is not
     with pytest.raises(IllegalTransition, match="window ended"):
-        manager.confirm(record.id, "alice", "c1")
+        manager.confirm(record.id, "alice", "c1", receipt=A_RECEIPT)
     assert manager.store.get_reservation(record.id) == record  # not LOST: it simply ended
 
 
 def test_unknown_reservation(manager: ReservationManager) -> None:
     with pytest.raises(UnknownReservation):
-        manager.confirm("nope", "alice", "c1")
+        manager.confirm("nope", "alice", "c1", receipt=A_RECEIPT)
 
 
 def test_confirming_a_vanished_reservation_marks_it_lost(manager: ReservationManager) -> None:
     record = accepted(manager)
     manager.backend.delete_reservation(record.name)  # an administrator's scontrol delete
     with pytest.raises(IllegalTransition, match="no longer exists"):
-        manager.confirm(record.id, "alice", "c1")
+        manager.confirm(record.id, "alice", "c1", receipt=A_RECEIPT)
     assert manager.store.get_reservation(record.id).state is S.LOST  # type: ignore[union-attr]
     assert manager.lost_total == 1
 
@@ -318,7 +322,11 @@ def test_concurrent_duplicates_of_one_request_give_one_answer(
     manager: ReservationManager, operation: str
 ) -> None:
     record = accepted(manager)
-    request = getattr(manager, operation)
+    requests = {
+        "confirm": lambda *args: manager.confirm(*args, receipt=A_RECEIPT),
+        "cancel": manager.cancel,
+    }
+    request = requests[operation]
     answers: List[object] = []
     barrier = threading.Barrier(8)
 
@@ -352,7 +360,7 @@ def test_cancel_while_tentative_is_free(manager: ReservationManager) -> None:
 
 def test_cancel_once_confirmed_costs_p_times_the_fee(manager: ReservationManager) -> None:
     record = accepted(manager, fee="12.34")
-    manager.confirm(record.id, "alice", "c1")
+    manager.confirm(record.id, "alice", "c1", receipt=A_RECEIPT)
     cancelled = manager.cancel(record.id, "alice", "x1")
     assert cancelled.penalty == (DEFAULT_PENALTY_FACTOR * Decimal("12.34")).quantize(
         Decimal("0.01")
@@ -366,7 +374,7 @@ def test_the_penalty_factor_is_fixed_when_the_deal_is_made(
     manager: ReservationManager,
 ) -> None:
     record = accepted(manager, fee="10")
-    manager.confirm(record.id, "alice", "c1")
+    manager.confirm(record.id, "alice", "c1", receipt=A_RECEIPT)
     manager.penalty_factor = Decimal("1")  # the site changes its terms afterwards
     assert manager.cancel(record.id, "alice", "x1").penalty == Decimal("1.00")
 
@@ -403,14 +411,14 @@ def test_expiry_deletes_unconfirmed_reservations_at_their_deadline(
     assert states(manager, record.id)[-1] == (S.TENTATIVE, S.EXPIRED)
     assert held(manager) == {}
     with pytest.raises(IllegalTransition, match="not confirmed by its deadline"):
-        manager.confirm(record.id, "alice", "c1")
+        manager.confirm(record.id, "alice", "c1", receipt=A_RECEIPT)
 
 
 def test_confirmed_reservations_start_and_end_with_time(
     manager: ReservationManager, clock: FakeClock
 ) -> None:
     record = accepted(manager)
-    manager.confirm(record.id, "alice", "c1")
+    manager.confirm(record.id, "alice", "c1", receipt=A_RECEIPT)
     assert manager.advance() == []
     clock.advance(600)
     [active] = manager.advance()
@@ -458,7 +466,7 @@ def test_reconcile_marks_vanished_live_reservations_lost(
 ) -> None:
     record = accepted(manager)
     if state is not S.TENTATIVE:
-        manager.confirm(record.id, "alice", "c1")
+        manager.confirm(record.id, "alice", "c1", receipt=A_RECEIPT)
     if state is S.ACTIVE:
         clock.advance(600)
         manager.advance()
@@ -522,7 +530,7 @@ def test_housekeeping_reports_one_readable_line(
     manager: ReservationManager, clock: FakeClock
 ) -> None:
     keep = accepted(manager, key="a")
-    manager.confirm(keep.id, "alice", "c")
+    manager.confirm(keep.id, "alice", "c", receipt=A_RECEIPT)
     accepted(manager, key="b")
     clock.advance(TIMEOUT)
     line = manager.housekeeping().describe()
@@ -585,7 +593,7 @@ def _drive_to(state: S, manager: ReservationManager, clock: FakeClock) -> Reserv
     else:
         record = accepted(manager)
         if state in (S.CONFIRMED, S.ACTIVE, S.COMPLETED):
-            manager.confirm(record.id, "alice", "c0")
+            manager.confirm(record.id, "alice", "c0", receipt=A_RECEIPT)
         if state in (S.ACTIVE, S.COMPLETED):
             clock.advance(600 if state is S.ACTIVE else 4200)
             manager.advance()
@@ -610,7 +618,7 @@ def test_illegal_requests_raise_and_change_nothing(
     history = manager.store.history(record.id)
     before = held(manager)
     requests = {
-        S.CONFIRMED: lambda: manager.confirm(record.id, "alice", "new-1"),
+        S.CONFIRMED: lambda: manager.confirm(record.id, "alice", "new-1", receipt=A_RECEIPT),
         S.CANCELLED: lambda: manager.cancel(record.id, "alice", "new-2"),
     }
     for target, request in requests.items():

@@ -27,8 +27,9 @@ from hypothesis import strategies as st
 from siteagent.cli.main import main
 from siteagent.config.reading import ConfigError
 from siteagent.core.model import Request
-from siteagent.market.deals import accept_confirm
+from siteagent.market.deals import countersign
 from siteagent.protocol import documents, httpsig, signing
+from siteagent.protocol.errors import status_of
 from siteagent.protocol.keys import load_or_create_site_key, load_private_key, public_key_text
 from siteagent.security import (
     errors,
@@ -208,7 +209,7 @@ def test_headers_may_come_as_pairs_in_any_case(auth: Authenticator, alice: Party
 
 def test_an_unsigned_request_is_401_and_says_what_to_send(auth: Authenticator) -> None:
     error = refused(auth, "unsigned", "POST", URL, {}, BODY)
-    assert error.status == 401
+    assert status_of(error.code) == 401
     accept = httpsig.parse_dictionary(error.headers["Accept-Signature"])["sig1"]
     assert [item for item, _ in accept.inner_list("sig1")] == list(signing.DEFAULT_COMPONENTS)
 
@@ -227,7 +228,7 @@ def test_a_tampered_request_is_401(
     auth: Authenticator, alice: Party, method: str, url: str, body: bytes
 ) -> None:
     error = refused(auth, "bad_signature", method, url, signed(alice), body)
-    assert error.status == 401
+    assert status_of(error.code) == 401
 
 
 def test_a_signature_by_the_wrong_key_is_401(auth: Authenticator, alice: Party) -> None:
@@ -258,7 +259,7 @@ def test_a_replayed_signature_is_401(auth: Authenticator, alice: Party, clock: C
     auth.authenticate("POST", URL, headers, BODY)
     clock.now += 10
     error = refused(auth, "replayed_signature", "POST", URL, headers, BODY)
-    assert error.status == 401 and "new nonce" in str(error)
+    assert status_of(error.code) == 401 and "new nonce" in str(error)
     # the same nonce in a fresh signature is a replay too: nonces are once per key
     refused(
         auth, "replayed_signature", "POST", URL, signed(alice, created=NOW + 10, nonce="n-1"), BODY
@@ -331,7 +332,7 @@ def test_a_full_nonce_cache_refuses_with_503_until_nonces_expire(alice: Party) -
     auth.authenticate("POST", URL, signed(alice, nonce="b"), BODY)
     with pytest.raises(ReplayCacheFull) as caught:
         auth.authenticate("POST", URL, signed(alice, nonce="c"), BODY)
-    assert caught.value.status == 503
+    assert status_of(caught.value.code) == 503
     clock.now = NOW + 300 + CLOCK_SKEW_S  # a and b can no longer be replayed: forgotten
     auth.authenticate("POST", URL, signed(alice, created=int(clock.now), nonce="c"), BODY)
     assert len(auth.nonces) == 1
@@ -341,7 +342,7 @@ def test_only_the_owner_may_act_on_a_reservation(alice: Party) -> None:
     authorize_owner(alice.client(), alice.key_id, "reservation r-1")
     with pytest.raises(Forbidden) as caught:
         authorize_owner(Party("bob@ci").client(), alice.key_id, "reservation r-1")
-    assert caught.value.status == 403 and caught.value.code == "not_owner"
+    assert status_of(caught.value.code) == 403 and caught.value.code == "not_owner"
 
 
 # --------------------------------------------------------------------------- interoperability
@@ -524,7 +525,7 @@ def test_money_is_whole_cents_and_figures_are_exact() -> None:
 def accept(
     body: Any, expected: Dict[str, Any], client: AuthorizedClient, site: Party
 ) -> documents.Receipt:
-    return accept_confirm(body, expected, client, site.key, site.key_id, NOW + 60)
+    return countersign(body, expected, client, site.key, site.key_id, NOW + 60)
 
 
 def test_a_confirm_is_countersigned_into_a_verifiable_receipt(alice: Party) -> None:
@@ -551,7 +552,7 @@ def test_a_confirm_for_another_price_is_422(alice: Party) -> None:
         accept(
             documents.confirm_body(cheaper, alice.key, alice.key_id), expected, alice.client(), site
         )
-    assert caught.value.status == 422 and caught.value.code == "deal_mismatch"
+    assert status_of(caught.value.code) == 422 and caught.value.code == "deal_mismatch"
     assert "price" in str(caught.value)
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from siteagent.cli.main import main
 from siteagent.config import loading, schema
+from siteagent.ledger.bank import Ledger
 from siteagent.market.site import Site, open_site
 from siteagent.protocol import keys
 from siteagent.serve import Parts, apply, assemble, changed_keys, keep_restart_settings
@@ -36,8 +37,7 @@ def running(tmp_path: Path) -> Iterator[Tuple[Site, Parts]]:
     site = open_site(settings(tmp_path))
     parts = assemble(site)
     yield site, parts
-    assert parts.ledger is not None
-    parts.ledger.close()
+    parts.deals.close()
     site.close()
 
 
@@ -61,7 +61,8 @@ def test_changes_are_sorted_into_applied_now_and_needing_a_restart(tmp_path: Pat
 def test_a_reload_reaches_every_running_object(running: Tuple[Site, Parts], tmp_path: Path) -> None:
     site, parts = running
     alice = Party("alice@laptop")
-    assert parts.ledger is not None and alice.key_id not in parts.ledger.balances()
+    ledger = parts.deals.ledger
+    assert isinstance(ledger, Ledger) and alice.key_id not in ledger.balances()
     new = settings(
         tmp_path,
         pricing={"flat": {"price": "3"}, "cancellation_penalty": "0.5"},
@@ -76,23 +77,22 @@ def test_a_reload_reaches_every_running_object(running: Tuple[Site, Parts], tmp_
     assert site.pricing.describe()["unit_price"]["price_per_core_hour"] == "3"
     assert site.manager.confirm_timeout == 45
     assert site.manager.penalty_factor == Decimal("0.5")
-    assert parts.metrics.pricing is site.pricing
+    assert parts.agent.pricing is site.pricing
     assert (parts.agent.poll_interval_s, parts.metrics.poll_interval_s) == (5, 5)
     assert parts.agent.policy.value == "easy"
     assert [shape.name for shape in parts.metrics.reference_requests] == ["tiny"]
     assert parts.authenticator.clients == clients and parts.authenticator.max_age_s == 60
     # a new client gets its ledger account at once, so its first receipt can be booked
-    assert parts.ledger is not None
-    assert alice.key_id in parts.ledger.balances()
+    assert alice.key_id in ledger.balances()
 
 
 def test_the_site_key_is_made_once_and_kept(running: Tuple[Site, Parts]) -> None:
     site, parts = running
     again = keys.load_or_create_site_key(site.config.security.site_key)
     assert keys.public_key_text(again.public_key()) == keys.public_key_text(
-        parts.context.site_key.public_key()
+        parts.deals.site_key.public_key()
     )
-    assert parts.context.site_key_id == site.config.site.name
+    assert parts.deals.site_key_id == site.config.site.name
 
 
 @pytest.mark.parametrize("command", [["serve"], ["ledger", "serve"]])

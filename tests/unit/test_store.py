@@ -21,6 +21,8 @@ from siteagent.core.model import CapacityUnit
 from siteagent.core.waits import QueueWait
 from siteagent.market import store as store_module
 from siteagent.market.store import (
+    RECEIPT,
+    REFUND,
     SCHEMA_VERSION,
     Remember,
     ReservationRecord,
@@ -251,15 +253,27 @@ def test_queue_waits_are_kept_once(db: Store) -> None:
     assert waits[1].wait == 300
 
 
-def test_the_first_receipt_of_a_reservation_is_the_one_kept(db: Store) -> None:
+def test_a_confirm_keeps_its_receipt_and_owes_it_in_the_same_write(db: Store) -> None:
+    """CONFIRMED, the receipt and the booking owed are one transaction: a failed move keeps
+    neither, and the first receipt kept is the one that stays."""
     requested(db, "r1")
     assert db.receipt("r1") is None
     first = {"id": "abc", "confirmed_at": 10}
-    assert db.add_receipt("r1", first) == first
-    assert db.add_receipt("r1", {"id": "abc", "confirmed_at": 99}) == first
-    assert db.receipt("r1") == first
-    with pytest.raises(StoreError):
-        db.add_receipt("no-such-reservation", first)
+    with pytest.raises(StaleState):  # it is REQUESTED, not TENTATIVE: nothing is written
+        db.transition("r1", S.TENTATIVE, S.CONFIRMED, 5, "alice", "x", receipt=first)
+    assert db.receipt("r1") is None and db.booking("r1", RECEIPT) is None
+    db.transition("r1", S.REQUESTED, S.TENTATIVE, 5, "agent", "made", deadline=100)
+    db.transition(
+        "r1", S.TENTATIVE, S.CONFIRMED, 6, "alice", "ok", receipt=first, owed=(RECEIPT, first)
+    )
+    assert db.receipt("r1") == first and db.booking("r1", RECEIPT) == first
+    assert db.bookings_owed() == [("r1", RECEIPT, first)]
+    db.transition(
+        "r1", S.CONFIRMED, S.CANCELLED, 7, "alice", "x", receipt={"id": "other"},
+        owed=(REFUND, {"refund": 1}),
+    )
+    assert db.receipt("r1") == first  # the site signs a deal once
+    assert [kind for _, kind, _ in db.bookings_owed()] == [RECEIPT, REFUND]
 
 
 # --------------------------------------------------------------------------- sharing

@@ -1,0 +1,192 @@
+"""Routes of the market: quotes, and the reservation's two-phase commit (accept, confirm,
+cancel). Every POST and DELETE is signed (RFC 9421) by an authorized client, checked before
+the route runs, so a refused request changes nothing and learns nothing.
+
+The routes are thin: the use cases are :mod:`siteagent.market.quoting` and
+:mod:`siteagent.market.deals`. What this module decides is where the work runs:
+
+- **Quotes are answered on the event loop**, being the one route buyers call in bursts: a
+  hand-over to a worker thread costs more CPU than pricing a unit-price quote. Their pricing
+  runs there too when it is cheap, else on the one pricing thread (:mod:`.pricing_queue`), and
+  their offers are stored by group commit (:mod:`.offer_writer`) before the answer.
+- **Accept, confirm and cancel run in the thread pool** (plain ``def`` routes): they call the
+  batch system and the store.
+- **Confirm and cancel are safe to retry.** Without an Idempotency-Key header the key is
+  derived from the operation and the reservation, and the receipt the site signed first is
+  the one kept and booked, so a retried confirm books nothing twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, Optional
+
+import fastapi
+from fastapi import Depends, Header, Path, Security
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import APIKeyHeader
+
+from siteagent.api.context import ApiContext
+from siteagent.api.offer_writer import OfferWriter
+from siteagent.api.pricing_queue import PricingQueue, priced_inline, yielding
+from siteagent.api.site import ERRORS
+from siteagent.market import quoting
+from siteagent.market.quoting import OFFER_VALID_S, Quote, Refusal
+from siteagent.protocol.models import (
+    OFFER_ID_PATTERN,
+    AcceptRequest,
+    ConfirmRequest,
+    QuoteAnswer,
+    QuoteRequest,
+    ReservationView,
+)
+from siteagent.security.clients import AuthorizedClient
+
+log = logging.getLogger("siteagent.api")
+
+#: Declares the signature in the OpenAPI document (so that generated clients know to sign);
+#: the check itself needs Signature-Input and Content-Digest too, and is the Authenticator's.
+SIGNATURE = APIKeyHeader(
+    name="Signature",
+    scheme_name="httpMessageSignature",
+    description="RFC 9421 HTTP Message Signature (Ed25519) over @method, @target-uri and "
+    "content-digest, with created, keyid and nonce; sent with Signature-Input and "
+    "Content-Digest (RFC 9530)",
+    auto_error=False,
+)
+
+IdempotencyKey = Header(
+    None,
+    alias="Idempotency-Key",
+    min_length=1,
+    max_length=128,
+    description="retry with the same key to get the same answer; default: one per operation",
+)
+ReservationId = Path(pattern=OFFER_ID_PATTERN)
+
+
+class QuoteDesk:
+    """Where the API prices quotes and stores their offers (closed with the API)."""
+
+    def __init__(self, context: ApiContext) -> None:
+        self.context = context
+        self.pricing_queue = PricingQueue()
+        self.offer_writer = OfferWriter(context.site.manager.record_offers)
+
+    async def quote(self, rfq: QuoteRequest, client: AuthorizedClient) -> Quote:
+        """The quoting use case's steps, with the pricing on the event loop or the pricing
+        thread, and the offers stored (on disk) before the answer."""
+        view = self.context.view()
+        site = self.context.site.config.site
+        now = int(self.context.site.manager.clock())
+        request = quoting.requested(rfq, view.snapshot, site, now)
+        if isinstance(request, Refusal):
+            return quoting.refused(view, now, request)
+        if priced_inline(view.pricing, rfq.limit):
+            prices = quoting.priced(view.pricing, view, request, rfq.limit)
+        else:
+            threaded = yielding(view.pricing)
+            prices = await self.pricing_queue.run(
+                lambda: quoting.priced(threaded, view, request, rfq.limit), rfq.limit
+            )
+        if isinstance(prices, Refusal):
+            return quoting.refused(view, now, prices)
+        offers = quoting.offered(prices, request, now, OFFER_VALID_S, site.name)
+        await self.offer_writer.record(offers)
+        log.debug("quote for %s: %d offers", client.key_id, len(offers))
+        return quoting.answered(view, now, offers, prices, rfq.alpha)
+
+    def close(self) -> None:
+        """Finish the quotes in progress (priced, offers stored); the store closes next."""
+        self.pricing_queue.close()
+        self.offer_writer.close()
+
+
+async def authenticated_client(
+    request: fastapi.Request, _: Optional[str] = Security(SIGNATURE)
+) -> AuthorizedClient:
+    """The client that signed this request (RFC 9421), or a 401/503 SecurityError.
+
+    Async so that it can read the body (cached: the route parses the same bytes again);
+    verifying one Ed25519 signature is too quick to be worth a thread.
+    """
+    context: ApiContext = request.app.state.context
+    body = await request.body()
+    headers = list(request.headers.items())
+    return context.authenticator.authenticate(request.method, str(request.url), headers, body)
+
+
+signed = Depends(authenticated_client)
+
+
+def add_routes(app: fastapi.FastAPI, context: ApiContext, desk: QuoteDesk) -> None:
+    """Register this area's routes on ``app``."""
+    deals = context.deals
+
+    @app.post("/v1/quotes", tags=["market"], responses=ERRORS, response_model=QuoteAnswer)
+    async def quotes(body: QuoteRequest, client: AuthorizedClient = signed) -> Response:
+        """Priced offers for a request for quotes, or a refusal with its reason."""
+        return JSONResponse((await desk.quote(body, client)).to_json())
+
+    @app.post(
+        "/v1/reservations",
+        tags=["market"],
+        status_code=201,
+        responses=ERRORS,
+        response_model=ReservationView,
+        response_model_exclude_unset=True,
+    )
+    def accept(
+        body: AcceptRequest,
+        client: AuthorizedClient = signed,
+        key: Optional[str] = IdempotencyKey,
+    ) -> Dict[str, Any]:
+        """Accept an offer: a tentative reservation, to be confirmed before its deadline."""
+        accounts = (client.account,) if client.account else ()
+        idempotency = key or f"accept-{body.offer_id}"
+        deal = deals.accept(body.offer_id, client.key_id, idempotency, (client.user,), accounts)
+        return deal.to_json()
+
+    @app.get(
+        "/v1/reservations/{reservation_id}",
+        tags=["market"],
+        responses=ERRORS,
+        response_model=ReservationView,
+        response_model_exclude_unset=True,
+    )
+    def show(reservation_id: str = ReservationId) -> Dict[str, Any]:
+        """A reservation: its state, the deal to sign, and its receipt once confirmed."""
+        return deals.show(reservation_id).to_json()
+
+    @app.post(
+        "/v1/reservations/{reservation_id}/confirm",
+        tags=["market"],
+        responses=ERRORS,
+        response_model=ReservationView,
+        response_model_exclude_unset=True,
+    )
+    def confirm(
+        body: ConfirmRequest,
+        reservation_id: str = ReservationId,
+        client: AuthorizedClient = signed,
+        key: Optional[str] = IdempotencyKey,
+    ) -> Dict[str, Any]:
+        """Confirm with the signed deal; answers the doubly signed receipt."""
+        idempotency = key or f"confirm-{reservation_id}"
+        return deals.confirm(reservation_id, body.model_dump(), client, idempotency).to_json()
+
+    @app.delete(
+        "/v1/reservations/{reservation_id}",
+        tags=["market"],
+        responses=ERRORS,
+        response_model=ReservationView,
+        response_model_exclude_unset=True,
+    )
+    def cancel(
+        reservation_id: str = ReservationId,
+        client: AuthorizedClient = signed,
+        key: Optional[str] = IdempotencyKey,
+    ) -> Dict[str, Any]:
+        """Cancel: free while tentative, the agreed penalty once confirmed."""
+        idempotency = key or f"cancel-{reservation_id}"
+        return deals.cancel(reservation_id, client.key_id, idempotency).to_json()

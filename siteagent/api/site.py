@@ -1,0 +1,130 @@
+"""Routes about the site: who it is and what it offers (``/v1/info``, ``/v1/slots``), and how
+long its queue makes jobs wait (``/v1/history/waits``). Reads only: no signature needed."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Union
+
+import fastapi
+from fastapi import Query
+
+import siteagent
+from siteagent.api.context import ApiContext
+from siteagent.core.errors import InvalidRequest
+from siteagent.core.model import CapacityUnit, ClusterSnapshot
+from siteagent.core.waits import wait_table
+from siteagent.market.quoting import OFFER_VALID_S, cores_per_node
+from siteagent.protocol.errors import STATUS
+from siteagent.protocol.keys import public_key_text
+from siteagent.protocol.models import (
+    MAX_TIME,
+    ErrorResponse,
+    Info,
+    SlotList,
+    WaitHistory,
+    slot_json,
+)
+
+#: The version of the API's contract (the path prefix says the major one).
+API_VERSION = "1.0"
+
+#: Error answers every route may give, for the OpenAPI.
+ERRORS: Dict[Union[int, str], Dict[str, Any]] = {
+    status: {"model": ErrorResponse} for status in sorted(set(STATUS.values()))
+}
+
+
+def add_routes(app: fastapi.FastAPI, context: ApiContext) -> None:
+    """Register this area's routes on ``app``."""
+
+    @app.get("/v1/info", tags=["site"], response_model=Info, response_model_exclude_unset=True)
+    def info() -> Dict[str, Any]:
+        """The site's description, visible pricing parameters, public key and API version."""
+        return info_of(context)
+
+    @app.get(
+        "/v1/slots",
+        tags=["site"],
+        responses=ERRORS,
+        response_model=SlotList,
+        response_model_exclude_unset=True,
+    )
+    def slots(
+        min_cores: int = Query(1, ge=1, le=10**7, description="only slots this wide (units)"),
+        min_duration: int = Query(1, ge=1, le=MAX_TIME, description="only slots this long (s)"),
+        start: Optional[int] = Query(None, ge=0, le=MAX_TIME, description="window start"),
+        end: Optional[int] = Query(None, ge=0, le=MAX_TIME, description="window end"),
+        limit: int = Query(100, ge=1, le=1000),
+    ) -> Dict[str, Any]:
+        """Advertised slots: free holes of the predicted schedule overlapping the window."""
+        if start is not None and end is not None and end <= start:
+            raise InvalidRequest("end must be after start", field="end")
+        view = context.view()
+        rows: List[Dict[str, Any]] = []
+        for slot in view.slots:
+            wanted = slot.cores >= min_cores and slot.duration >= min_duration
+            after = end is not None and slot.start >= end
+            before = start is not None and slot.end <= start
+            if wanted and not after and not before:
+                rows.append(slot_json(slot))
+            if len(rows) >= limit:
+                break
+        return {"now": view.now, "unit": view.snapshot.unit.value, "slots": rows}
+
+    @app.get(
+        "/v1/history/waits",
+        tags=["site"],
+        responses=ERRORS,
+        response_model=WaitHistory,
+        response_model_exclude_unset=True,
+    )
+    def waits(
+        since: Optional[int] = Query(None, ge=0, le=MAX_TIME, description="jobs started since"),
+    ) -> Dict[str, Any]:
+        """Observed queue waits by core-count and walltime bins."""
+        table: Dict[str, Any] = wait_table(context.site.store.queue_waits(since)).to_json()
+        return table
+
+
+def info_of(context: ApiContext) -> Dict[str, Any]:
+    """``GET /v1/info`` (also what ``siteagent-client sites`` shows of a site)."""
+    site, state = context.site.config.site, context.agent.state
+    snapshot = None if state is None else state.snapshot
+    deals = context.deals
+    return {
+        "api_version": API_VERSION,
+        "software_version": siteagent.__version__,
+        "site": {
+            "name": site.name,
+            "description": site.description,
+            "architecture": site.architecture,
+            "os": site.os,
+            "cpu_speed_mhz": site.cpu_speed_mhz,
+            "memory_per_core_mb": site.memory_per_core_mb,
+            "cores_per_node": cores_per_node(site, snapshot),
+            "partitions": list(site.partitions),
+        },
+        "cluster": None if snapshot is None else cluster_figures(snapshot),
+        "pricing": context.site.pricing.describe(),
+        "offers_valid_s": OFFER_VALID_S,
+        "confirm_timeout_s": context.site.manager.confirm_timeout,
+        "public_key": {
+            "keyid": deals.site_key_id,
+            "alg": "ed25519",
+            "value": public_key_text(deals.site_key.public_key()),
+        },
+    }
+
+
+def cluster_figures(snapshot: ClusterSnapshot) -> Dict[str, Any]:
+    """What the snapshot says of the machine: capacity in its unit and in cores, nodes."""
+    per_unit = snapshot.cores_per_node if snapshot.unit is CapacityUnit.NODE else 1
+    usable = [node for node in snapshot.nodes if node.usable]
+    return {
+        "backend": snapshot.backend,
+        "unit": snapshot.unit.value,
+        "capacity": snapshot.capacity,
+        "cores": snapshot.capacity * per_unit,
+        "nodes": len(usable) if snapshot.nodes else None,
+        "snapshot_time": snapshot.now,
+    }
