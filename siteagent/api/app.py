@@ -1,6 +1,6 @@
 """The agent's HTTP API (ASGI, FastAPI): what a buyer and a monitoring system talk to.
 
-Routes (DESIGN.md §1, §3; the marketplace paper's protocol): ``/v1/info``, ``/v1/slots``,
+Routes (docs/design.md §1, §3; the marketplace paper's protocol): ``/v1/info``, ``/v1/slots``,
 ``/v1/quotes``, ``/v1/reservations`` (accept, show, confirm, cancel), ``/v1/history/waits``,
 ``/healthz`` and ``/metrics``; the OpenAPI description is ``/v1/openapi.json``.
 
