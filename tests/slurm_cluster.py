@@ -6,7 +6,7 @@ ports picked at run time, one slurmctld and one ``slurmd -N nX`` per node (4 nod
 every node idle. Nothing outside the directory is touched except munged, which is started only
 when no munged runs on the host (it is shared and left running: another cluster may use it).
 
-The recipe and the reasons behind each setting are in ``/work/shared/notes/slurm-cli.md`` §1:
+The recipe and the reasons behind each setting are in ``docs/slurm.md`` §1:
 ``%n`` in the slurmd paths lets several slurmd share one host, private ports keep it apart from
 any other cluster on the machine, ``bf_interval=5`` makes backfill estimates appear within
 seconds, and no accounting keeps slurmdbd out of the picture (``accounting=True`` adds a private

@@ -4,7 +4,8 @@ Routes, by area: the site (``/v1/info``, ``/v1/slots``, ``/v1/history/waits``, i
 :mod:`.site`), the market (``/v1/quotes``, ``/v1/reservations`` accept, show, confirm and
 cancel, in :mod:`.market`), operations (``/healthz``, ``/metrics``, in :mod:`.operations`).
 The OpenAPI description is ``/v1/openapi.json``; request and response bodies are the models
-of :mod:`siteagent.protocol.models`, shared with the client.
+of :mod:`siteagent.protocol.models`, shared with the client (the protocol is the marketplace
+paper's, docs/design.md §4.5).
 
 Errors are JSON ``{"error": {"code", "message"[, "field"]}}`` with the status of the one table
 (:mod:`siteagent.serving.errors`): a stable code for programs, a sentence for people, and the

@@ -1,7 +1,7 @@
 """How close the planner's own predicted starts come to the batch system's published ones.
 
 Slurm's backfill publishes an expected start for the pending jobs it looked at
-(notes/slurm-cli.md §4). ``plan`` uses those where present (Source.BATCH) and predicts the rest;
+(docs/slurm.md §4). ``plan`` uses those where present (Source.BATCH) and predicts the rest;
 comparing ``plan(..., batch_estimates=False)`` with the published starts on the same snapshot
 says how much the prediction can be trusted where Slurm publishes nothing. Both the integration
 tests and ``python -m bench slurm`` measure agreement with this one function.

@@ -1,16 +1,17 @@
 """Reservation lifecycle: offers turned into real, verified reservations, confirmed or released.
 
-The marketplace paper's two-phase commit (seed 000, §3.1 steps 6-10) on one site:
+The marketplace paper's two-phase commit (its section 5.1.1, steps 6-10; docs/design.md §4.5)
+on one site:
 
 * **vote** - :meth:`ReservationManager.accept` re-checks the offer against the cluster as it
   is now (a fresh snapshot; the paper's "withdraw" if the capacity is gone), writes the intent
   (REQUESTED), creates the reservation in the batch system, reads it back and verifies it
-  (Slurm silently shrinks reservations, notes/slurm-cli.md §6.1), and only then answers
+  (Slurm silently shrinks reservations, docs/slurm.md §6.1), and only then answers
   TENTATIVE with a confirm deadline;
 * **commit** - :meth:`~ReservationManager.confirm` by the owner before the deadline;
 * **timer** - :meth:`~ReservationManager.expire_due` deletes what was not confirmed in time.
 
-States and moves (DESIGN.md §5)::
+States and moves (docs/lifecycle.md §2)::
 
     REQUESTED --> TENTATIVE --> CONFIRMED --> ACTIVE --> COMPLETED
         |             |-> EXPIRED     |-> CANCELLED  '-> LOST
@@ -624,7 +625,7 @@ class ReservationManager:
         return tentative
 
     def _recheck(self, offer: Offer, snapshot: ClusterSnapshot) -> None:
-        """Withdraw if the offer's window can no longer be reserved (DESIGN.md §4.3 rule).
+        """Withdraw if the offer's window can no longer be reserved (docs/design.md §4.3 rule).
 
         Admissible means no conflict with running jobs or existing reservations; queued jobs do
         not count (they are planned around it), so they are left out of the check, which keeps

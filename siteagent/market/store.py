@@ -76,7 +76,7 @@ class StaleState(SiteagentError):
 
 
 class ReservationState(str, enum.Enum):
-    """Where a reservation stands (DESIGN.md §5); the legal moves are in reservations.py."""
+    """Where a reservation stands (docs/lifecycle.md §1); the legal moves are in reservations.py."""
 
     REQUESTED = "REQUESTED"
     TENTATIVE = "TENTATIVE"

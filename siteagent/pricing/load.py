@@ -1,4 +1,4 @@
-"""Load-based auction pricing (Zasada & Coveney, the marketplace paper, §6.2.3).
+"""Load-based auction pricing (Zasada & Coveney, the marketplace paper, section 6.2.3).
 
 The site has a start price and a minimum price per core-hour. Facing a request whose current
 price is ``P`` (the buyer's opening price in round 1, the best offer so far later), it offers
@@ -9,7 +9,7 @@ below the minimum and never above the start price; a window the predicted schedu
 completely is refused (saturated); a request already below the minimum makes the site drop out.
 
 The paper's formula was lost in its text; this is the project's reconstruction of the prose,
-keeping each stated behaviour (see DESIGN.md §4.4).
+keeping each stated behaviour (see docs/design.md §4.4).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 As in OpenPBS the server hands out attributes (times as epoch seconds) and each command
 formats them: dates in the command's own local time (its ``TZ``), JSON the way OpenPBS 23's
 cJSON writer does, errors as ``<command>: <text> <id>`` with PBS's exit statuses
-(``notes/pbs-cli.md``; section numbers below refer to it). Options are read the way glibc's
+(``docs/pbs.md``; section numbers below refer to it). Options are read the way glibc's
 getopt reads them, so they may follow operands. Only the standard library is used.
 """
 
@@ -499,7 +499,7 @@ def pbs_rsub(argv: Sequence[str]) -> int:
 
 def short_time(epoch: int, now: float) -> str:
     """pbs_rstat -S's relative dates (``Today 14:00``, ``Thu 09:00``, ``Fri Nov 17 09:00``,
-    ``Mon Jan 08 2024 09:00``) as notes/pbs-cli.md §6 shows them."""
+    ``Mon Jan 08 2024 09:00``) as docs/pbs.md §6 shows them."""
     when = time.localtime(epoch)
     today = time.localtime(now)
     if when[:3] == today[:3]:

@@ -16,7 +16,7 @@ import socket
 from typing import Any, Dict, Optional
 
 #: pbs_errno values (``src/include/pbs_error.h``) and the texts pbs_geterrmsg gives for them
-#: (notes/pbs-cli.md §1, §5.2, §7). Trailing spaces are PBS's own (``Unauthorized Request ``).
+#: (docs/pbs.md §1, §5.2, §7). Trailing spaces are PBS's own (``Unauthorized Request ``).
 PBSE_UNKJOBID = 15001
 PBSE_PERM = 15007
 PBSE_NOCONNECTS = 15010

@@ -6,7 +6,7 @@ vnodes of ``--cores`` CPUs, and answers the stand-in's commands over a unix sock
 lives here, between command invocations, as it lives in pbs_server.
 
 Jobs are the simulator's tasks: numbered from the server's sequence as they arrive, placed on
-vnodes when the simulator starts them. Reservations follow OpenPBS (notes/pbs-cli.md §5.1):
+vnodes when the simulator starts them. Reservations follow OpenPBS (docs/pbs.md §5.1):
 ``submit_resv`` stores them UNCONFIRMED and answers at once; ``--confirm-delay`` seconds later
 the "scheduling cycle" asks the simulator to hold the window (running work and other
 reservations block it, queued jobs do not); if it fits the reservation is CONFIRMED and gets
@@ -60,7 +60,7 @@ PBS_VERSION = "23.06.06"
 #: An attribute as PBS's batch_status carries it: name, resource (or None), value text.
 Attr = Tuple[str, Optional[str], str]
 
-# reservation states (enum resv_states, notes/pbs-cli.md §6)
+# reservation states (enum resv_states, docs/pbs.md §6)
 RESV_UNCONFIRMED = 1
 RESV_CONFIRMED = 2
 RESV_RUNNING = 5

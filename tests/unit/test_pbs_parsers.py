@@ -1,4 +1,4 @@
-"""Parsers of the PBS backend against fixtures constructed from notes/pbs-cli.md.
+"""Parsers of the PBS backend against fixtures constructed from docs/pbs.md.
 
 No PBS could be installed here, so every fixture in tests/data/pbs is constructed (see its
 README); the backend meets the stand-in's real commands in tests/integration/.
@@ -40,7 +40,7 @@ from siteagent.backends.pbs import (
 from siteagent.core.model import UNLIMITED_S, CapacityUnit, Job, ReservationSpec
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "pbs"
-#: 2023-11-15 14:00:00 UTC: the note's examples are taken at this instant.
+#: 2023-11-15 14:00:00 UTC: docs/pbs.md's examples are taken at this instant.
 NOW = 1700056800
 UTC = ZoneInfo("UTC")
 

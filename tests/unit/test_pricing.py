@@ -100,7 +100,7 @@ def test_table_3_infeasible_start_and_easy_policy() -> None:
     assert fees == [D(6), D(8), D(10), 0, 0, 0]
 
 
-# -- load-based rounds (the marketplace paper, DESIGN.md §4.4) ------------------------------------
+# -- load-based rounds (the marketplace paper, docs/design.md §4.4) -------------------------------
 
 AUCTION = LoadBasedPrice(start_price=D(10), min_price=D(4), rounds=3)
 

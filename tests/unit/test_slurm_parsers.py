@@ -1,7 +1,7 @@
 """Parsers of the Slurm backend against output captured from the real 22.05 test cluster.
 
 The ``*-constructed.json`` fixtures stand in for Slurm 23.02+ (data_parser layout), built by
-hand from notes/slurm-cli.md §9; they check that one parser accepts both shapes and gives the
+hand from docs/slurm.md §9; they check that one parser accepts both shapes and gives the
 same jobs and nodes for the same cluster state.
 """
 
@@ -329,7 +329,7 @@ def test_wrapped_format_parses_like_one_line_format() -> None:
 
 def test_no_reservations_and_endless_reservation() -> None:
     assert parse_reservations("No reservations in the system\n") == []
-    # from notes/slurm-cli.md §6.3: Duration=0 gives EndTime=Unknown
+    # from docs/slurm.md §6.3: Duration=0 gives EndTime=Unknown
     line = (
         "ReservationName=b23 StartTime=2026-11-22T08:38:17 EndTime=Unknown "
         "Duration=28930-21:49:58 Nodes=n1 NodeCnt=1 CoreCnt=16 Features=(null) "

@@ -1,7 +1,7 @@
-"""The stand-in's commands against notes/pbs-cli.md: formats, exit statuses, error messages.
+"""The stand-in's commands against docs/pbs.md: formats, exit statuses, error messages.
 
 A stand-in is only worth testing against if it is faithful, so these tests pin down what the
-note documents (section numbers refer to it), each against a running stand-in server.
+document records (section numbers refer to it), each against a running stand-in server.
 """
 
 from __future__ import annotations
