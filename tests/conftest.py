@@ -13,8 +13,8 @@ from typing import Iterator, List
 
 import pytest
 
-from tests.slurm_cluster import SlurmTestCluster
-from tests.system import running_slurm
+from testbed.processes import running_slurm
+from testbed.slurm_cluster import SlurmTestCluster
 
 
 @pytest.fixture(scope="session")

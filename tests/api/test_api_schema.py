@@ -21,7 +21,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 
 from siteagent.api.app import authenticated_client
-from tests.api.harness import World, make_world
+from testbed.api_harness import World, make_world
 
 #: Examples per operation and mode: enough to reach every validator, quick (< 60 s in all).
 EXAMPLES = 60

@@ -14,7 +14,7 @@ from siteagent.agent.metrics import Metrics
 from siteagent.agent.state import State
 from siteagent.backends.replay import SwfReplayBackend
 from siteagent.core.model import ClusterSnapshot
-from tests.lifecycle import write_trace
+from testbed.traces import write_trace
 
 
 class BrokenParser(SwfReplayBackend):

@@ -13,7 +13,7 @@ import pytest
 
 from siteagent.cli.main import EXIT_BAD_INPUT, main
 from siteagent.market.offers import ACCEPT_LEAD_S
-from tests.lifecycle import write_trace
+from testbed.traces import write_trace
 
 H = 3600
 SLOT_KEYS = {"start", "duration", "cores", "unit_price", "fee", "divisible", "extensible"}

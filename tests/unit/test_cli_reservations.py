@@ -23,7 +23,9 @@ from siteagent.core.waits import QueueWait
 from siteagent.market.offers import ACCEPT_LEAD_S
 from siteagent.market.reservations import OFFER_RETENTION_S, ReservationManager
 from siteagent.market.store import ReservationState, Store
-from tests.lifecycle import FakeClock, record_offer, write_trace
+from testbed.fakes import FakeClock
+from testbed.offers import record_offer
+from testbed.traces import write_trace
 
 S = ReservationState
 

@@ -25,9 +25,9 @@ from siteagent.ledger.bank import (
 from siteagent.market import deals
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Cancellation, Receipt, Signed
-from tests.unit.deals import NOW, Party, deal, receipt
+from testbed.parties import NOW, Party, deal, receipt
 
-PRICE = Decimal("43.40")  # 16 cores x 2 h x 1.25 + fee 3.4 (tests.unit.deals.offer)
+PRICE = Decimal("43.40")  # 16 cores x 2 h x 1.25 + fee 3.4 (testbed.parties.offer)
 
 
 class Clock:
