@@ -9,8 +9,9 @@ processes), ``crashrun`` (``siteagent`` with a crash point, run by the crash tes
 In one process: ``api_harness`` (the API without a server), ``parties`` (buyers and sites with
 keys, deals and receipts), ``offers``, ``records`` (the store's reservation records),
 ``traces`` (SWF files by hand), ``fakes`` (a clock, a faulty backend), ``promises`` (the
-reservation lifecycle's, as one check) and ``strategies`` (hypothesis).
+reservation lifecycle's, as one check), ``strategies`` (hypothesis) and ``compiled``
+(mypyc modules older than their sources, which the test session refuses).
 
-``standins`` holds the batch systems this machine cannot run. Nothing here imports ``tests``
-(tests/unit/test_layout.py checks): the tests and bench/ import this package, never each other.
+``standins`` holds the batch systems this machine cannot run. The tests and bench/ import
+this package; neither it nor bench/ imports ``tests`` (tests/unit/test_layout.py checks).
 """
