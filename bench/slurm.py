@@ -1,6 +1,6 @@
 """The agent on a real slurmctld: accept latency, snapshot cost, and agreement with Slurm's starts.
 
-Starts the test suite's four-node Slurm cluster (tests/slurm_cluster.py: Debian's slurmctld and
+Starts the test suite's four-node Slurm cluster (testbed/slurm_cluster.py: Debian's slurmctld and
 four slurmd on localhost, 64 cores) and measures, in one run:
 
 - **accept**: ``ReservationManager.accept`` of a recorded offer, up to a verified TENTATIVE
@@ -31,9 +31,9 @@ from siteagent.core.estimates import compare_starts
 from siteagent.core.model import ReservationSpec
 from siteagent.core.scheduling import plan
 from siteagent.market.site import Site, open_site
-from tests.lifecycle import record_offer
-from tests.slurm_cluster import ClusterError, SlurmTestCluster
-from tests.slurm_queue import BACKFILL_PASS_S, random_queue, submit_many
+from testbed.offers import record_offer
+from testbed.slurm_cluster import ClusterError, SlurmTestCluster
+from testbed.slurm_queue import BACKFILL_PASS_S, random_queue, submit_many
 
 TARGET_ACCEPT_MEDIAN_S = 0.050
 TARGET_ACCEPT_RATIO = 10.0

@@ -13,8 +13,9 @@ from typing import Iterator, List
 
 import pytest
 
-from tests.slurm_cluster import SlurmTestCluster
-from tests.system import running_slurm
+from testbed.compiled import stale_compiled_modules
+from testbed.processes import running_slurm
+from testbed.slurm_cluster import SlurmTestCluster
 
 
 @pytest.fixture(scope="session")
@@ -50,16 +51,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             "(`git clean -fX siteagent`) to test the pure Python sources.",
             returncode=2,
         )
-
-
-def stale_compiled_modules(package: Path) -> List[str]:
-    """Modules whose mypyc extension (``name.cpython-*.so``) is older than ``name.py``."""
-    stale = []
-    for extension in package.rglob("*.so"):
-        source = extension.with_name(extension.name.split(".")[0] + ".py")
-        if source.exists() and source.stat().st_mtime > extension.stat().st_mtime:
-            stale.append(str(source.relative_to(package.parent)))
-    return sorted(stale)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:

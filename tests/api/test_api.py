@@ -20,8 +20,8 @@ from siteagent.market.quoting import ACCEPT_LEAD_S, OFFER_VALID_S
 from siteagent.pricing import Pricing
 from siteagent.protocol import documents, keys, signing
 from siteagent.protocol.documents import Receipt
-from tests.api.harness import World, make_world
-from tests.unit.deals import Party
+from testbed.api_harness import World, make_world
+from testbed.parties import Party
 
 
 @pytest.fixture

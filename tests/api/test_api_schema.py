@@ -26,7 +26,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from siteagent.api.market import authenticated_client
-from tests.api.harness import World, make_world
+from testbed.api_harness import World, make_world
 
 #: Examples per operation and mode: enough to reach every validator, quick (< 60 s in all).
 EXAMPLES = 60

@@ -42,7 +42,7 @@ from siteagent.protocol.keys import load_private_key, parse_public_key
 from siteagent.security.authentication import Authenticator
 from siteagent.security.clients import AuthorizedClient
 from siteagent.serve import assemble
-from tests.lifecycle import write_trace
+from testbed.traces import write_trace
 
 with warnings.catch_warnings():  # Starlette now prefers httpx2; httpx still works
     warnings.simplefilter("ignore")

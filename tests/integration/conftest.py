@@ -11,8 +11,8 @@ from typing import Iterator
 
 import pytest
 
-from tests.integration.lifecycle_site import LifecycleSite, ReplaySite, SlurmSite
-from tests.lifecycle import busy_trace
+from testbed.sites import LifecycleSite, ReplaySite, SlurmSite
+from testbed.traces import busy_trace
 
 
 @pytest.fixture(params=["replay", pytest.param("slurm", marks=pytest.mark.slurm)])

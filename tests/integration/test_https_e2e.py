@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from siteagent.ledger.bank import Ledger
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Receipt
-from tests.integration.https_agent import (
+from testbed.agents import (
     BUSY_JOBS,
     BatchSystem,
     Buyer,
@@ -30,8 +30,8 @@ from tests.integration.https_agent import (
     SlurmBatch,
     run_agent,
 )
-from tests.system import wait_until
-from tests.unit.deals import Party
+from testbed.parties import Party
+from testbed.processes import wait_until
 
 CONFIRM_TIMEOUT_S = 3
 #: How long after its deadline an unconfirmed reservation may take to be gone: a few polls of

@@ -20,10 +20,10 @@ import pytest
 import yaml
 
 from siteagent.protocol import documents, keys
-from tests.integration.https_agent import BUSY_JOBS, SITEAGENT, Buyer
-from tests.lifecycle import write_trace
-from tests.system import free_port, stop, wait_until
-from tests.unit.deals import Party
+from testbed.agents import BUSY_JOBS, SITEAGENT, Buyer
+from testbed.parties import Party
+from testbed.processes import free_port, stop, wait_until
+from testbed.traces import write_trace
 
 
 class Process:

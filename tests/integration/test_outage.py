@@ -23,9 +23,9 @@ from typing import Dict, Iterator, Optional
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.https_agent import Answer, RunningAgent, SlurmBatch, run_agent
-from tests.slurm_cluster import SlurmTestCluster
-from tests.system import wait_until
+from testbed.agents import Answer, RunningAgent, SlurmBatch, run_agent
+from testbed.processes import wait_until
+from testbed.slurm_cluster import SlurmTestCluster
 
 #: The Slurm clients the agent runs, each replaced by a stand-in.
 SHIMMED = ("squeue", "sinfo", "scontrol")

@@ -20,8 +20,8 @@ from typing import Any, Dict, Iterator, List
 import pytest
 import yaml
 
-from tests.integration.https_agent import BundledReplay, RunningAgent, run_agent
-from tests.system import free_port, require_programs, stop, wait_until
+from testbed.agents import BundledReplay, RunningAgent, run_agent
+from testbed.processes import free_port, require_programs, stop, wait_until
 
 pytestmark = pytest.mark.prometheus
 

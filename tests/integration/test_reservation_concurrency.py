@@ -31,8 +31,10 @@ from siteagent.core.scheduling import plan
 from siteagent.market.reservations import OfferRefused, ReservationFailed, ReservationManager
 from siteagent.market.site import STORE_FILE
 from siteagent.market.store import ReservationRecord, ReservationState
-from tests.integration.lifecycle_site import LifecycleSite, ReplaySite, SlurmSite
-from tests.lifecycle import busy_trace, capacity_overruns, ours, record_offer
+from testbed.offers import record_offer
+from testbed.promises import capacity_overruns, ours
+from testbed.sites import LifecycleSite, ReplaySite, SlurmSite
+from testbed.traces import busy_trace
 
 S = ReservationState
 

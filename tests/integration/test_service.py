@@ -21,7 +21,7 @@ from typing import Any, Dict, Iterator, List
 import pytest
 import yaml
 
-from tests.system import free_port, stop, wait_until
+from testbed.processes import free_port, stop, wait_until
 
 SITEAGENT = Path(sys.executable).parent / "siteagent"
 

@@ -23,9 +23,9 @@ from siteagent.backends.sacct import sacct_waits
 from siteagent.backends.slurm import SlurmBackend, SlurmConfig
 from siteagent.cli.main import main
 from siteagent.core.waits import wait_table
-from tests.slurm_cluster import SlurmTestCluster
-from tests.slurm_queue import job_state, wait_for
-from tests.system import running_slurm
+from testbed.processes import running_slurm
+from testbed.slurm_cluster import SlurmTestCluster
+from testbed.slurm_queue import job_state, wait_for
 
 pytestmark = pytest.mark.slurm
 

@@ -25,9 +25,9 @@ from siteagent.core.scheduling import plan
 from siteagent.market.reservations import ReservationFailed
 from siteagent.market.site import Site, open_site
 from siteagent.market.store import ReservationRecord, ReservationState
-from tests.lifecycle import record_offer
-from tests.slurm_cluster import SlurmTestCluster
-from tests.slurm_queue import (
+from testbed.offers import record_offer
+from testbed.slurm_cluster import SlurmTestCluster
+from testbed.slurm_queue import (
     SIMPLE_PENDING,
     SIMPLE_RUNNING,
     job_state,

@@ -15,8 +15,8 @@ import pytest
 from siteagent.backends.base import BackendUnavailable, ReservationRefused
 from siteagent.backends.slurm import SlurmBackend, SlurmConfig, parse_slurm_time
 from siteagent.core.model import CapacityUnit, ClusterSnapshot, ReservationSpec
-from tests.slurm_cluster import SlurmTestCluster
-from tests.slurm_queue import job_state, wait_for
+from testbed.slurm_cluster import SlurmTestCluster
+from testbed.slurm_queue import job_state, wait_for
 
 pytestmark = pytest.mark.slurm
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.slurm_cluster import SlurmTestCluster
+from testbed.slurm_cluster import SlurmTestCluster
 
 pytestmark = pytest.mark.slurm
 

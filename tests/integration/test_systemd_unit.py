@@ -15,7 +15,7 @@ from typing import Dict, List
 
 import pytest
 
-from tests.system import require_programs
+from testbed.processes import require_programs
 
 pytestmark = pytest.mark.systemd
 

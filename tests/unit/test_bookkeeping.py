@@ -13,8 +13,8 @@ from siteagent.market import bookkeeping
 from siteagent.market.store import RECEIPT, REFUND, ReservationState, Store
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Cancellation, Receipt
-from tests.unit.deals import NOW, Party, receipt
-from tests.unit.test_store import requested
+from testbed.parties import NOW, Party, receipt
+from testbed.records import requested
 
 S = ReservationState
 

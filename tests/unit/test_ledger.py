@@ -26,9 +26,9 @@ from siteagent.market import deals
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Cancellation, Receipt, Signed
 from siteagent.protocol.errors import status_of
-from tests.unit.deals import NOW, Party, deal, receipt
+from testbed.parties import NOW, Party, deal, receipt
 
-PRICE = Decimal("43.40")  # 16 cores x 2 h x 1.25 + fee 3.4 (tests.unit.deals.offer)
+PRICE = Decimal("43.40")  # 16 cores x 2 h x 1.25 + fee 3.4 (testbed.parties.offer)
 
 
 class Clock:

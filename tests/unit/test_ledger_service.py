@@ -34,10 +34,10 @@ from siteagent.ledger.participants import load_participants
 from siteagent.ledger.service import create_app, open_ledger
 from siteagent.protocol import documents, keys
 from siteagent.protocol.documents import Signed
-from tests.system import free_port
-from tests.unit.deals import NOW, Party, receipt
+from testbed.parties import NOW, Party, receipt
+from testbed.processes import free_port
 
-PRICE = Decimal("43.40")  # tests.unit.deals.offer: 16 cores x 2 h x 1.25 + fee 3.4
+PRICE = Decimal("43.40")  # testbed.parties.offer: 16 cores x 2 h x 1.25 + fee 3.4
 
 
 @pytest.fixture

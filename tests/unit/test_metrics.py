@@ -31,7 +31,9 @@ from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import pricing_of
 from siteagent.market.store import ReservationState, Store
 from siteagent.pricing import Pricing
-from tests.lifecycle import FakeClock, FaultyBackend, record_offer, write_trace
+from testbed.fakes import FakeClock, FaultyBackend
+from testbed.offers import record_offer
+from testbed.traces import write_trace
 
 #: The default configuration's pricing.
 PRICING = pricing_of(PricingConfig())

@@ -1,4 +1,4 @@
-"""The pyslurm backend against a stand-in pyslurm (tests/pyslurm_standin): a real pyslurm needs
+"""The pyslurm backend against a stand-in pyslurm (testbed/standins/pyslurm): a real pyslurm needs
 a libslurm of its own version, which this machine does not have (see the stand-in's docstring).
 """
 
@@ -18,7 +18,7 @@ from siteagent.backends.base import BackendError, BackendUnavailable, Reservatio
 from siteagent.backends.slurm import SlurmConfig
 from siteagent.core.model import UNLIMITED_S, CapacityUnit, ReservationSpec
 
-STANDIN = Path(__file__).resolve().parent.parent / "pyslurm_standin"
+STANDIN = Path(__file__).resolve().parents[2] / "testbed" / "standins" / "pyslurm"
 
 
 @pytest.fixture

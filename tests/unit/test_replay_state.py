@@ -19,7 +19,8 @@ import pytest
 from siteagent.backends.base import BackendUnavailable, ReservationRefused
 from siteagent.backends.replay import SwfReplayBackend
 from siteagent.core.model import ClusterSnapshot, ReservationSpec
-from tests.lifecycle import FakeClock, write_trace
+from testbed.fakes import FakeClock
+from testbed.traces import write_trace
 
 T0 = 1_800_000_000
 

@@ -33,7 +33,10 @@ from siteagent.market.reservations import (
 )
 from siteagent.market.store import ReservationRecord, ReservationState, Store
 from siteagent.pricing.quote import DEFAULT_PENALTY_FACTOR
-from tests.lifecycle import FakeClock, FaultyBackend, record_offer, violations, write_trace
+from testbed.fakes import FakeClock, FaultyBackend
+from testbed.offers import record_offer
+from testbed.promises import violations
+from testbed.traces import write_trace
 
 #: What a confirm keeps and owes the ledger (its contents are the deals' business).
 A_RECEIPT = {"id": "a-receipt"}

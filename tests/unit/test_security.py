@@ -43,7 +43,7 @@ from siteagent.security.authentication import (
 from siteagent.security.clients import AuthorizedClient, load_authorized_clients
 from siteagent.security.errors import ConfirmRefused, Forbidden, ReplayCacheFull
 from siteagent.security.tls import ensure_self_signed, server_ssl_context
-from tests.unit.deals import NOW, Party, deal
+from testbed.parties import NOW, Party, deal
 
 URL = "https://hpc1.example.org:8443/v1/reservations/r-1/confirm"
 BODY = b'{"deal": {}}'

@@ -56,7 +56,7 @@ from siteagent.core.model import BatchReservation, ClusterSnapshot, Job
 from siteagent.core.scheduling import Policy, Task, plan
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.workload import Workload
-from tests.unit.helpers import swf_row, trace_prefix, write_swf
+from testbed.traces import swf_row, trace_prefix, write_swf
 
 FCFS, EASY, CONSERVATIVE = Policy.FCFS, Policy.EASY, Policy.CONSERVATIVE
 ALL_POLICIES = (FCFS, EASY, CONSERVATIVE)

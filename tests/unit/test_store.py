@@ -11,13 +11,11 @@ import sys
 import textwrap
 import threading
 import time
-from decimal import Decimal
 from pathlib import Path
 from typing import List
 
 import pytest
 
-from siteagent.core.model import CapacityUnit
 from siteagent.core.waits import QueueWait
 from siteagent.market import store as store_module
 from siteagent.market.store import (
@@ -31,46 +29,16 @@ from siteagent.market.store import (
     Store,
     StoreError,
 )
-from tests.unit.helpers import an_offer
+from testbed.offers import an_offer
+from testbed.records import a_record, requested
 
 S = ReservationState
 REPO = Path(__file__).resolve().parents[2]
 
 
-def a_record(rid: str = "r1", offer_id: str = "o1") -> ReservationRecord:
-    return ReservationRecord(
-        id=rid,
-        name="sa-" + rid,
-        offer_id=offer_id,
-        client="alice",
-        accept_key="k-" + rid,
-        state=S.REQUESTED,
-        start=1000,
-        end=4600,
-        size=4,
-        unit=CapacityUnit.CORE,
-        users=("alice",),
-        accounts=("proj",),
-        unit_price=Decimal("1.10"),
-        fee=Decimal("0.333"),
-        total=Decimal("4.73"),
-        penalty_factor=Decimal("0.1"),
-        created=10.0,
-        updated=10.0,
-    )
-
-
 @pytest.fixture
 def db(tmp_path: Path) -> Store:
     return Store(str(tmp_path / "state" / "siteagent.sqlite3"))
-
-
-def requested(db: Store, rid: str = "r1") -> ReservationRecord:
-    offer_id = "o-" + rid
-    db.add_offer(an_offer(offer_id), 5.0)
-    record = a_record(rid, offer_id)
-    db.add_reservation(record, "alice", "accepted", Remember("alice", record.accept_key, "a"))
-    return record
 
 
 # --------------------------------------------------------------------------- schema

@@ -19,7 +19,7 @@ from siteagent.sim.workload import (
     UnsimulableJob,
     Workload,
 )
-from tests.unit.helpers import TRACES, swf_row, swf_text, write_swf
+from testbed.traces import TRACES, swf_row, swf_text, write_swf
 
 # -- header --------------------------------------------------------------------------------------
 

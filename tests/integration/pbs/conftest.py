@@ -1,4 +1,4 @@
-"""Fixtures for the tests against the OpenPBS stand-in (tests/pbs_standin).
+"""Fixtures for the tests against the OpenPBS stand-in (testbed/standins/pbs).
 
 ``sdsc`` is one stand-in server for the module, replaying the bundled SDSC-SP2 slice on 8
 vnodes of 16 CPUs, two days into the trace (8 jobs running, a few queued); its reservations
@@ -9,13 +9,11 @@ another trace or setting; every server is stopped by its PID at the end.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterator, List, Sequence
+from typing import Any, Iterator, List, Sequence
 
 import pytest
 
-from tests.pbs_standin.harness import StandinServer
-
-StartStandin = Callable[..., StandinServer]
+from testbed.standins.pbs.harness import StandinServer, StartStandin
 
 
 def write_trace(path: Path, rows: Sequence[Sequence[int]], max_procs: int) -> Path:

@@ -15,8 +15,7 @@ import pytest
 from siteagent.backends.base import BackendError, BackendUnavailable, ReservationRefused
 from siteagent.backends.pbs import PbsBackend, PbsConfig
 from siteagent.core.model import CapacityUnit, ClusterSnapshot, ReservationSpec
-from tests.integration.pbs.conftest import StartStandin
-from tests.pbs_standin.harness import StandinServer
+from testbed.standins.pbs.harness import StandinServer, StartStandin
 
 
 def backend(server: StandinServer, **kw: Any) -> PbsBackend:

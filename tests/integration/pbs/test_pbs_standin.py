@@ -14,9 +14,8 @@ from typing import Any, Dict, List
 from zoneinfo import ZoneInfo
 
 from siteagent.backends.pbs import parse_pbs_time, rstat_blocks
-from tests.integration.pbs.conftest import StartStandin
-from tests.pbs_standin.commands import RDEL_USAGE, RSUB_USAGE
-from tests.pbs_standin.harness import StandinServer
+from testbed.standins.pbs.commands import RDEL_USAGE, RSUB_USAGE
+from testbed.standins.pbs.harness import StandinServer, StartStandin
 
 #: C ctime() without the newline: the day is padded with a space (§1).
 CTIME_RE = re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ 1-3]\d \d\d:\d\d:\d\d \d{4}$")

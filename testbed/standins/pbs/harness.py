@@ -1,8 +1,8 @@
 """Start and stop the stand-in server for the tests, and run its commands.
 
 ``StandinServer`` writes a ``pbs.conf`` naming the server and its socket into a fresh
-directory, starts ``python -m tests.pbs_standin.server`` there (stopped again by its PID), and
-gives the environment under which the commands in ``tests/pbs_standin/bin`` reach it:
+directory, starts ``python -m testbed.standins.pbs.server`` there (stopped again by its PID), and
+gives the environment under which the commands in ``testbed/standins/pbs/bin`` reach it:
 ``PATH`` with that directory first and ``PBS_CONF_FILE``.
 """
 
@@ -14,11 +14,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from tests.pbs_standin import protocol
+from testbed.standins.pbs import protocol
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 BIN = Path(__file__).resolve().parent / "bin"
 
 
@@ -79,7 +79,7 @@ class StandinServer:
         self.conf.write_text(f"PBS_SERVER={self.server}\nPBS_STANDIN_SOCKET={self.socket}\n")
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.pbs_standin.server", *self.args],
+                [sys.executable, "-m", "testbed.standins.pbs.server", *self.args],
                 cwd=REPO,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -140,3 +140,7 @@ class StandinServer:
             timeout=60,
             check=False,
         )
+
+
+#: What the ``start_standin`` fixture gives a test: starts one more server with these options.
+StartStandin = Callable[..., StandinServer]

@@ -10,7 +10,7 @@ The recipe and the reasons behind each setting are in ``docs/slurm.md`` §1:
 ``%n`` in the slurmd paths lets several slurmd share one host, private ports keep it apart from
 any other cluster on the machine, ``bf_interval=5`` makes backfill estimates appear within
 seconds, and no accounting keeps slurmdbd out of the picture (``accounting=True`` adds a private
-slurmdbd for the tests that need ``sacct``: tests/slurm_accounting.py).
+slurmdbd for the tests that need ``sacct``: testbed/slurm_accounting.py).
 
 Every command is an argument list, never a shell string. Needs root (slurmd runs jobs as their
 owners) and Debian's ``munge slurmctld slurmd slurm-client`` (tests/setup/install-system-deps).
@@ -32,7 +32,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Type
 
 if TYPE_CHECKING:
-    from tests.slurm_accounting import SlurmAccounting
+    from testbed.slurm_accounting import SlurmAccounting
 
 #: Binaries the cluster needs; missing ones are reported by name.
 REQUIRED_BINARIES = (
@@ -132,7 +132,7 @@ class SlurmTestCluster:
         self.node_ports: Dict[str, int] = {}
         self.startup_seconds = 0.0
         self._started = False
-        #: with ``accounting``, a private mariadbd + slurmdbd (tests/slurm_accounting.py)
+        #: with ``accounting``, a private mariadbd + slurmdbd (testbed/slurm_accounting.py)
         self.accounting: Optional[SlurmAccounting] = None
         self._with_accounting = accounting
 
@@ -196,7 +196,7 @@ class SlurmTestCluster:
                 del self.env[key]
         self._started = True
         if self._with_accounting:
-            from tests.slurm_accounting import SlurmAccounting
+            from testbed.slurm_accounting import SlurmAccounting
 
             self.accounting = SlurmAccounting(self.dir, self.env)
             self.accounting.start()

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from tests.slurm_cluster import ClusterError, _pid_alive, _tail, free_ports
+from testbed.slurm_cluster import ClusterError, _pid_alive, _tail, free_ports
 
 #: Programs accounting needs beyond the cluster's own.
 ACCOUNTING_BINARIES = ("mariadb-install-db", "mariadbd", "mariadb", "slurmdbd", "sacctmgr", "sacct")

@@ -18,8 +18,8 @@ from typing import Any, Dict, Iterator
 
 import pytest
 
-from tests.slurm_accounting import missing_accounting_binaries
-from tests.slurm_cluster import ClusterError, SlurmTestCluster, missing_binaries
+from testbed.slurm_accounting import missing_accounting_binaries
+from testbed.slurm_cluster import ClusterError, SlurmTestCluster, missing_binaries
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

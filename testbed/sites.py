@@ -23,10 +23,10 @@ from siteagent.core.model import CapacityUnit
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import REPLAY_STATE_FILE, STORE_FILE
 from siteagent.market.store import Store
-from tests.slurm_cluster import SlurmTestCluster
-from tests.system import free_port
+from testbed.processes import free_port
+from testbed.slurm_cluster import SlurmTestCluster
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 #: Beyond one poll interval, how long an agent's cycle may take to act (snapshot, plan,
 #: housekeeping, each an fsync'ed write) on a busy two-core CI machine.
@@ -85,7 +85,7 @@ class LifecycleSite:
         ]
 
     def argv(self, args: List[str], crash: Optional[str] = None) -> List[str]:
-        launcher = [sys.executable, "-m", "tests.integration.crashrun"]
+        launcher = [sys.executable, "-m", "testbed.crashrun"]
         return launcher + (["--crash", crash] if crash else []) + ["--", *args]
 
     def start_agent(self, crash: Optional[str] = None) -> subprocess.Popen[str]:

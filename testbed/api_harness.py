@@ -27,8 +27,9 @@ from siteagent.market.deals import Deals
 from siteagent.market.site import Site, open_site
 from siteagent.protocol import signing
 from siteagent.security import authentication
-from tests.lifecycle import FaultyBackend, write_trace
-from tests.unit.deals import Party
+from testbed.fakes import FaultyBackend
+from testbed.parties import Party
+from testbed.traces import write_trace
 
 with warnings.catch_warnings():  # Starlette now prefers httpx2; httpx still works
     warnings.simplefilter("ignore")

@@ -19,7 +19,7 @@ PBS's commands do.
 With ``--exclusive`` every vnode has ``sharing=force_excl``: jobs and reservations take whole
 vnodes and the simulator counts vnodes, not CPUs.
 
-Run: ``python -m tests.pbs_standin.server --socket PATH [options]`` (see ``--help``).
+Run: ``python -m testbed.standins.pbs.server --socket PATH [options]`` (see ``--help``).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from siteagent.core.scheduling import Policy, ReservationConflict, Task
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.swf import SwfJob, parse_record
 from siteagent.sim.workload import Workload
-from tests.pbs_standin.protocol import (
+from testbed.standins.pbs.protocol import (
     PBSE_BADATVAL,
     PBSE_BADTSPEC,
     PBSE_INTERNAL,

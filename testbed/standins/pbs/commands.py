@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from tests.pbs_standin.protocol import (
+from testbed.standins.pbs.protocol import (
     PBSE_NOCONNECTS,
     PBSE_UNKRESC,
     NoConnection,
@@ -81,7 +81,7 @@ def err(text: str) -> None:
 
 def not_reproduced(cmd: str, what: str, status: int) -> int:
     """Honest refusal for what real PBS does and the stand-in does not (see the README)."""
-    err(f"{cmd}: {what} is not reproduced by the PBS stand-in (tests/pbs_standin/README.md)\n")
+    err(f"{cmd}: {what} is not reproduced by the PBS stand-in (testbed/standins/pbs/README.md)\n")
     return status
 
 

@@ -1,15 +1,18 @@
-"""Small helpers shared by the core's unit tests: writing SWF files by hand, an offer."""
+"""SWF traces written by hand for the tests: a few jobs, a busy stream, a bundled trace's start.
+
+``write_trace``/``busy_trace`` build the small clusters the lifecycle tests replay (jobs as
+tuples); ``swf_row``/``write_swf`` build records field by field for the parser's and the
+simulator's tests.
+"""
 
 from __future__ import annotations
 
 import gzip
-from decimal import Decimal
+import random
 from pathlib import Path
-from typing import Iterable, List, Optional, Sequence
+from typing import Iterable, List, Optional, Sequence, Tuple
 
-from siteagent.core.model import Offer, Request
-
-TRACES = Path(__file__).resolve().parents[2] / "traces"
+TRACES = Path(__file__).resolve().parents[1] / "traces"
 
 
 def swf_row(
@@ -87,16 +90,28 @@ def trace_prefix(name: str, jobs: int, path: Path) -> Path:
     return Path(path)
 
 
-def an_offer(offer_id: str = "o1") -> Offer:
-    """A 4-core, one-hour offer at 1000 that expires at 2000, with exact money in it."""
-    return Offer(
-        id=offer_id,
-        request=Request(cores=4, duration=3600, max_price=Decimal("2.50"), deadline=99),
-        start=1000,
-        duration=3600,
-        size=4,
-        unit_price=Decimal("1.10"),
-        fee=Decimal("0.333"),
-        expires=2000,
-        site="here",
-    )
+#: An SWF job: (submit, run time, processors, requested time), seconds from the trace start.
+SwfJob = Tuple[int, int, int, int]
+
+
+def write_trace(path: Path, jobs: Iterable[SwfJob], max_procs: int) -> str:
+    """A plain SWF file with these jobs (the fields the simulator reads; the rest -1)."""
+    lines = ["; Version: 2.2", "; Computer: lifecycle test cluster", f"; MaxProcs: {max_procs}"]
+    for number, (submit, run, procs, req_time) in enumerate(jobs, start=1):
+        fields = [number, submit, -1, run, procs, -1, -1, procs, req_time]
+        lines.append(" ".join(str(v) for v in fields + [-1, 1] + [-1] * 7))
+    path.write_text("\n".join(lines) + "\n", encoding="latin-1")
+    return str(path)
+
+
+def busy_trace(path: Path, seed: int, cores: int = 64, jobs: int = 4000) -> str:
+    """A steady stream of small jobs (about half the machine busy) for tests that need a
+    living cluster: jobs start and end while reservations come and go."""
+    rng = random.Random(seed)
+    rows: List[SwfJob] = []
+    t = 0
+    for _ in range(jobs):
+        t += rng.randint(1, 12)
+        run = rng.randint(10, 240)
+        rows.append((t, run, rng.randint(1, cores // 8), run + rng.randint(0, 120)))
+    return write_trace(path, rows, cores)
