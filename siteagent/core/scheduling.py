@@ -592,10 +592,11 @@ def plan(
             continue
         pending.append(task)
     reserved = [window for key, window in engine.reservations.items() if not _is_pin(key)]
+    # read before the prediction runs: it drops each pin once its window has passed
+    pinned_at = {task.key: engine.reservations[("pinned", task.key)][0] for task in pinned}
     starts = _predict_starts(engine, now, running, pending)
-    pinned_keys = {task.key for task in pinned}
-    for task in pinned:
-        starts[task.key] = engine.reservations[("pinned", task.key)][0]
+    starts.update(pinned_at)
+    pinned_keys = set(pinned_at)
     result.profile = _profile_of(snapshot, held, reserved, pinned + pending, starts)
     for task in pending + pinned:
         key = str(task.key)

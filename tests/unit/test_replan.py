@@ -10,7 +10,7 @@ path answers, its starts are exactly ``plan(..., extra_reservations=[window])``'
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
 from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
@@ -29,22 +29,16 @@ MIN_MOVED = 0.15
 
 
 @st.composite
-def queues(
-    draw: st.DrawFn, kinds: Sequence[str] = ("not_before", "expected_start")
-) -> ClusterSnapshot:
+def queues(draw: st.DrawFn) -> ClusterSnapshot:
     """A snapshot, one in three with queued jobs that join later (``not_before``) or that the
-    batch system pinned (``expected_start``): the plans the fast path must decline.
-
-    One kind per snapshot: with both, ``plan()`` itself fails (see
-    test_scheduling.py: test_a_pinned_job_keeps_its_start_when_the_prediction_runs_past_it).
-    """
+    batch system pinned (``expected_start``), or both: the plans the fast path must decline."""
     snapshot = draw(snapshots())
     if draw(st.integers(0, 2)) > 0:  # two in three: as the batch system queued them
         return snapshot
-    kind = draw(st.sampled_from(kinds))
     pending = []
     for job in snapshot.pending:
-        if draw(st.booleans()):
+        kind = draw(st.sampled_from(["as queued", "not_before", "expected_start"]))
+        if kind != "as queued":
             later = snapshot.now + draw(st.integers(1, 5000))
             job = dataclasses.replace(job, **{kind: later})
         pending.append(job)
@@ -123,7 +117,7 @@ def test_the_fast_path_answers_every_plain_conservative_queue(
 
 
 @settings(max_examples=100, deadline=None)
-@given(queues(kinds=("not_before",)), st.data())
+@given(queues(), st.data())
 def test_the_fast_path_leaves_easy_plans_to_planning_from_scratch(
     snapshot: ClusterSnapshot, data: st.DataObject
 ) -> None:

@@ -351,12 +351,6 @@ def test_plan_job_with_a_begin_time_waits_for_it() -> None:
         assert plan(snapshot, policy).starts == {"later": 150, "now": 100}, policy
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=KeyError,
-    reason="known bug, not fixed here: plan() reads a pinned job's start from the engine's "
-    "reservations after the prediction has already let the pin end and dropped it",
-)
 @pytest.mark.parametrize(
     ("policy", "p0_not_before"), [(FCFS, None), (EASY, None), (CONSERVATIVE, 105)]
 )
@@ -366,7 +360,8 @@ def test_a_pinned_job_keeps_its_start_when_the_prediction_runs_past_it(
     """P=1: p1 is held at the batch system's expected start 101 for its 1 s; p0 (10 s) cannot
     start before that ends, at 102 (or its begin time 105), so the prediction runs past the
     pin. Conservative only runs forward while a job is still to arrive, hence the begin time.
-    Found by tests/unit/test_replan.py's strategy; remove the xfail mark once plan() holds."""
+    Found by tests/unit/test_replan.py's strategy: plan() read the pinned start after the
+    prediction had let the pin end and dropped it (KeyError)."""
     snapshot = ClusterSnapshot(
         now=100,
         capacity=1,
