@@ -36,7 +36,8 @@ def violations(
     came up (batch-system clock), so a deadline that passed while it was down counts from
     then. ``clock`` is the batch system's. ``confirmed`` are reservation ids known to have
     been confirmed at some point (answers received, or seen in the store);
-    ``cancelled_by_us`` those the test itself cancelled. The batch system is listed before
+    ``cancelled_by_us`` those the test itself cancelled. A confirmed reservation always has
+    its receipt (they are written together). The batch system is listed before
     the store and the clock are read, the order in which the agent's own reconciliation
     reads them.
     """
@@ -62,6 +63,12 @@ def violations(
             and (record.name not in held)
         ):
             problems.append(f"confirmed reservation {rid} is missing from the batch system")
+    for record in records.values():
+        if (
+            record.state in (S.CONFIRMED, S.ACTIVE, S.COMPLETED)
+            and store.receipt(record.id) is None
+        ):
+            problems.append(f"{record.id} is {record.state.value} without its receipt")
     for record in records.values():
         due = max(record.deadline, agent_up_since) if record.deadline is not None else now
         overdue = now - due

@@ -14,7 +14,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO, Callable, List, Optional, Union
+from typing import IO, Callable, List, Optional, Tuple, Union
+
+import yaml
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from siteagent.backends.base import Backend
 from siteagent.backends.replay import SwfReplayBackend
@@ -23,6 +26,7 @@ from siteagent.core.model import CapacityUnit
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import REPLAY_STATE_FILE, STORE_FILE
 from siteagent.market.store import Store
+from siteagent.protocol.keys import private_key_pem, public_key_text, write_private
 from testbed.processes import free_port
 from testbed.slurm_cluster import SlurmTestCluster
 
@@ -54,6 +58,7 @@ class LifecycleSite:
         self.prefix = prefix
         self.processes: List[subprocess.Popen[str]] = []
         self._log: IO[str] = open(self.state_dir / "agent.log", "a", encoding="utf-8")  # noqa: SIM115
+        self.buyer, self.buyer_key = authorize_buyer(state_dir, "tester@ci")
 
     def backend_args(self) -> List[str]:
         """Options that point a command at this site's batch system."""
@@ -83,6 +88,12 @@ class LifecycleSite:
             "--name-prefix",
             self.prefix,
         ]
+
+    def buyer_args(self, signs: bool = False) -> List[str]:
+        """Who a command acts for: the site's authorized buyer (and its key, to sign a
+        confirm)."""
+        key = ["--signing-key", str(self.buyer_key)] if signs else []
+        return ["--client", self.buyer, *key]
 
     def argv(self, args: List[str], crash: Optional[str] = None) -> List[str]:
         launcher = [sys.executable, "-m", "testbed.crashrun"]
@@ -145,6 +156,18 @@ class LifecycleSite:
                 process.kill()
                 process.wait()
         self._log.close()
+
+
+def authorize_buyer(state_dir: Path, key_id: str) -> Tuple[str, Path]:
+    """A buyer's key pair, admitted in the site's authorized-clients file (its default place
+    in the state directory) for the scheduler user root, the one every test cluster knows."""
+    key = Ed25519PrivateKey.generate()
+    key_file = state_dir / "buyer.key"
+    write_private(key_file, private_key_pem(key), overwrite=True)
+    entry = {"public_key": public_key_text(key.public_key()), "user": "root"}
+    clients = yaml.safe_dump({"clients": {key_id: entry}})
+    (state_dir / "authorized_clients.yaml").write_text(clients, encoding="utf-8")
+    return key_id, key_file
 
 
 class ReplaySite(LifecycleSite):

@@ -103,8 +103,8 @@ class Campaign:
 
     # ---- processes
 
-    def args(self, *args: str) -> List[str]:
-        return [*args, "--client", "tester", "--json", *self.site.lifecycle_args()]
+    def args(self, *args: str, signs: bool = False) -> List[str]:
+        return [*args, *self.site.buyer_args(signs), "--json", *self.site.lifecycle_args()]
 
     def start_agent(self, crash: Optional[str] = None) -> None:
         """Start ``siteagent serve``; it is up once its log shows a first cycle's line."""
@@ -196,7 +196,7 @@ class Campaign:
         if rid is None:
             return
         result = self.drive(
-            self.args("reservations", "confirm", rid, "--key", uuid.uuid4().hex),
+            self.args("reservations", "confirm", rid, "--key", uuid.uuid4().hex, signs=True),
             CONFIRM_POINTS,
             point,
         )
