@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import os
+import secrets
 from pathlib import Path
 
 from cryptography.hazmat.primitives import serialization
@@ -64,11 +65,23 @@ def load_private_key(path: Path) -> Ed25519PrivateKey:
 
 
 def load_or_create_site_key(path: Path) -> Ed25519PrivateKey:
-    """The agent's own signing key, made on first start so that no setup step is needed."""
+    """The agent's own signing key, made on first start so that no setup step is needed.
+
+    Several processes may start at once (``serve`` and the administrator's commands share the
+    state directory): a new key is written whole to a file of its own and linked into place,
+    which only one can do; the others read the winner's.
+    """
     if path.exists():
         return load_private_key(path)
     key = Ed25519PrivateKey.generate()
-    write_private(path, private_key_pem(key))
+    draft = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    write_private(draft, private_key_pem(key))
+    try:
+        os.link(draft, path)
+    except FileExistsError:
+        return load_private_key(path)
+    finally:
+        draft.unlink()
     return key
 
 

@@ -304,9 +304,18 @@ class Campaign:
         self.settle()
 
     def settle(self) -> None:
-        """Stop, let every deadline pass, and check the end state."""
-        deadlines = [r.deadline or 0 for r in self.records(S.TENTATIVE, S.REQUESTED)]
-        while self.clock() < max(deadlines, default=0) + self.site.grace_s:
+        """Stop, let every deadline pass, and check the end state. An accept killed after
+        writing its intent (REQUESTED) is the agent's to resolve at its next cycle, into
+        FAILED or into TENTATIVE with a fresh deadline, which is then waited for in turn."""
+        while True:
+            unsettled = self.records(S.TENTATIVE, S.REQUESTED)
+            due = [
+                (r.deadline if r.state is S.TENTATIVE and r.deadline else r.created)
+                + self.site.grace_s
+                for r in unsettled
+            ]
+            if self.clock() >= max(due, default=0):
+                break
             time.sleep(0.1)
         self.check()
         left = self.records(S.TENTATIVE, S.REQUESTED)

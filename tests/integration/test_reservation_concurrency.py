@@ -138,7 +138,7 @@ def test_fifty_threads_accepting_at_once(contended: Contended) -> None:
             manager.accept(offer.id, f"client-{index}", "k")
             outcomes.append("granted")
         except OfferRefused as refused:
-            outcomes.append(refused.code)
+            outcomes.append(refused.reason)
         except ReservationFailed as exc:
             outcomes.append(f"error: {exc.record.id}")
 

@@ -5,6 +5,7 @@ JSON (RFC 8785); signed confirms and receipts; TLS files; ``siteagent keys``."""
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import contextlib
 import datetime
 import json
@@ -738,3 +739,14 @@ def test_keys_command_refuses_a_user_name_the_clients_file_would_refuse(
     assert main(["keys", str(tmp_path), "--user", "Not A User"]) == 1
     assert "--user" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_processes_starting_at_once_share_one_site_key(tmp_path: Path) -> None:
+    """``serve`` and the administrator's commands may make the site key at the same moment:
+    every one of them ends up with the same key, and the file is whole."""
+    path = tmp_path / "site.key"
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        keys = list(pool.map(lambda _: load_or_create_site_key(path), range(16)))
+    texts = {public_key_text(key.public_key()) for key in keys}
+    assert texts == {public_key_text(load_private_key(path).public_key())}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["site.key"]
