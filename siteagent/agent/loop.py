@@ -18,6 +18,7 @@ import time
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Set
 
 from siteagent.backends.base import Backend, BackendError
+from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
 from siteagent.core.model import ClusterSnapshot
 from siteagent.core.scheduling import Policy, plan
 from siteagent.core.waits import QueueWait
@@ -49,7 +50,7 @@ class Agent:
         self,
         backend: Backend,
         policy: Policy = Policy.CONSERVATIVE,
-        poll_interval_s: float = 30.0,
+        poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
         manager: Optional[ReservationManager] = None,
         store: Optional[Store] = None,

@@ -47,6 +47,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 import siteagent
 from siteagent.backends.base import Backend, BackendUnavailable, ReservationRefused
 from siteagent.config.schema import ReferenceRequest
+from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
 from siteagent.core.model import BatchReservation, ClusterSnapshot, Request, ReservationSpec
 from siteagent.core.slots import advertise
 from siteagent.market.store import ReservationState, Store
@@ -94,7 +95,7 @@ class Metrics:
         reference_requests: Sequence[ReferenceRequest] = (),
         reference_interval_s: float = 0.0,
         store: Optional[Store] = None,
-        poll_interval_s: float = 30.0,
+        poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
         site: str = "",
     ) -> None:

@@ -44,6 +44,7 @@ from importlib import resources
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from siteagent.backends.base import Backend, BackendError, BackendUnavailable, ReservationRefused
+from siteagent.core.defaults import DEFAULT_REPLAY_OFFSET_S, DEFAULT_REPLAY_SPEED
 from siteagent.core.model import BatchReservation, ClusterSnapshot, Job, ReservationSpec
 from siteagent.core.scheduling import Policy, ReservationConflict, Task
 from siteagent.sim.simulator import Simulator
@@ -90,8 +91,8 @@ class SwfReplayBackend(Backend):
     def __init__(
         self,
         trace: Optional[str] = None,
-        speed: float = 1.0,
-        offset_s: int = 2 * 86400,
+        speed: float = DEFAULT_REPLAY_SPEED,
+        offset_s: int = DEFAULT_REPLAY_OFFSET_S,
         cores: Optional[int] = None,
         policy: Policy = Policy.EASY,
         clock: Callable[[], float] = time.time,
@@ -152,8 +153,8 @@ class SwfReplayBackend(Backend):
         if saved is None:
             return cls(
                 trace,
-                1.0 if speed is None else speed,
-                2 * 86400 if offset_s is None else offset_s,
+                DEFAULT_REPLAY_SPEED if speed is None else speed,
+                DEFAULT_REPLAY_OFFSET_S if offset_s is None else offset_s,
                 clock=clock,
                 state_file=state_file,
             )

@@ -32,6 +32,7 @@ from siteagent.cli import (
     reservations as cli_reservations,
 )
 from siteagent.config.schema import Config
+from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
 from siteagent.core.scheduling import Policy
 from siteagent.market.reservations import LifecycleError
 from siteagent.market.store import StoreError
@@ -140,7 +141,7 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--poll-interval",
         type=float,
         metavar="SECONDS",
-        help="(default: planner.poll_interval_s, 30)",
+        help=f"(default: planner.poll_interval_s, {DEFAULT_POLL_INTERVAL_S:g})",
     )
     sub.add_argument("--listen", metavar="ADDRESS", help="API address (default: api.listen)")
     sub.add_argument("--port", type=int, metavar="N", help="API port (default: api.port, 8443)")

@@ -1,7 +1,7 @@
 """Parsers of the Slurm backend against output captured from the real 22.05 test cluster.
 
 The ``*-constructed.json`` fixtures stand in for Slurm 23.02+ (data_parser layout), built by
-hand from notes/slurm-cli.md §9; they check that one parser accepts both shapes and gives the
+hand from docs/slurm.md §9; they check that one parser accepts both shapes and gives the
 same jobs and nodes for the same cluster state.
 """
 
@@ -15,25 +15,16 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from siteagent.backends.base import BackendUnavailable
-from siteagent.backends.slurm import (
-    SlurmConfig,
-    SlurmJobs,
-    array_indices,
-    build_snapshot,
-    detect_layout,
-    expand_hostlist,
-    is_unavailable,
-    number,
-    parse_duration,
-    parse_jobs,
-    parse_nodes,
-    parse_reservations,
-    parse_running_text,
-    parse_slurm_time,
-    parse_time_limit,
-    reservation_args,
-    state_words,
-)
+from siteagent.backends.slurm.arguments import reservation_args
+from siteagent.backends.slurm.config import SlurmConfig
+from siteagent.backends.slurm.errors import is_unavailable
+from siteagent.backends.slurm.hostlist import array_indices, expand_hostlist
+from siteagent.backends.slurm.jobs import SlurmJobs, parse_jobs, parse_running_text
+from siteagent.backends.slurm.layout import detect_layout, number, state_words
+from siteagent.backends.slurm.nodes import parse_nodes
+from siteagent.backends.slurm.reservations import parse_reservations
+from siteagent.backends.slurm.snapshot import build_snapshot
+from siteagent.backends.slurm.times import parse_duration, parse_slurm_time, parse_time_limit
 from siteagent.core.model import UNLIMITED_S, CapacityUnit, Job, ReservationSpec
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "slurm"
@@ -329,7 +320,7 @@ def test_wrapped_format_parses_like_one_line_format() -> None:
 
 def test_no_reservations_and_endless_reservation() -> None:
     assert parse_reservations("No reservations in the system\n") == []
-    # from notes/slurm-cli.md §6.3: Duration=0 gives EndTime=Unknown
+    # from docs/slurm.md §6.3: Duration=0 gives EndTime=Unknown
     line = (
         "ReservationName=b23 StartTime=2026-11-22T08:38:17 EndTime=Unknown "
         "Duration=28930-21:49:58 Nodes=n1 NodeCnt=1 CoreCnt=16 Features=(null) "
