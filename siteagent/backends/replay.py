@@ -58,10 +58,24 @@ LOOP_GAP_S = 3600
 #: Version of the state file's layout.
 STATE_FORMAT = 1
 
+#: The state file's name in the agent's state directory.
+REPLAY_STATE_FILE = "replay-state.json"
+
 
 def bundled_trace() -> str:
     """Path of the trace shipped with the package (3,000 jobs of SDSC-SP2, 128 cores)."""
     return str(resources.files("siteagent") / "data" / "sdsc-sp2-slice.swf.gz")
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """What a configuration says about the replayed cluster. An option left None is the saved
+    cluster's (or the default, for a new one), so that a restarted agent with no configuration
+    finds its cluster again."""
+
+    trace: Optional[str] = None
+    speed: Optional[float] = None
+    offset_s: Optional[int] = None
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import IO, Callable, List, Optional, Union
 
 from siteagent.backends.base import Backend
-from siteagent.backends.replay import SwfReplayBackend
+from siteagent.backends.replay import REPLAY_STATE_FILE, SwfReplayBackend
 from siteagent.backends.slurm import SlurmBackend, SlurmConfig
 from siteagent.core.model import CapacityUnit
 from siteagent.market.reservations import ReservationManager
-from siteagent.market.site import REPLAY_STATE_FILE, STORE_FILE
+from siteagent.market.site import STORE_FILE
 from siteagent.market.store import Store
 from tests.slurm_cluster import SlurmTestCluster
 from tests.system import free_port
