@@ -45,9 +45,10 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from siteagent.backends.base import Backend, BackendError, BackendUnavailable, ReservationRefused
 from siteagent.core.defaults import DEFAULT_REPLAY_OFFSET_S, DEFAULT_REPLAY_SPEED
-from siteagent.core.model import BatchReservation, ClusterSnapshot, Job, ReservationSpec
+from siteagent.core.model import BatchReservation, ClusterSnapshot, ReservationSpec
 from siteagent.core.scheduling import Policy, ReservationConflict, Task
 from siteagent.sim.simulator import Simulator
+from siteagent.sim.snapshot import snapshot_of
 from siteagent.sim.workload import Workload
 
 log = logging.getLogger("siteagent.backends.replay")
@@ -197,13 +198,8 @@ class SwfReplayBackend(Backend):
     def snapshot(self) -> ClusterSnapshot:
         with self._exclusive():
             self._advance()
-            return ClusterSnapshot(
-                now=self._simulator.now + self._shift,
-                capacity=self.cores,
-                running=tuple(self._job(task) for task in self._simulator.running),
-                pending=tuple(self._job(task) for task in self._simulator.queued),
-                reservations=tuple(self._reservations.values()),
-                backend=self.name,
+            return snapshot_of(
+                self._simulator, self._shift, self._reservations.values(), backend=self.name
             )
 
     def create_reservation(self, spec: ReservationSpec) -> BatchReservation:
@@ -328,17 +324,6 @@ class SwfReplayBackend(Backend):
             self._applied += 1
 
     # -- helpers ---------------------------------------------------------------------------------
-
-    def _job(self, task: Task) -> Job:
-        start = None if task.start is None else task.start + self._shift
-        return Job(
-            id=str(task.key),
-            cores=task.size,
-            submit=task.submit + self._shift,
-            limit=task.estimate,
-            start=start,
-            nodes=task.size,
-        )
 
     def _looped_tasks(self, cores: Optional[int]) -> Iterator[Task]:
         """The trace over and over, each pass shifted past the previous one; keys unique."""
