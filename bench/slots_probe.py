@@ -20,6 +20,7 @@ from siteagent.core.scheduling import Policy, plan
 from siteagent.core.slots import advertise
 from siteagent.pricing import ExternalityFee, FlatPrice, Pricing
 from siteagent.sim import LoadScaling, Simulator, Workload
+from siteagent.sim.snapshot import snapshot_of
 
 
 def build(args: argparse.Namespace) -> int:
@@ -48,30 +49,31 @@ def build(args: argparse.Namespace) -> int:
         simulator.advance_to(t)
         if len(simulator.queued) >= args.pending:
             break
-    now = simulator.now
-    running = [
-        [str(task.key), task.size, task.submit, task.estimate, task.start]
-        for task in simulator.running
-    ]
-    pending = [[str(task.key), task.size, task.submit, task.estimate] for task in simulator.queued]
+    snapshot = snapshot_of(simulator)
     workload.close()
-    snapshot = {
+    saved = {
         "trace": args.trace,
         "trace_cores": trace_cores,
         "interarrival_factor": factor,
-        "now": now,
-        "capacity": args.cores,
-        "running": running,
-        "pending": pending,
+        "now": snapshot.now,
+        "capacity": snapshot.capacity,
+        "running": [[*_row(job), job.start] for job in snapshot.running],
+        "pending": [_row(job) for job in snapshot.pending],
         "replay_s": time.perf_counter() - began,
     }
     with open(args.out, "w") as handle:
-        json.dump(snapshot, handle)
-    print(json.dumps({k: v for k, v in snapshot.items() if k not in ("running", "pending")}))
+        json.dump(saved, handle)
+    print(json.dumps({k: v for k, v in saved.items() if k not in ("running", "pending")}))
     return 0
 
 
+def _row(job: Job) -> List[Any]:
+    """A job as the snapshot file stores it: id, cores, submit, limit (then start, if running)."""
+    return [job.id, job.cores, job.submit, job.limit]
+
+
 def load_snapshot(path: str) -> ClusterSnapshot:
+    """The snapshot :func:`build` saved, read back."""
     with open(path) as handle:
         data = json.load(handle)
     running = tuple(

@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Sequence
 
 from bench.common import machine, md_table, median, write_results
-from siteagent.backends.slurm import SlurmBackend, reservation_args
+from siteagent.backends.slurm import SlurmBackend
+from siteagent.backends.slurm.arguments import reservation_args
 from siteagent.config import loading
 from siteagent.core.estimates import compare_starts
 from siteagent.core.model import ReservationSpec

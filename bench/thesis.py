@@ -26,11 +26,12 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from bench.common import RESULTS, TRACES, machine, md_table, running_compiled, write_results
 from siteagent.cli.console import progress_bar
-from siteagent.core.model import BatchReservation, ClusterSnapshot, Job, Request
-from siteagent.core.scheduling import Plan, Policy, ReservationConflict, Task
+from siteagent.core.model import Request
+from siteagent.core.scheduling import Policy, ReservationConflict, Task
 from siteagent.core.slots import advertise
 from siteagent.pricing import ExternalityFee, FlatPrice, Pricing, Refused, choose
 from siteagent.sim import LoadScaling, Simulator, Workload
+from siteagent.sim.snapshot import schedule_plan, snapshot_of
 
 TRACE_FILES = {
     "CTC-SP2": ("CTC-SP2-1996-3.1-cln.swf.gz", 430),
@@ -68,23 +69,6 @@ def _workload(name: str, overlay: float = 0.0) -> Workload:
 # -- (a) slot statistics ------------------------------------------------------------------------
 
 
-def schedule_plan(simulator: Simulator) -> Plan:
-    """The conservative engine's own schedule as a Plan: with exact estimates it is the plan."""
-    engine = simulator.engine
-    now = simulator.now
-    last_end = max(
-        [task.window_end for task in engine.queue] + [t.window_end for t in simulator.running],
-        default=now,
-    )
-    return Plan(
-        now=now,
-        capacity=engine.capacity,
-        policy=Policy.CONSERVATIVE,
-        profile=engine.profile,
-        horizon=max(now + HORIZON_S, last_end + 300),
-    )
-
-
 def slot_statistics(name: str, period: int, days: Optional[float]) -> Dict[str, Any]:
     workload = _workload(name)
     simulator = Simulator(workload.tasks(), workload.cores, Policy.CONSERVATIVE)
@@ -104,7 +88,7 @@ def slot_statistics(name: str, period: int, days: Optional[float]) -> Dict[str, 
             if t < next_sample:
                 continue
             next_sample = t + period
-            slots = advertise(schedule_plan(simulator))
+            slots = advertise(schedule_plan(simulator, HORIZON_S))
             counts.append(len(slots))
             in_system.append(len(simulator.running) + len(simulator.engine.queue))
             for slot in slots:
@@ -183,7 +167,7 @@ class Reserver:
             return True
         simulator = self.simulator_ref[0]
         alpha = self.rng.random() if self.alpha is None else self.alpha
-        snapshot = _snapshot(simulator)
+        snapshot = snapshot_of(simulator)
         request = Request(cores=task.size, duration=max(task.run, 1), earliest=simulator.now)
         try:
             alternatives = self.pricing.alternatives(self.pricing.context(snapshot), request)
@@ -202,29 +186,6 @@ class Reserver:
         self.fees.append(float(chosen.fee))
         self.waits.append(window.start - task.submit)
         return False
-
-
-def _snapshot(simulator: Simulator) -> ClusterSnapshot:
-    """The simulated cluster as the agent would see it: running, queued, reservations."""
-    running = tuple(
-        Job(id=str(t.key), cores=t.size, submit=t.submit, limit=t.estimate, start=t.start)
-        for t in simulator.running
-    )
-    pending = tuple(
-        Job(id=str(t.key), cores=t.size, submit=t.submit, limit=t.estimate)
-        for t in simulator.queued
-    )
-    reservations = tuple(
-        BatchReservation(name=str(key), start=start, end=end, cores=size)
-        for key, (start, end, size) in simulator.engine.reservations.items()
-    )
-    return ClusterSnapshot(
-        now=simulator.now,
-        capacity=simulator.cores,
-        running=running,
-        pending=pending,
-        reservations=reservations,
-    )
 
 
 def _first_days(tasks: Iterator[Task], until: int) -> Iterator[Task]:

@@ -20,11 +20,11 @@ import yaml
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from siteagent.backends.base import Backend
-from siteagent.backends.replay import SwfReplayBackend
+from siteagent.backends.replay import REPLAY_STATE_FILE, SwfReplayBackend
 from siteagent.backends.slurm import SlurmBackend, SlurmConfig
 from siteagent.core.model import CapacityUnit
 from siteagent.market.reservations import ReservationManager
-from siteagent.market.site import REPLAY_STATE_FILE, STORE_FILE
+from siteagent.market.site import STORE_FILE
 from siteagent.market.store import Store
 from siteagent.protocol.keys import private_key_pem, public_key_text, write_private
 from testbed.processes import free_port

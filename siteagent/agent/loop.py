@@ -20,6 +20,7 @@ from typing import Callable, List, Optional, Sequence, Set, Tuple
 from siteagent.agent.metrics import Metrics
 from siteagent.agent.state import State
 from siteagent.backends.base import Backend, BackendError
+from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
 from siteagent.core.model import ClusterSnapshot
 from siteagent.core.scheduling import Policy, plan
 from siteagent.core.waits import QueueWait
@@ -57,7 +58,7 @@ class Agent:
         backend: Backend,
         pricing: Pricing,
         policy: Policy = Policy.CONSERVATIVE,
-        poll_interval_s: float = 30.0,
+        poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
         manager: Optional[ReservationManager] = None,
         store: Optional[Store] = None,

@@ -47,6 +47,7 @@ import siteagent
 from siteagent.agent.state import State
 from siteagent.backends.base import Backend, BackendUnavailable, ReservationRefused
 from siteagent.config.schema import ReferenceRequest, SiteConfig
+from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
 from siteagent.core.model import BatchReservation, ClusterSnapshot, ReservationSpec
 from siteagent.market.quoting import quote
 from siteagent.market.store import ReservationState, Store
@@ -93,7 +94,7 @@ class Metrics:
         reference_requests: Sequence[ReferenceRequest] = (),
         reference_interval_s: float = 0.0,
         store: Optional[Store] = None,
-        poll_interval_s: float = 30.0,
+        poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)

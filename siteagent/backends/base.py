@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-import subprocess
 import time
-from typing import List, Mapping, Sequence
+from typing import List
 
 from siteagent.core.errors import SiteagentError
 from siteagent.core.model import BatchReservation, ClusterSnapshot, ReservationSpec
@@ -76,21 +75,3 @@ class Backend(abc.ABC):
     def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release whatever the backend holds (processes, sockets). Default: nothing."""
 
-
-def run_command(
-    args: Sequence[str], env: Mapping[str, str], timeout: float
-) -> subprocess.CompletedProcess[str]:
-    """Run a batch-system client (an argument list, never a shell string) with a timeout.
-
-    A hang or a missing binary means the batch system did not answer (BackendUnavailable);
-    a non-zero exit is returned for the caller to read, since each client words its
-    refusals differently.
-    """
-    try:
-        return subprocess.run(
-            list(args), env=dict(env), capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise BackendUnavailable(f"{args[0]} did not answer within {timeout:g} s") from exc
-    except OSError as exc:
-        raise BackendUnavailable(f"cannot run {args[0]}: {exc}") from exc

@@ -1,4 +1,4 @@
-"""Slurm through pyslurm's object API: the same Backend as ``slurm.py`` without child processes.
+"""Slurm through pyslurm's object API: the Slurm backend without child processes.
 
 Why: a site that already runs pyslurm avoids forking ``squeue``/``sinfo``/``scontrol`` on
 every poll, and gets the controller's answers as objects rather than text. Jobs and nodes come
@@ -11,7 +11,7 @@ pyslurm must be built for the local Slurm's major version (pyslurm ``X.Y.*`` for
 The pyslurm objects are turned into the records ``squeue --json``/``sinfo --json`` would give,
 and the Slurm backend's parsers do the rest, so job states, pending reasons, array remainders,
 exclusive jobs and unusable nodes are interpreted once, the same way for both backends.
-Reservations are validated by the same :func:`~siteagent.backends.slurm.reservation_args`.
+Reservations are validated by the same :func:`~siteagent.backends.slurm.arguments.reservation_args`.
 
 libslurm calls cannot be interrupted, so each runs on one worker thread and the agent stops
 waiting after ``SlurmConfig.timeout`` (BackendUnavailable); a call still hanging then delays
@@ -32,18 +32,15 @@ from dataclasses import replace
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, TypeVar
 
 from siteagent.backends.base import Backend, BackendError, BackendUnavailable, ReservationRefused
-from siteagent.backends.slurm import (
-    NAME_RE,
-    SlurmConfig,
-    _check,
-    _in_scope,
-    build_snapshot,
-    is_unavailable,
-    parse_jobs,
-    parse_nodes,
-    parse_slurm_time,
-)
-from siteagent.backends.slurm import reservation_args as slurm_reservation_args
+from siteagent.backends.checks import check_ours
+from siteagent.backends.slurm.arguments import reservation_args
+from siteagent.backends.slurm.config import SlurmConfig
+from siteagent.backends.slurm.errors import is_unavailable
+from siteagent.backends.slurm.jobs import parse_jobs
+from siteagent.backends.slurm.nodes import parse_nodes
+from siteagent.backends.slurm.snapshot import build_snapshot, node_cores
+from siteagent.backends.slurm.times import parse_slurm_time
+from siteagent.core import names
 from siteagent.core.model import BatchReservation, CapacityUnit, ClusterSnapshot, ReservationSpec
 
 #: The first pyslurm release with the Reservation/Reservations classes.
@@ -227,10 +224,7 @@ class PyslurmBackend(Backend):
         )
         jobs_doc = {"jobs": [job_record(j) for j in self._load("Jobs.load", self.pyslurm.Jobs)]}
         reservations = self.list_reservations()
-        scope = _in_scope(nodes, self.config.partition)
-        usable = [n for n in scope if n.usable]
-        cores_per_node = max((n.cores for n in usable or scope), default=1)
-        jobs = parse_jobs(jobs_doc, now, cores_per_node)
+        jobs = parse_jobs(jobs_doc, now, node_cores(nodes, self.config.partition))
         layout = f"pyslurm/{getattr(self.pyslurm, '__version__', '?')}"
         snapshot = build_snapshot(now, nodes, jobs, reservations, self.config, layout)
         return replace(snapshot, backend=self.name)
@@ -247,7 +241,7 @@ class PyslurmBackend(Backend):
 
     def get_reservation(self, name: str) -> Optional[BatchReservation]:
         """One reservation as Slurm holds it now, or None if there is none of that name."""
-        _check(NAME_RE, name, "reservation name")
+        names.check(names.NAME, name, "reservation name")
         found = self._call(
             "pyslurm.Reservations.load", lambda: self.pyslurm.Reservations.load().get(name)
         )
@@ -263,7 +257,7 @@ class PyslurmBackend(Backend):
         ``Key=Value`` words are set on a ``pyslurm.Reservation``. A retry that finds its own
         reservation ("Duplicate reservation name", same window) returns it.
         """
-        fields = _fields(slurm_reservation_args(spec, self.config, int(time.time())))
+        fields = _fields(reservation_args(spec, self.config, int(time.time())))
         start = parse_slurm_time(fields["StartTime"])
         if start is None:  # reservation_args always writes a valid StartTime
             raise ValueError(f"unparsable start time {fields['StartTime']!r}")
@@ -317,12 +311,7 @@ class PyslurmBackend(Backend):
     def delete_reservation(self, name: str) -> None:
         """Delete our reservation; a missing one is fine, one in use by jobs is refused, and a
         name without the agent's prefix is never touched (ValueError)."""
-        _check(NAME_RE, name, "reservation name")
-        if self.config.name_prefix and not name.startswith(self.config.name_prefix):
-            raise ValueError(
-                f"refusing to delete {name!r}: not an agent reservation "
-                f"(prefix {self.config.name_prefix!r})"
-            )
+        check_ours(name, names.NAME, self.config.name_prefix)
         try:
             self._call(
                 f"delete reservation {name}", lambda: self.pyslurm.Reservation(name).delete()

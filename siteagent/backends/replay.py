@@ -44,9 +44,11 @@ from importlib import resources
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from siteagent.backends.base import Backend, BackendError, BackendUnavailable, ReservationRefused
-from siteagent.core.model import BatchReservation, ClusterSnapshot, Job, ReservationSpec
+from siteagent.core.defaults import DEFAULT_REPLAY_OFFSET_S, DEFAULT_REPLAY_SPEED
+from siteagent.core.model import BatchReservation, ClusterSnapshot, ReservationSpec
 from siteagent.core.scheduling import Policy, ReservationConflict, Task
 from siteagent.sim.simulator import Simulator
+from siteagent.sim.snapshot import snapshot_of
 from siteagent.sim.workload import Workload
 
 log = logging.getLogger("siteagent.backends.replay")
@@ -57,10 +59,24 @@ LOOP_GAP_S = 3600
 #: Version of the state file's layout.
 STATE_FORMAT = 1
 
+#: The state file's name in the agent's state directory.
+REPLAY_STATE_FILE = "replay-state.json"
+
 
 def bundled_trace() -> str:
     """Path of the trace shipped with the package (3,000 jobs of SDSC-SP2, 128 cores)."""
     return str(resources.files("siteagent") / "data" / "sdsc-sp2-slice.swf.gz")
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    """What a configuration says about the replayed cluster. An option left None is the saved
+    cluster's (or the default, for a new one), so that a restarted agent with no configuration
+    finds its cluster again."""
+
+    trace: Optional[str] = None
+    speed: Optional[float] = None
+    offset_s: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -90,8 +106,8 @@ class SwfReplayBackend(Backend):
     def __init__(
         self,
         trace: Optional[str] = None,
-        speed: float = 1.0,
-        offset_s: int = 2 * 86400,
+        speed: float = DEFAULT_REPLAY_SPEED,
+        offset_s: int = DEFAULT_REPLAY_OFFSET_S,
         cores: Optional[int] = None,
         policy: Policy = Policy.EASY,
         clock: Callable[[], float] = time.time,
@@ -152,8 +168,8 @@ class SwfReplayBackend(Backend):
         if saved is None:
             return cls(
                 trace,
-                1.0 if speed is None else speed,
-                2 * 86400 if offset_s is None else offset_s,
+                DEFAULT_REPLAY_SPEED if speed is None else speed,
+                DEFAULT_REPLAY_OFFSET_S if offset_s is None else offset_s,
                 clock=clock,
                 state_file=state_file,
             )
@@ -182,13 +198,8 @@ class SwfReplayBackend(Backend):
     def snapshot(self) -> ClusterSnapshot:
         with self._exclusive():
             self._advance()
-            return ClusterSnapshot(
-                now=self._simulator.now + self._shift,
-                capacity=self.cores,
-                running=tuple(self._job(task) for task in self._simulator.running),
-                pending=tuple(self._job(task) for task in self._simulator.queued),
-                reservations=tuple(self._reservations.values()),
-                backend=self.name,
+            return snapshot_of(
+                self._simulator, self._shift, self._reservations.values(), backend=self.name
             )
 
     def create_reservation(self, spec: ReservationSpec) -> BatchReservation:
@@ -313,17 +324,6 @@ class SwfReplayBackend(Backend):
             self._applied += 1
 
     # -- helpers ---------------------------------------------------------------------------------
-
-    def _job(self, task: Task) -> Job:
-        start = None if task.start is None else task.start + self._shift
-        return Job(
-            id=str(task.key),
-            cores=task.size,
-            submit=task.submit + self._shift,
-            limit=task.estimate,
-            start=start,
-            nodes=task.size,
-        )
 
     def _looped_tasks(self, cores: Optional[int]) -> Iterator[Task]:
         """The trace over and over, each pass shifted past the previous one; keys unique."""

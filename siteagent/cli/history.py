@@ -11,8 +11,8 @@ import argparse
 import time
 from typing import Any, Dict, List, Optional
 
-from siteagent.backends.sacct import sacct_waits
 from siteagent.backends.slurm import SlurmBackend
+from siteagent.backends.slurm.sacct import sacct_waits
 from siteagent.cli import console
 from siteagent.cli.options import add_site_options, duration, epoch, load_config
 from siteagent.config.schema import BackendType, Config

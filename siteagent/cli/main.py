@@ -31,6 +31,7 @@ from siteagent.cli import (
 )
 from siteagent.cli.console import EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.config.schema import Config
+from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
 from siteagent.core.errors import SiteagentError
 from siteagent.core.scheduling import Policy
 from siteagent.market.store import StoreError
@@ -146,7 +147,7 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--poll-interval",
         type=float,
         metavar="SECONDS",
-        help="(default: planner.poll_interval_s, 30)",
+        help=f"(default: planner.poll_interval_s, {DEFAULT_POLL_INTERVAL_S:g})",
     )
     sub.add_argument("--listen", metavar="ADDRESS", help="API address (default: api.listen)")
     sub.add_argument("--port", type=int, metavar="N", help="API port (default: api.port, 8443)")

@@ -19,6 +19,11 @@ from typing import Any, Optional, TypeVar
 
 from siteagent.config import loading, reading
 from siteagent.config.schema import ApiConfig, Config, LedgerConfig
+from siteagent.core.defaults import (
+    DEFAULT_CONFIRM_TIMEOUT_S,
+    DEFAULT_PENALTY_FACTOR,
+    DEFAULT_RESERVATION_PREFIX,
+)
 
 #: A configuration section with a ``listen`` address and a ``port`` (the API, the ledger).
 Listener = TypeVar("Listener", ApiConfig, LedgerConfig)
@@ -56,19 +61,20 @@ def add_lifecycle_options(parser: argparse.ArgumentParser) -> None:
         type=float,
         metavar="SECONDS",
         help="how long a tentative reservation waits for its confirm "
-        "(default: reservations.confirm_timeout_s, 120)",
+        f"(default: reservations.confirm_timeout_s, {DEFAULT_CONFIRM_TIMEOUT_S:g})",
     )
     parser.add_argument(
         "--name-prefix",
         help="prefix of the reservations this agent owns in the batch system; anything "
-        "without it is never touched (default: reservations.name_prefix, sa-)",
+        f"without it is never touched (default: reservations.name_prefix, "
+        f"{DEFAULT_RESERVATION_PREFIX})",
     )
     parser.add_argument(
         "--penalty-factor",
         type=decimal,
         metavar="P",
         help="cancelling a confirmed reservation costs P x its fee "
-        "(default: pricing.cancellation_penalty, 0.1)",
+        f"(default: pricing.cancellation_penalty, {DEFAULT_PENALTY_FACTOR})",
     )
 
 

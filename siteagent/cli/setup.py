@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from siteagent.cli import console
 from siteagent.config import loading, reading, schema
+from siteagent.config.reading import scheduler_user
 from siteagent.protocol.keys import (
     check_key_id,
     private_key_pem,
@@ -26,7 +27,7 @@ from siteagent.protocol.keys import (
     write_public,
 )
 from siteagent.security import tls
-from siteagent.security.clients import load_authorized_clients, scheduler_user
+from siteagent.security.clients import load_authorized_clients
 
 #: Exit code for a configuration with errors (the same as any input a user must fix).
 

@@ -27,7 +27,6 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 import yaml
 
 from siteagent.config.reading import (
-    NAME_RE,
     ConfigError,
     Paths,
     Problem,
@@ -49,6 +48,7 @@ from siteagent.config.reading import (
     positive_number,
     price,
     reservation_prefix,
+    scheduler_user,
     seconds,
     slurm_flag,
     text,
@@ -77,6 +77,15 @@ from siteagent.config.schema import (
     SwfOptions,
     TlsConfig,
 )
+from siteagent.core import names
+from siteagent.core.defaults import (
+    DEFAULT_COMMAND_TIMEOUT_S,
+    DEFAULT_CONFIRM_TIMEOUT_S,
+    DEFAULT_POLL_INTERVAL_S,
+    DEFAULT_REPLAY_OFFSET_S,
+    DEFAULT_REPLAY_SPEED,
+    DEFAULT_RESERVATION_PREFIX,
+)
 from siteagent.core.model import CapacityUnit
 from siteagent.core.scheduling import Policy
 
@@ -98,7 +107,7 @@ def default_state_dir() -> Path:
 def default_site_name() -> str:
     """The host's short name: one agent per cluster, named after the login node it runs on."""
     host = socket.gethostname().split(".")[0]
-    return host if NAME_RE.match(host) else "siteagent"
+    return host if names.is_valid(names.NAME, host) else "siteagent"
 
 
 def read_site(section: Section) -> SiteConfig:
@@ -127,8 +136,8 @@ def read_backend(section: Section, paths: Paths) -> BackendConfig:
             trace=swf.get(
                 "trace", None, optional(used_file if kind is BackendType.SWF else paths.path)
             ),
-            speed=swf.get("speed", 1.0, positive_number),
-            offset=swf.get("offset", 2 * 86400, non_negative_int),
+            speed=swf.get("speed", DEFAULT_REPLAY_SPEED, positive_number),
+            offset=swf.get("offset", DEFAULT_REPLAY_OFFSET_S, non_negative_int),
         ),
         slurm=SlurmOptions(
             slurm_conf=slurm.get(
@@ -141,8 +150,8 @@ def read_backend(section: Section, paths: Paths) -> BackendConfig:
             partition=slurm.get("partition", "", optional_name),
             unit=slurm.get("unit", CapacityUnit.CORE, choice(CapacityUnit)),
             flags=slurm.items("flags", slurm_flag),
-            users=slurm.items("users", name),
-            timeout=slurm.get("timeout", 30.0, seconds),
+            users=slurm.items("users", scheduler_user),
+            timeout=slurm.get("timeout", DEFAULT_COMMAND_TIMEOUT_S, seconds),
         ),
         pbs=PbsOptions(
             pbs_conf=pbs.get(
@@ -150,7 +159,7 @@ def read_backend(section: Section, paths: Paths) -> BackendConfig:
             ),
             queue=pbs.get("queue", "", optional_name),
             unit=pbs.get("unit", CapacityUnit.CORE, choice(CapacityUnit)),
-            timeout=pbs.get("timeout", 30.0, seconds),
+            timeout=pbs.get("timeout", DEFAULT_COMMAND_TIMEOUT_S, seconds),
         ),
     )
 
@@ -158,7 +167,7 @@ def read_backend(section: Section, paths: Paths) -> BackendConfig:
 def read_planner(section: Section) -> PlannerConfig:
     return PlannerConfig(
         policy=section.get("policy", Policy.CONSERVATIVE, choice(Policy)),
-        poll_interval_s=section.get("poll_interval_s", 30.0, seconds),
+        poll_interval_s=section.get("poll_interval_s", DEFAULT_POLL_INTERVAL_S, seconds),
     )
 
 
@@ -194,8 +203,8 @@ def read_pricing(section: Section) -> PricingConfig:
 
 def read_reservations(section: Section) -> ReservationsConfig:
     return ReservationsConfig(
-        confirm_timeout_s=section.get("confirm_timeout_s", 120.0, seconds),
-        name_prefix=section.get("name_prefix", "sa-", reservation_prefix),
+        confirm_timeout_s=section.get("confirm_timeout_s", DEFAULT_CONFIRM_TIMEOUT_S, seconds),
+        name_prefix=section.get("name_prefix", DEFAULT_RESERVATION_PREFIX, reservation_prefix),
     )
 
 

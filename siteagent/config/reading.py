@@ -14,28 +14,18 @@ import enum
 import ipaddress
 import json
 import math
-import re
 import urllib.parse
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Callable, List, Mapping, Optional, Set, Tuple, TypeVar
 
-from siteagent.backends.slurm import ALLOWED_FLAGS
+from siteagent.core import names
 from siteagent.core.errors import SiteagentError
 
 T = TypeVar("T")
 
 E = TypeVar("E", bound=enum.Enum)
-
-
-
-#: Names that end up in reservation names, account names and key ids: safe in any of them.
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
-
-#: Reservation name prefixes: a name start that Slurm and PBS both accept unquoted.
-PREFIX_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,15}$")
 
 
 @dataclass(frozen=True)
@@ -159,8 +149,14 @@ def text(raw: Any) -> str:
 
 
 def name(raw: Any) -> str:
-    if not isinstance(raw, str) or not NAME_RE.match(raw):
+    if not isinstance(raw, str) or not names.is_valid(names.NAME, raw):
         raise Invalid("a name of letters, digits, '.', '_' or '-' (at most 64)")
+    return raw
+
+
+def scheduler_user(raw: Any) -> str:
+    if not isinstance(raw, str) or not names.is_valid(names.USER, raw):
+        raise Invalid("a scheduler (Unix) user name")
     return raw
 
 
@@ -267,8 +263,9 @@ def list_of_anything(raw: Any) -> List[Any]:
 
 
 def slurm_flag(raw: Any) -> str:
-    if raw not in ALLOWED_FLAGS:
-        raise Invalid("a reservation flag, one of " + ", ".join(sorted(ALLOWED_FLAGS)))
+    allowed = names.SLURM_RESERVATION_FLAGS
+    if raw not in allowed:
+        raise Invalid("a reservation flag, one of " + ", ".join(sorted(allowed)))
     return str(raw)
 
 
@@ -279,7 +276,7 @@ def listen_address(raw: Any) -> str:
     try:
         ipaddress.ip_address(raw)
     except ValueError:
-        if not re.match(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})$", raw):
+        if not names.is_valid(names.HOST_NAME, raw):
             raise Invalid(expect) from None
     return raw
 
@@ -295,7 +292,7 @@ def ledger_url(raw: Any) -> str:
 
 
 def reservation_prefix(raw: Any) -> str:
-    if not isinstance(raw, str) or not PREFIX_RE.match(raw):
+    if not isinstance(raw, str) or not names.is_valid(names.RESERVATION_PREFIX, raw):
         raise Invalid("a prefix starting with a letter, of letters, digits, '.', '_', '-' (<= 16)")
     return raw
 

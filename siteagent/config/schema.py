@@ -13,6 +13,15 @@ from decimal import Decimal
 from pathlib import Path
 from typing import FrozenSet, Optional, Tuple
 
+from siteagent.core.defaults import (
+    DEFAULT_COMMAND_TIMEOUT_S,
+    DEFAULT_CONFIRM_TIMEOUT_S,
+    DEFAULT_PENALTY_FACTOR,
+    DEFAULT_POLL_INTERVAL_S,
+    DEFAULT_REPLAY_OFFSET_S,
+    DEFAULT_REPLAY_SPEED,
+    DEFAULT_RESERVATION_PREFIX,
+)
 from siteagent.core.model import CapacityUnit
 from siteagent.core.scheduling import Policy
 
@@ -57,8 +66,8 @@ class SwfOptions:
     far into the trace to start (seconds), so that the queue has built up."""
 
     trace: Optional[Path] = None
-    speed: float = 1.0
-    offset: int = 2 * 86400
+    speed: float = DEFAULT_REPLAY_SPEED
+    offset: int = DEFAULT_REPLAY_OFFSET_S
 
 
 @dataclass(frozen=True)
@@ -73,7 +82,7 @@ class SlurmOptions:
     unit: CapacityUnit = CapacityUnit.CORE
     flags: Tuple[str, ...] = ()
     users: Tuple[str, ...] = ()
-    timeout: float = 30.0
+    timeout: float = DEFAULT_COMMAND_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -83,7 +92,7 @@ class PbsOptions:
     pbs_conf: Optional[Path] = None
     queue: str = ""
     unit: CapacityUnit = CapacityUnit.CORE
-    timeout: float = 30.0
+    timeout: float = DEFAULT_COMMAND_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -101,7 +110,7 @@ class PlannerConfig:
     """The schedule predictor: backfilling policy and how often the cluster is polled."""
 
     policy: Policy = Policy.CONSERVATIVE
-    poll_interval_s: float = 30.0
+    poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
 
 
 @dataclass(frozen=True)
@@ -135,14 +144,13 @@ class ExternalityPricing:
 @dataclass(frozen=True)
 class PricingConfig:
     """Unit-price policy, the externality fee, and the cancellation penalty factor p (a
-    confirmed reservation cancelled costs p x its fee; 0.1 is the thesis' value, the same
-    default as :mod:`siteagent.reservations`)."""
+    confirmed reservation cancelled costs p x its fee)."""
 
     policy: PricingPolicy = PricingPolicy.FLAT
     flat: FlatPricing = FlatPricing()
     load: LoadPricing = LoadPricing()
     externality: ExternalityPricing = ExternalityPricing()
-    cancellation_penalty: Decimal = Decimal("0.1")
+    cancellation_penalty: Decimal = DEFAULT_PENALTY_FACTOR
 
 
 @dataclass(frozen=True)
@@ -150,8 +158,8 @@ class ReservationsConfig:
     """How long a tentative reservation waits for its confirm, and the name prefix that lets
     reconciliation tell the agent's reservations from everybody else's."""
 
-    confirm_timeout_s: float = 120.0
-    name_prefix: str = "sa-"
+    confirm_timeout_s: float = DEFAULT_CONFIRM_TIMEOUT_S
+    name_prefix: str = DEFAULT_RESERVATION_PREFIX
 
 
 @dataclass(frozen=True)

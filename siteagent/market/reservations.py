@@ -48,13 +48,18 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
-import re
 import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence
 
 from siteagent.backends.base import Backend, BackendError, BackendUnavailable, ReservationRefused
+from siteagent.core import names
+from siteagent.core.defaults import (
+    DEFAULT_CONFIRM_TIMEOUT_S,
+    DEFAULT_PENALTY_FACTOR,
+    DEFAULT_RESERVATION_PREFIX,
+)
 from siteagent.core.errors import SiteagentError
 from siteagent.core.model import (
     BatchReservation,
@@ -74,7 +79,6 @@ from siteagent.market.store import (
     StaleState,
     Store,
 )
-from siteagent.pricing.quote import DEFAULT_PENALTY_FACTOR
 
 log = logging.getLogger("siteagent.reservations")
 
@@ -83,9 +87,6 @@ log = logging.getLogger("siteagent.reservations")
 Refund = Callable[[ReservationRecord, Decimal, int], Mapping[str, Any]]
 
 S = ReservationState
-
-#: Seconds a buyer has to confirm a tentative reservation (the paper's step 10 timer).
-DEFAULT_CONFIRM_TIMEOUT_S = 120.0
 
 #: How long an offer nobody accepted is kept after it expired (seconds): a late accept is still
 #: told when it expired rather than that it never existed; after a day it is forgotten.
@@ -109,8 +110,6 @@ TRANSITIONS: Mapping[ReservationState, FrozenSet[ReservationState]] = {
 
 #: States in which a reservation exists in the batch system on the agent's behalf.
 LIVE: FrozenSet[ReservationState] = frozenset({S.TENTATIVE, S.CONFIRMED, S.ACTIVE})
-
-_PREFIX_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 #: Why a state cannot move, for the error a client sees.
 _STUCK = {
@@ -255,15 +254,15 @@ class ReservationManager:
         clock: Callable[[], float] = time.time,
         policy: Policy = Policy.CONSERVATIVE,
         confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT_S,
-        name_prefix: str = "sa-",
+        name_prefix: str = DEFAULT_RESERVATION_PREFIX,
         penalty_factor: Decimal = DEFAULT_PENALTY_FACTOR,
     ) -> None:
         if not confirm_timeout > 0:
             raise ValueError(f"confirm timeout must be > 0 s, got {confirm_timeout}")
-        if not _PREFIX_RE.match(name_prefix):
+        if not names.is_valid(names.RESERVATION_PREFIX, name_prefix):
             raise ValueError(
-                f"reservation name prefix {name_prefix!r} must be non-empty letters, digits, "
-                "'_', '.' or '-' (it is how the agent tells its reservations from others')"
+                f"reservation name prefix {name_prefix!r} must be a letter, then up to 15 letters, "
+                "digits, '_', '.' or '-' (it is how the agent tells its reservations from others')"
             )
         if not Decimal(penalty_factor) >= 0:
             raise ValueError(f"penalty factor must be >= 0, got {penalty_factor}")

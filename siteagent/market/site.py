@@ -7,24 +7,23 @@ see the same cluster, the same records and the same prices for the same configur
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Dict, Optional
 
+from siteagent.backends import registry
 from siteagent.backends.base import Backend
-from siteagent.backends.pbs import PbsBackend, PbsConfig
-from siteagent.backends.replay import SwfReplayBackend
-from siteagent.backends.slurm import SlurmBackend, SlurmConfig
+from siteagent.backends.pbs import PbsConfig
+from siteagent.backends.replay import ReplayOptions
+from siteagent.backends.slurm import SlurmConfig
 from siteagent.config.schema import BackendType, Config, PricingConfig, PricingPolicy
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.store import Store
 from siteagent.pricing import ExternalityFee, FlatPrice, LoadBasedPrice, NoFee, Pricing
 from siteagent.pricing.base import FeePolicy, UnitPricePolicy
 
-#: Files in the state directory.
+#: The state store's file in the state directory.
 STORE_FILE = "siteagent.sqlite3"
-REPLAY_STATE_FILE = "replay-state.json"
 
 
 @dataclass
@@ -67,27 +66,11 @@ def open_site(config: Config, clock: Optional[Callable[[], float]] = None) -> Si
 
 
 def open_backend(config: Config) -> Backend:
-    """The backend ``backend.type`` names, with its options and the reservation prefix."""
-    kind, prefix = config.backend.type, config.reservations.name_prefix
-    if kind is BackendType.SWF:
-        return _replay_backend(config)
-    if kind is BackendType.SLURM:
-        return SlurmBackend(slurm_config(config))
-    if kind is BackendType.PYSLURM:
-        # imported here: the package works without pyslurm, which only this backend needs
-        module: Any = importlib.import_module("siteagent.backends.pyslurm")
-        backend: Backend = module.PyslurmBackend(slurm_config(config))
-        return backend
-    options = config.backend.pbs
-    return PbsBackend(
-        PbsConfig(
-            pbs_conf=_text(options.pbs_conf),
-            queue=options.queue,
-            unit=options.unit,
-            timeout=options.timeout,
-            name_prefix=prefix,
-        )
-    )
+    """The backend ``backend.type`` names, with its options, the reservation prefix and the
+    state directory."""
+    kind = config.backend.type
+    shared = registry.Shared(config.reservations.name_prefix, config.state_dir)
+    return registry.open_backend(kind.value, _OPTIONS[kind](config), shared)
 
 
 def pricing_of(config: PricingConfig) -> Pricing:
@@ -102,15 +85,10 @@ def pricing_of(config: PricingConfig) -> Pricing:
     return Pricing(unit, fee, externality.policy, config.cancellation_penalty)
 
 
-def _replay_backend(config: Config) -> SwfReplayBackend:
-    """The simulated cluster kept in the state directory.
-
-    Options the file does not set are left to the saved cluster (or the defaults for a new
-    one), so that a restarted agent with no configuration finds its cluster again.
-    """
+def replay_options(config: Config) -> ReplayOptions:
+    """The replay options the file sets; those it does not set are left to the saved cluster."""
     options, explicit = config.backend.swf, config.explicit
-    return SwfReplayBackend.open(
-        str(config.state_dir / REPLAY_STATE_FILE),
+    return ReplayOptions(
         _text(options.trace) if "backend.swf.trace" in explicit else None,
         options.speed if "backend.swf.speed" in explicit else None,
         options.offset if "backend.swf.offset" in explicit else None,
@@ -118,7 +96,8 @@ def _replay_backend(config: Config) -> SwfReplayBackend:
 
 
 def slurm_config(config: Config) -> SlurmConfig:
-    """The Slurm options of ``config``: the slurm and pyslurm backends and ``sacct`` share them."""
+    """The Slurm options of ``config``: the slurm and pyslurm backends and ``sacct`` share them
+    (the reservation prefix is one of the settings every backend is opened with)."""
     options = config.backend.slurm
     return SlurmConfig(
         slurm_conf=_text(options.slurm_conf),
@@ -127,8 +106,27 @@ def slurm_config(config: Config) -> SlurmConfig:
         flags=options.flags,
         users=options.users,
         timeout=options.timeout,
-        name_prefix=config.reservations.name_prefix,
     )
+
+
+def pbs_config(config: Config) -> PbsConfig:
+    """The PBS options of ``config``."""
+    options = config.backend.pbs
+    return PbsConfig(
+        pbs_conf=_text(options.pbs_conf),
+        queue=options.queue,
+        unit=options.unit,
+        timeout=options.timeout,
+    )
+
+
+#: Each backend type's options, as the configuration gives them.
+_OPTIONS: Dict[BackendType, Callable[[Config], object]] = {
+    BackendType.SWF: replay_options,
+    BackendType.SLURM: slurm_config,
+    BackendType.PYSLURM: slurm_config,
+    BackendType.PBS: pbs_config,
+}
 
 
 def _text(path: Optional[Path]) -> Optional[str]:

@@ -15,19 +15,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Dict, List, Optional, Sequence
 
+from siteagent.core.defaults import DEFAULT_PENALTY_FACTOR
 from siteagent.core.model import ClusterSnapshot, Request, Slot
 from siteagent.core.money import CENT
 from siteagent.core.scheduling import Plan, Policy
 from siteagent.pricing.base import Context, FeePolicy, Price, Refused, UnitPricePolicy, Window
-
-#: Cancelling a confirmed reservation costs p x f, f being its fee (the harm it did to queued
-#: jobs). 0.1 is the one value the thesis evaluates (Singh, ch. 6.4: "a penalty factor of 0.1
-#: (i.e. 10%)"), so the reproductions of its results run on the defaults. It is low on purpose:
-#: cancelling gives the capacity back and conservative backfilling moves the delayed jobs up
-#: again, so most of the harm f measured is undone; the penalty charges for the part that is
-#: not (the disturbed plan, a hole too late to fill) and deters reserve-and-cancel games.
-#: Free slots (f = 0) cancel free. Sites wanting a stronger deterrent raise it.
-DEFAULT_PENALTY_FACTOR = Decimal("0.1")
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-#: Key ids: printable, no quotes or spaces, short (they are Structured Field strings).
-KEY_ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._@:+-")
+from siteagent.core import names
 
 
 def write_private(path: Path, data: bytes, overwrite: bool = False) -> None:
@@ -86,6 +85,6 @@ def load_or_create_site_key(path: Path) -> Ed25519PrivateKey:
 
 
 def check_key_id(key_id: str) -> str:
-    if not key_id or len(key_id) > 128 or not set(key_id) <= KEY_ID_CHARS:
+    if not names.is_valid(names.KEY_ID, key_id):
         raise ValueError(f"invalid key id {key_id!r}: use 1-128 letters, digits and . _ @ : + -")
     return key_id

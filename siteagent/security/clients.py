@@ -5,7 +5,6 @@ account) each key's reservations are made for.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
@@ -13,11 +12,16 @@ from typing import Any, Dict, Mapping, Optional
 import yaml
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from siteagent.config.reading import ConfigError, Invalid, Problem, Reading, Section, name
+from siteagent.config.reading import (
+    ConfigError,
+    Invalid,
+    Problem,
+    Reading,
+    Section,
+    name,
+    scheduler_user,
+)
 from siteagent.protocol.keys import check_key_id, parse_public_key
-
-#: Scheduler (POSIX-portable) user names, as useradd accepts them by default.
-USER_RE = re.compile(r"^[a-z_][a-z0-9_.-]{0,31}\$?$")
 
 log = logging.getLogger("siteagent.security")
 
@@ -105,8 +109,3 @@ def ed25519_public_key(raw: Any) -> Ed25519PublicKey:
             "an Ed25519 public key (base64 of 32 bytes, as `siteagent keys` prints it)"
         ) from None
 
-
-def scheduler_user(raw: Any) -> str:
-    if not isinstance(raw, str) or not USER_RE.match(raw):
-        raise Invalid("a scheduler (Unix) user name")
-    return raw

@@ -1,4 +1,7 @@
-"""Discrete-event cluster simulator: replays SWF traces with the agent's own scheduling engines."""
+"""Discrete-event cluster simulator: replays SWF traces with the agent's own scheduling engines.
+
+``snapshot`` shows a running simulator as the agent sees a batch system.
+"""
 
 from __future__ import annotations
 

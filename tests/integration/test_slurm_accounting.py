@@ -19,8 +19,8 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import pytest
 
-from siteagent.backends.sacct import sacct_waits
 from siteagent.backends.slurm import SlurmBackend, SlurmConfig
+from siteagent.backends.slurm.sacct import sacct_waits
 from siteagent.cli.main import main
 from siteagent.core.waits import wait_table
 from testbed.processes import running_slurm

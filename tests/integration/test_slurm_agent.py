@@ -18,7 +18,8 @@ from typing import Dict, Iterator, List, Tuple
 import pytest
 
 from siteagent.backends.base import BackendUnavailable
-from siteagent.backends.slurm import parse_jobs, parse_slurm_time
+from siteagent.backends.slurm.jobs import parse_jobs
+from siteagent.backends.slurm.times import parse_slurm_time
 from siteagent.config import loading
 from siteagent.core.estimates import DEFAULT_TOLERANCE_S, compare_starts
 from siteagent.core.scheduling import plan

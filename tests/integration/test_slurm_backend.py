@@ -13,7 +13,8 @@ from typing import Dict, List, Optional, Tuple
 import pytest
 
 from siteagent.backends.base import BackendUnavailable, ReservationRefused
-from siteagent.backends.slurm import SlurmBackend, SlurmConfig, parse_slurm_time
+from siteagent.backends.slurm import SlurmBackend, SlurmConfig
+from siteagent.backends.slurm.times import parse_slurm_time
 from siteagent.core.model import CapacityUnit, ClusterSnapshot, ReservationSpec
 from testbed.slurm_cluster import SlurmTestCluster
 from testbed.slurm_queue import job_state, wait_for

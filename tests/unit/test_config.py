@@ -12,13 +12,13 @@ from typing import List
 import pytest
 
 from siteagent.cli.main import main
-from siteagent.config import loading, reading, schema
+from siteagent.config import loading, schema
 from siteagent.config.reading import ConfigError
 from siteagent.config.schema import BackendType, PricingPolicy
+from siteagent.core import defaults, names
 from siteagent.core.model import CapacityUnit
 from siteagent.core.scheduling import Policy
-from siteagent.market import reservations, site
-from siteagent.pricing import quote
+from siteagent.market import site
 
 
 @pytest.fixture(autouse=True)
@@ -58,7 +58,7 @@ def test_defaults_load_with_no_file(data_home: Path) -> None:
     assert effective.security.authorized_clients == state / "authorized_clients.yaml"
     assert effective.ledger.path == state / "ledger.sqlite3" and effective.ledger.url is None
     assert effective.reservations.name_prefix == "sa-"
-    assert reading.NAME_RE.match(effective.site.name)
+    assert names.is_valid(names.NAME, effective.site.name)
 
 
 def test_an_empty_file_is_the_defaults(tmp_path: Path) -> None:
@@ -74,8 +74,8 @@ def test_systemd_state_directory_wins(tmp_path: Path, monkeypatch: pytest.Monkey
 
 def test_defaults_agree_with_the_reservation_lifecycle() -> None:
     effective = loading.load()
-    assert effective.pricing.cancellation_penalty == quote.DEFAULT_PENALTY_FACTOR
-    assert effective.reservations.confirm_timeout_s == reservations.DEFAULT_CONFIRM_TIMEOUT_S
+    assert effective.pricing.cancellation_penalty == defaults.DEFAULT_PENALTY_FACTOR
+    assert effective.reservations.confirm_timeout_s == defaults.DEFAULT_CONFIRM_TIMEOUT_S
 
 
 # --------------------------------------------------------------------------- a full file
@@ -164,7 +164,7 @@ def test_tls_files_given_are_used_not_generated(tmp_path: Path) -> None:
         ("backend: {slurm: {unit: rack}}", 'backend.slurm.unit: expected one of "core", "node"'),
         (
             "backend: {slurm: {users: [ok, 'bad user']}}",
-            'backend.slurm.users[1]: expected a name of letters, digits',
+            "backend.slurm.users[1]: expected a scheduler (Unix) user name",
         ),
         (
             "backend: {slurm: {flags: [MAINT, BOGUS]}}",

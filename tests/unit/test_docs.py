@@ -32,8 +32,6 @@ SKIPPED = {"build", "dist", "tmp", "__pycache__", "node_modules"}
 #: Files still citing the old notes: the backends, being rewritten on a parallel branch that
 #: converts ``notes/slurm-cli.md §N`` into ``docs/slurm.md §N``. Their citations are checked
 #: under that mapping instead; remove this (the test below says when) once they are converted.
-AWAITING_CONVERSION = "siteagent/backends/"
-CONVERSION = {"notes/slurm-cli.md": "docs/slurm.md", "notes/pbs-cli.md": "docs/pbs.md"}
 
 OUTSIDE = re.compile(
     r"DESIGN\.md|\bnotes/|(?:slurm|pbs)-cli\.md|/work/|shared folder|\bseeds?/|\bseed \d{3}\b"
@@ -41,7 +39,6 @@ OUTSIDE = re.compile(
 SECTION = r"§\s?(?P<section>\d+(?:\.\d+)*)"
 DOC = r"(?P<doc>docs/[\w.-]+\.md)"
 CITATION = re.compile(rf"{DOC}|{SECTION}")
-OLD_CITATION = re.compile(r"(?P<doc>notes/(?:slurm|pbs)-cli\.md)|" + SECTION)
 #: What may stand between the items of one list of citations: ``§3, §9``, ``§5.1 and §7``.
 CONTINUES = re.compile(r"[\s`*,;]*(?:(?:and|or)\s+)?")
 MD_PATH = re.compile(
@@ -180,26 +177,18 @@ def check_link(path: Path, line: int, target: str) -> List[Problem]:
 def problems_in(path: Path) -> List[Problem]:
     text = path.read_text(encoding="utf-8")
     found: List[Problem] = []
-    converted_later = relative(path).startswith(AWAITING_CONVERSION)
-    if converted_later:
-        for offset, doc, section in citations(path, text, OLD_CITATION):
-            found += check_citation(path, line_of(text, offset), CONVERSION.get(doc or ""), section)
-    else:
-        for match in OUTSIDE.finditer(text):
-            found.append(
-                Problem(
-                    relative(path),
-                    line_of(text, match.start()),
-                    f"refers outside the repository: {match[0]!r}",
-                )
+    for match in OUTSIDE.finditer(text):
+        found.append(
+            Problem(
+                relative(path),
+                line_of(text, match.start()),
+                f"refers outside the repository: {match[0]!r}",
             )
-        for offset, doc, section in citations(path, text, CITATION):
-            found += check_citation(path, line_of(text, offset), doc, section)
+        )
+    for offset, doc, section in citations(path, text, CITATION):
+        found += check_citation(path, line_of(text, offset), doc, section)
     for match in MD_PATH.finditer(text):
-        if not (converted_later and match["path"] in CONVERSION):
-            found += check_md_path(
-                path, line_of(text, match.start()), match["path"], match["anchor"]
-            )
+        found += check_md_path(path, line_of(text, match.start()), match["path"], match["anchor"])
     if path.suffix == ".md":
         for match in LINK.finditer(text):
             found += check_link(path, line_of(text, match.start()), match["target"])
@@ -215,14 +204,6 @@ def test_the_docs_cited_by_the_code_exist_and_are_numbered() -> None:
     for name in ("slurm", "pbs", "lifecycle", "design"):
         numbers = section_numbers(ROOT / "docs" / f"{name}.md")
         assert "1" in numbers and len(numbers) > 3, name
-
-
-def test_the_exemption_for_the_backends_is_still_needed() -> None:
-    """Once the backends cite docs/ themselves, delete AWAITING_CONVERSION and CONVERSION."""
-    backends = [p for p in repository_files() if relative(p).startswith(AWAITING_CONVERSION)]
-    assert any(OUTSIDE.search(p.read_text(encoding="utf-8")) for p in backends), (
-        "siteagent/backends/ no longer cites outside the repository: remove AWAITING_CONVERSION"
-    )
 
 
 def test_the_checks_catch_what_they_are_for() -> None:

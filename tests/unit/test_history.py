@@ -17,8 +17,9 @@ from typing import Any, Dict, List, Sequence
 import pytest
 
 from siteagent.backends.base import BackendError, BackendUnavailable
-from siteagent.backends.sacct import sacct_waits, waits_from_sacct
-from siteagent.backends.slurm import SlurmBackend, sacct_args
+from siteagent.backends.slurm import SlurmBackend
+from siteagent.backends.slurm.arguments import sacct_args
+from siteagent.backends.slurm.sacct import sacct_waits, waits_from_sacct
 from siteagent.cli.history import since_epoch
 from siteagent.cli.main import main
 from siteagent.core.model import UNLIMITED_S

@@ -15,29 +15,25 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from siteagent.backends.base import BackendUnavailable
-from siteagent.backends.pbs import (
-    NAME_MAX,
-    PbsBackend,
-    PbsConfig,
-    PbsJobs,
+from siteagent.backends.pbs.arguments import local_datetime, parse_rsub_reply, rsub_args
+from siteagent.backends.pbs.backend import PbsBackend
+from siteagent.backends.pbs.config import PbsConfig
+from siteagent.backends.pbs.jobs import PbsJobs, parse_jobs
+from siteagent.backends.pbs.nodes import parse_nodes
+from siteagent.backends.pbs.reservations import parse_reservations
+from siteagent.backends.pbs.snapshot import build_snapshot
+from siteagent.backends.pbs.values import (
     array_indices,
-    build_snapshot,
     exec_vnodes,
-    is_unavailable,
-    local_datetime,
     number,
     parse_duration,
-    parse_jobs,
-    parse_nodes,
     parse_pbs_time,
-    parse_reservations,
-    parse_rsub_reply,
     parse_select,
     parse_size_kb,
-    rsub_args,
     select_totals,
 )
 from siteagent.core.model import UNLIMITED_S, CapacityUnit, Job, ReservationSpec
+from siteagent.core.names import PBS_NAME_MAX
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "pbs"
 #: 2023-11-15 14:00:00 UTC: docs/pbs.md's examples are taken at this instant.
@@ -303,7 +299,7 @@ def test_a_start_of_now_moves_past_the_slack_and_keeps_the_end() -> None:
 @pytest.mark.parametrize(
     "kw, config, message",
     [
-        (dict(name="sa-" + "x" * NAME_MAX), PbsConfig(), "reservation name"),
+        (dict(name="sa-" + "x" * PBS_NAME_MAX), PbsConfig(), "reservation name"),
         (dict(name="sa x"), PbsConfig(), "reservation name"),
         (dict(name="other1"), PbsConfig(), "prefix"),
         (dict(size=0), PbsConfig(), "size"),
@@ -340,9 +336,10 @@ def test_rsub_replies() -> None:
     assert parse_rsub_reply(replies["standing"]["stdout"])[0] == "S124.pbs-head"
     with pytest.raises(ValueError):
         parse_rsub_reply(replies["bad_time"]["stdout"])
-    assert is_unavailable(replies["unreachable"]["stderr"])
+    backend = PbsBackend()
+    assert backend.is_unavailable(replies["unreachable"]["stderr"])
     for case in ("bad_time", "illegal_value", "not_authorised"):
-        assert not is_unavailable(replies[case]["stderr"])
+        assert not backend.is_unavailable(replies[case]["stderr"])
 
 
 # ----------------------------------------------------------------------------- snapshot

@@ -17,6 +17,7 @@ import pytest
 
 from siteagent.backends.base import BackendUnavailable
 from siteagent.backends.replay import SwfReplayBackend
+from siteagent.core.defaults import DEFAULT_PENALTY_FACTOR
 from siteagent.core.model import CapacityUnit, Offer, ReservationSpec
 from siteagent.market.reservations import (
     LIVE,
@@ -32,7 +33,6 @@ from siteagent.market.reservations import (
     check_transition,
 )
 from siteagent.market.store import ReservationRecord, ReservationState, Store
-from siteagent.pricing.quote import DEFAULT_PENALTY_FACTOR
 from testbed.fakes import FakeClock, FaultyBackend
 from testbed.offers import record_offer
 from testbed.promises import violations
@@ -641,6 +641,8 @@ def test_manager_settings_are_checked(backend: FaultyBackend) -> None:
     store = Store(":memory:")
     with pytest.raises(ValueError, match="prefix"):
         ReservationManager(store, backend, name_prefix="")
+    with pytest.raises(ValueError, match="prefix"):
+        ReservationManager(store, backend, name_prefix="sa-\n")
     with pytest.raises(ValueError, match="confirm timeout"):
         ReservationManager(store, backend, confirm_timeout=0)
     with pytest.raises(ValueError, match="penalty factor"):

@@ -15,25 +15,16 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from siteagent.backends.base import BackendUnavailable
-from siteagent.backends.slurm import (
-    SlurmConfig,
-    SlurmJobs,
-    array_indices,
-    build_snapshot,
-    detect_layout,
-    expand_hostlist,
-    is_unavailable,
-    number,
-    parse_duration,
-    parse_jobs,
-    parse_nodes,
-    parse_reservations,
-    parse_running_text,
-    parse_slurm_time,
-    parse_time_limit,
-    reservation_args,
-    state_words,
-)
+from siteagent.backends.slurm.arguments import reservation_args
+from siteagent.backends.slurm.config import SlurmConfig
+from siteagent.backends.slurm.errors import is_unavailable
+from siteagent.backends.slurm.hostlist import array_indices, expand_hostlist
+from siteagent.backends.slurm.jobs import SlurmJobs, parse_jobs, parse_running_text
+from siteagent.backends.slurm.layout import detect_layout, number, state_words
+from siteagent.backends.slurm.nodes import parse_nodes
+from siteagent.backends.slurm.reservations import parse_reservations
+from siteagent.backends.slurm.snapshot import build_snapshot
+from siteagent.backends.slurm.times import parse_duration, parse_slurm_time, parse_time_limit
 from siteagent.core.model import UNLIMITED_S, CapacityUnit, Job, ReservationSpec
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "slurm"

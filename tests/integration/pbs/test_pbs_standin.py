@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Dict, List
 from zoneinfo import ZoneInfo
 
-from siteagent.backends.pbs import parse_pbs_time, rstat_blocks
+from siteagent.backends.pbs.reservations import rstat_blocks
+from siteagent.backends.pbs.values import parse_pbs_time
 from testbed.standins.pbs.commands import RDEL_USAGE, RSUB_USAGE
 from testbed.standins.pbs.harness import StandinServer, StartStandin
 

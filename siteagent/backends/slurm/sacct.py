@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any, List, Mapping, Optional
 
-from siteagent.backends.slurm import SlurmBackend, check_errors, is_infinite, number, state_words
+from siteagent.backends.slurm.backend import SlurmBackend
+from siteagent.backends.slurm.layout import check_errors, is_infinite, number, state_words
 from siteagent.core.model import UNLIMITED_S
 from siteagent.core.waits import QueueWait
 

@@ -1,0 +1,95 @@
+"""The argument lists of the Slurm commands that carry the agent's requests: ``scontrol create
+reservation`` and ``sacct``.
+
+scontrol takes ``Key=Value`` words, and a value with a space or ``=`` in it would change the
+request: every field is checked before it becomes an argument.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import List
+
+from siteagent.backends.checks import checked_start, utc_text
+from siteagent.backends.slurm.config import SlurmConfig
+from siteagent.core import names
+from siteagent.core.model import BatchReservation, CapacityUnit, ReservationSpec
+
+
+def whole_minutes(seconds: int) -> int:
+    """A reservation's Duration: whole minutes rounded up, never 0 (``Duration=0`` means an
+    endless reservation, docs/slurm.md §6.1)."""
+    return max(1, math.ceil(seconds / 60))
+
+
+def reservation_args(spec: ReservationSpec, config: SlurmConfig, now: int) -> List[str]:
+    """The ``scontrol create reservation`` argument list for ``spec``, validated (ValueError
+    with the reason).
+
+    StartTime is UTC wall-clock time (the command runs with ``TZ=UTC``); a start in the past
+    becomes now (Slurm rejects starts far in the past) and the end is kept. Users come from the
+    spec, else from the configuration unless the spec names accounts; one of them is needed.
+    """
+    start = checked_start(spec, names.NAME, config.name_prefix, config.unit, now)
+    users = tuple(spec.users) or (config.users if not spec.accounts else ())
+    for user in users:
+        names.check(names.USER, user, "user name")
+    for account in spec.accounts:
+        names.check(names.NAME, account, "account name")
+    if not users and not spec.accounts:
+        raise ValueError("a reservation needs users or accounts (none given, none configured)")
+    partition = spec.partition or config.partition
+    if partition:
+        names.check(names.NAME, partition, "partition name")
+    size_key = "NodeCnt" if config.unit is CapacityUnit.NODE else "CoreCnt"
+    args = [
+        "scontrol",
+        "create",
+        "reservation",
+        f"ReservationName={spec.name}",
+        f"StartTime={utc_text(start)}",
+        f"Duration={whole_minutes(spec.end - start)}",
+        f"{size_key}={spec.size}",
+    ]
+    if users:
+        args.append("Users=" + ",".join(users))
+    if spec.accounts:
+        args.append("Accounts=" + ",".join(spec.accounts))
+    if partition:
+        args.append(f"PartitionName={partition}")
+    if config.flags:
+        args.append("Flags=" + ",".join(config.flags))
+    return args
+
+
+def same_window(res: BatchReservation, spec: ReservationSpec, now: int) -> bool:
+    """Whether ``res`` has the start and duration that creating ``spec`` now asks for: a retry
+    after a lost answer finds its own reservation."""
+    start = max(spec.start, now)
+    return res.start == start and res.end - res.start == whole_minutes(spec.end - start) * 60
+
+
+#: ``sacct --state`` codes of jobs that got an allocation, so that they have a start: running,
+#: completed, failed, timed out, cancelled, node failure, out of memory, preempted (jobs
+#: cancelled while still pending also match CA; the history parser drops them).
+SACCT_STARTED_STATES = ("R", "CD", "F", "TO", "CA", "NF", "OOM", "PR")
+
+
+def sacct_args(since: int, until: int) -> List[str]:
+    """``sacct`` arguments for the jobs of every user (``-a``), allocations only (``-X``), in
+    the window; times are UTC wall-clock text (commands run with ``TZ=UTC``)."""
+    if since >= until:
+        raise ValueError(
+            f"empty accounting window: {utc_text(since)}Z is not before {utc_text(until)}Z"
+        )
+    return [
+        "sacct",
+        "--json",
+        "-a",
+        "-X",
+        "-S",
+        utc_text(since),
+        "-E",
+        utc_text(until),
+        "--state=" + ",".join(SACCT_STARTED_STATES),
+    ]

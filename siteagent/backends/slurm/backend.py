@@ -1,0 +1,186 @@
+"""The Slurm backend: the commands it runs, and how it reads their answers.
+
+Reading is ``squeue --json`` and ``sinfo --json`` (or ``scontrol --json show nodes`` from 23.02
+on) and ``scontrol show reservation``; writing is ``scontrol create/delete reservation``, the
+only way in 22.05 (slurmrestd is read-only for reservations).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, ClassVar, Dict, List, Mapping, Optional
+
+from siteagent.backends.base import BackendError, BackendUnavailable, ReservationRefused
+from siteagent.backends.checks import check_ours
+from siteagent.backends.command import PINNED_ENV, CommandBackend, json_object
+from siteagent.backends.slurm.arguments import reservation_args, sacct_args, same_window
+from siteagent.backends.slurm.config import SlurmConfig
+from siteagent.backends.slurm.errors import (
+    MALFORMED,
+    UNAVAILABLE_MARKERS,
+    malformed,
+    with_hint,
+)
+from siteagent.backends.slurm.jobs import (
+    RUNNING_FORMAT,
+    RUNNING_STATE_FILTER,
+    parse_jobs,
+    parse_running_text,
+)
+from siteagent.backends.slurm.layout import check_errors, detect_layout
+from siteagent.backends.slurm.nodes import parse_nodes
+from siteagent.backends.slurm.reservations import parse_reservations
+from siteagent.backends.slurm.snapshot import build_snapshot, node_cores
+from siteagent.core import names
+from siteagent.core.model import BatchReservation, ClusterSnapshot, NodeState, ReservationSpec
+
+
+class SlurmBackend(CommandBackend):
+    """A Slurm cluster seen through its command-line clients (22.05 and later)."""
+
+    name = "slurm"
+    #: Besides UTC and untranslated messages: ISO times whatever the site's default format.
+    pinned_env: ClassVar[Mapping[str, str]] = {**PINNED_ENV, "SLURM_TIME_FORMAT": "standard"}
+    unavailable_markers = UNAVAILABLE_MARKERS
+    #: scontrol's trailer after a refusal.
+    noise_lines = frozenset({"slurm_update error: No error"})
+
+    def __init__(self, config: Optional[SlurmConfig] = None) -> None:
+        self.config = config or SlurmConfig()
+        super().__init__(self.config.client_env(), self.config.timeout)
+        self._node_source: Optional[List[str]] = None  # learnt on first snapshot
+
+    def _message(self, proc: subprocess.CompletedProcess[str]) -> str:
+        return with_hint(super()._message(proc))
+
+    def check_document(self, doc: Dict[str, Any]) -> None:
+        """Only documents in a layout this parser knows are read (:func:`detect_layout`)."""
+        detect_layout(doc)
+
+    # ---- reading
+
+    def nodes(self) -> List[NodeState]:
+        """Every node.
+
+        22.05's ``sinfo --json`` lists nodes; from 23.02 it groups them, and the per-node list
+        comes from ``scontrol --json show nodes`` (the choice is remembered after the first call).
+        """
+        if self._node_source is None:
+            doc = self._json(["sinfo", "--json"])
+            if isinstance(doc.get("nodes"), list):
+                self._node_source = ["sinfo", "--json"]
+                return self._parse_nodes(doc)
+            check_errors(doc, "sinfo")
+            self._node_source = ["scontrol", "--json", "show", "nodes"]
+        return self._parse_nodes(self._json(self._node_source))
+
+    def _parse_nodes(self, doc: Dict[str, Any]) -> List[NodeState]:
+        try:
+            return parse_nodes(doc)
+        except MALFORMED as exc:
+            raise malformed(" ".join(self._node_source or ["sinfo"]), exc) from exc
+
+    def snapshot(self) -> ClusterSnapshot:
+        """Nodes, queue and reservations, the three commands run at once: an accept re-checks
+        against a fresh snapshot, so its latency is the slowest command's, not their sum."""
+        now = int(time.time())
+        with ThreadPoolExecutor(max_workers=3, thread_name_prefix="slurm-snapshot") as pool:
+            asked_nodes = pool.submit(self.nodes)
+            asked_queue = pool.submit(self._json, ["squeue", "--json"])
+            asked_reservations = pool.submit(self.list_reservations)
+            nodes, doc = asked_nodes.result(), asked_queue.result()
+            reservations = asked_reservations.result()
+        layout = detect_layout(doc)
+        try:
+            jobs = parse_jobs(doc, now, node_cores(nodes, self.config.partition))
+        except MALFORMED as exc:
+            raise malformed("squeue --json", exc) from exc
+        return build_snapshot(now, nodes, jobs, reservations, self.config, layout)
+
+    def occupancy(self) -> ClusterSnapshot:
+        """Nodes, running jobs and reservations; the queue is left out by text squeue's state
+        filter, so an accept's re-check costs the same with 10 or 10,000 jobs queued."""
+        now = int(time.time())
+        args = ["squeue", "-h", "-r", "-t", RUNNING_STATE_FILTER, "-o", RUNNING_FORMAT]
+        with ThreadPoolExecutor(max_workers=3, thread_name_prefix="slurm-occupancy") as pool:
+            asked_nodes = pool.submit(self.nodes)
+            asked_running = pool.submit(self._output, args, "squeue")
+            asked_reservations = pool.submit(self.list_reservations)
+            nodes, running = asked_nodes.result(), asked_running.result()
+            reservations = asked_reservations.result()
+        try:
+            jobs = parse_running_text(running)
+        except ValueError as exc:
+            raise BackendUnavailable(str(exc)) from exc
+        return build_snapshot(now, nodes, jobs, reservations, self.config, "text")
+
+    def list_reservations(self) -> List[BatchReservation]:
+        args = ["scontrol", "show", "reservation", "-o"]
+        return parse_reservations(self._output(args, "scontrol show reservation"))
+
+    def get_reservation(self, name: str) -> Optional[BatchReservation]:
+        """One reservation as Slurm holds it now, or None if there is no such reservation."""
+        names.check(names.NAME, name, "reservation name")
+        proc = self._run(["scontrol", "show", "reservation", "-o", name])
+        if proc.returncode != 0:
+            msg = self._message(proc)
+            if "not found" in msg:
+                return None
+            raise BackendUnavailable(f"scontrol show reservation {name}: {msg}")
+        found = [r for r in parse_reservations(proc.stdout) if r.name == name]
+        return found[0] if found else None
+
+    def accounting(self, since: int, until: int) -> Dict[str, Any]:
+        """``sacct --json`` for the jobs that started between ``since`` and ``until``.
+
+        Needs slurmdbd: without accounting sacct fails, which is a BackendError carrying
+        sacct's own message (not BackendUnavailable, since retrying will not help).
+        """
+        proc = self._run(sacct_args(since, until))
+        if proc.returncode != 0:
+            raise self._failure("sacct", self._message(proc), BackendError)
+        return json_object("sacct --json", proc.stdout)
+
+    # ---- writing
+
+    def create_reservation(self, spec: ReservationSpec) -> BatchReservation:
+        """Create the reservation, then read it back: Slurm silently shrinks NodeCnt
+        (docs/slurm.md §6.1).
+
+        A retry after a lost answer finds "Duplicate reservation name"; if the existing
+        reservation has the same window it is returned (idempotent), else refused. A timeout
+        raises BackendUnavailable and leaves it unknown whether the reservation exists: the
+        caller reconciles by name.
+        """
+        now = int(time.time())
+        proc = self._run(reservation_args(spec, self.config, now))
+        if proc.returncode != 0:
+            msg = self._message(proc)
+            if not self.is_unavailable(msg) and "Duplicate reservation name" in msg:
+                existing = self.get_reservation(spec.name)
+                if existing is not None and same_window(existing, spec, now):
+                    return existing
+            raise self._failure(f"create reservation {spec.name}", msg, ReservationRefused)
+        made = self.get_reservation(spec.name)
+        if made is None:
+            raise BackendError(
+                f"reservation {spec.name} was created ({proc.stdout.strip()})"
+                " but cannot be read back"
+            )
+        return made
+
+    def delete_reservation(self, name: str) -> None:
+        """Delete our reservation; a missing one is fine, one in use by jobs is refused.
+
+        Names without the configured prefix are refused (ValueError): the agent never deletes a
+        reservation it did not make.
+        """
+        check_ours(name, names.NAME, self.config.name_prefix)
+        args = ["scontrol", "delete", f"ReservationName={name}"]
+        self._delete(args, f"delete reservation {name}", _no_such_reservation, ("in use",))
+
+
+def _no_such_reservation(_proc: subprocess.CompletedProcess[str], message: str) -> bool:
+    return "Requested reservation is invalid" in message or "not found" in message

@@ -1,0 +1,57 @@
+"""How the agent reaches one Slurm cluster and what it may do there."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Tuple
+
+from siteagent.core import names
+from siteagent.core.defaults import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_RESERVATION_PREFIX
+from siteagent.core.model import CapacityUnit
+
+
+@dataclass(frozen=True)
+class SlurmConfig:
+    """How the agent reaches one Slurm cluster and what it may do there.
+
+    ``slurm_conf`` sets ``SLURM_CONF`` for every command (else the client default applies);
+    ``env`` adds variables (e.g. ``PATH``). ``partition`` limits the snapshot and the
+    reservations to one partition (the agent serves one homogeneous partition). ``users`` are
+    put on reservations whose spec names none. ``flags`` go on every reservation created (only
+    :data:`~siteagent.core.names.SLURM_RESERVATION_FLAGS`). ``timeout`` bounds every command: a
+    Slurm client needs ~9 s to give up on a dead controller (docs/slurm.md §2), so keep it well
+    above that.
+    """
+
+    slurm_conf: Optional[str] = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    partition: str = ""
+    unit: CapacityUnit = CapacityUnit.CORE
+    users: Tuple[str, ...] = ()
+    flags: Tuple[str, ...] = ()
+    timeout: float = DEFAULT_COMMAND_TIMEOUT_S
+    name_prefix: str = DEFAULT_RESERVATION_PREFIX
+
+    def __post_init__(self) -> None:
+        allowed = names.SLURM_RESERVATION_FLAGS
+        bad = [f for f in self.flags if f not in allowed]
+        if bad:
+            raise ValueError(
+                f"reservation flags not allowed: {', '.join(bad)} "
+                f"(allowed: {', '.join(sorted(allowed))})"
+            )
+        for user in self.users:
+            names.check(names.USER, user, "user name")
+        if self.partition:
+            names.check(names.NAME, self.partition, "partition name")
+        if self.name_prefix:
+            names.check(names.RESERVATION_PREFIX, self.name_prefix, "reservation name prefix")
+        if not self.timeout > 0:
+            raise ValueError(f"command timeout must be positive, got {self.timeout}")
+
+    def client_env(self) -> Mapping[str, str]:
+        """The variables the configuration sets for Slurm's clients."""
+        env = dict(self.env)
+        if self.slurm_conf:
+            env["SLURM_CONF"] = self.slurm_conf
+        return env

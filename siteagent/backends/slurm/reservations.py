@@ -1,0 +1,79 @@
+"""Reservations as ``scontrol show reservation`` prints them (``-o`` or the wrapped form)."""
+
+from __future__ import annotations
+
+import re
+from datetime import timezone, tzinfo
+from typing import Dict, List, Optional, Tuple
+
+from siteagent.backends.slurm.layout import number
+from siteagent.backends.slurm.times import EMPTY, parse_duration, parse_slurm_time
+from siteagent.core.model import UNLIMITED_S, BatchReservation
+
+
+def _tokens(text: str) -> List[Tuple[str, str]]:
+    """``Key=Value`` tokens of scontrol output, split on the first ``=`` only."""
+    out = []
+    for tok in text.split():
+        if "=" in tok:
+            key, value = tok.split("=", 1)
+            out.append((key, value))
+    return out
+
+
+def _list(value: str) -> Tuple[str, ...]:
+    if value in EMPTY:
+        return ()
+    return tuple(v for v in value.split(",") if v)
+
+
+def _tres_cpu(value: str) -> Optional[int]:
+    m = re.search(r"(?:^|,)cpu=(\d+)", value)
+    return int(m.group(1)) if m else None
+
+
+def parse_reservations(text: str, tz: tzinfo = timezone.utc) -> List[BatchReservation]:
+    """Reservations of ``scontrol show reservation`` output (``-o`` or the wrapped form).
+
+    A record starts at each ``ReservationName=`` token. Cores come from ``TRES=cpu=N`` (CPUs,
+    the unit jobs' ``cpus`` use) and else ``CoreCnt``. ``EndTime=Unknown`` (a zero-duration
+    reservation) ends at start + Duration. Keys that repeat within a record (``NodeName=``/
+    ``CoreIDs=`` of core reservations) keep their first value.
+    """
+    records: List[Dict[str, str]] = []
+    for key, value in _tokens(text):
+        if key == "ReservationName":
+            records.append({})
+        if records and key not in records[-1]:
+            records[-1][key] = value
+    out = []
+    for rec in records:
+        start = parse_slurm_time(rec.get("StartTime", ""), tz)
+        if start is None:
+            continue
+        end = parse_slurm_time(rec.get("EndTime", ""), tz)
+        if end is None:
+            dur = parse_duration(rec.get("Duration", ""))
+            end = start + (dur if dur is not None else UNLIMITED_S)
+        cores = _tres_cpu(rec.get("TRES", ""))
+        if cores is None:
+            cores = number(rec.get("CoreCnt", "")) or 0
+        partition = rec.get("PartitionName", "")
+        node_list = rec.get("Nodes", "")
+        out.append(
+            BatchReservation(
+                name=rec["ReservationName"],
+                start=start,
+                end=end,
+                cores=cores,
+                nodes=number(rec.get("NodeCnt", "")) or 0,
+                node_list="" if node_list in EMPTY else node_list,
+                users=_list(rec.get("Users", "")),
+                accounts=_list(rec.get("Accounts", "")),
+                partition="" if partition in EMPTY else partition,
+                flags=_list(rec.get("Flags", "")),
+                state=rec.get("State", ""),
+            )
+        )
+    return out
+

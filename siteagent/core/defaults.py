@@ -1,0 +1,42 @@
+"""Default values that several layers share (configuration, backends, market, command line),
+each defined once, with the reason for its value."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+#: What the names of the agent's reservations start with, so that reconciliation tells them
+#: from everybody else's. Three characters, because a PBS name holds at most 15 and the agent
+#: adds a 12-character id.
+DEFAULT_RESERVATION_PREFIX = "sa-"
+
+#: Seconds a buyer has to confirm a tentative reservation (the marketplace paper's step 10
+#: timer): time enough for a client program, or a person, to confirm, while capacity nobody
+#: confirms goes back to the queue within minutes.
+DEFAULT_CONFIRM_TIMEOUT_S = 120.0
+
+#: Cancelling a confirmed reservation costs p x f, f being its fee (the harm it did to queued
+#: jobs). 0.1 is the one value the thesis evaluates (Singh, ch. 6.4: "a penalty factor of 0.1
+#: (i.e. 10%)"), so the reproductions of its results run on the defaults. It is low on purpose:
+#: cancelling gives the capacity back and conservative backfilling moves the delayed jobs up
+#: again, so most of the harm f measured is undone; the penalty charges for the part that is
+#: not (the disturbed plan, a hole too late to fill) and deters reserve-and-cancel games.
+#: Free slots (f = 0) cancel free. Sites wanting a stronger deterrent raise it.
+DEFAULT_PENALTY_FACTOR = Decimal("0.1")
+
+#: Seconds between two polls of the batch system. The batch system's own plan changes at about
+#: this pace (Slurm's backfill scheduler runs every 30 s by default); quotes in between use the
+#: last snapshot, and every accept re-checks against a fresh one.
+DEFAULT_POLL_INTERVAL_S = 30.0
+
+#: Seconds a batch-system command may take before the batch system counts as not answering. A
+#: Slurm client needs about 9 s to give up on a dead controller (docs/slurm.md §2), so this is
+#: well above that, and a hung command still fails within one poll interval.
+DEFAULT_COMMAND_TIMEOUT_S = 30.0
+
+#: The replayed trace runs in real time unless told otherwise, like a real cluster.
+DEFAULT_REPLAY_SPEED = 1.0
+
+#: How far into the trace a new replayed cluster starts (seconds): two days in, the queue has
+#: built up, so quotes and slots look like those of a busy site from the first poll.
+DEFAULT_REPLAY_OFFSET_S = 2 * 86400

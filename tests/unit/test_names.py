@@ -1,0 +1,125 @@
+"""The name rules match whole strings: a trailing newline ("bob\\n") is refused by every rule and
+by everything that takes a name to a batch system, a signature or a configuration."""
+
+from __future__ import annotations
+
+from re import Pattern
+from typing import Any, Callable, Dict, Tuple
+
+import pytest
+
+from siteagent.backends.pbs.arguments import rsub_args
+from siteagent.backends.pbs.config import PbsConfig
+from siteagent.backends.slurm.arguments import reservation_args
+from siteagent.backends.slurm.config import SlurmConfig
+from siteagent.config import reading
+from siteagent.core import names
+from siteagent.core.model import ReservationSpec
+from siteagent.protocol.keys import check_key_id
+
+NOW = 1795330000
+
+#: Each rule with a value it accepts.
+VALID: Dict[str, Tuple[Pattern[str], str]] = {
+    "NAME": (names.NAME, "batch"),
+    "RESERVATION_PREFIX": (names.RESERVATION_PREFIX, "sa-"),
+    "USER": (names.USER, "bob"),
+    "KEY_ID": (names.KEY_ID, "alice@laptop"),
+    "HOST_NAME": (names.HOST_NAME, "login1.example.org"),
+    "PBS_RESERVATION_NAME": (names.PBS_RESERVATION_NAME, "sa-q1"),
+    "PBS_QUEUE": (names.PBS_QUEUE, "workq"),
+    "UNIX_GROUP": (names.UNIX_GROUP, "proj1"),
+}
+
+
+@pytest.mark.parametrize("rule_name", sorted(VALID))
+def test_every_rule_refuses_a_trailing_newline(rule_name: str) -> None:
+    rule, good = VALID[rule_name]
+    assert names.is_valid(rule, good)
+    assert names.check(rule, good, "name") == good
+    for bad in (good + "\n", "\n" + good, good + "\nx", good + " ", good + "\r\n"):
+        assert not names.is_valid(rule, bad), (rule_name, bad)
+        with pytest.raises(ValueError, match="invalid name"):
+            names.check(rule, bad, "name")
+    assert not names.is_valid(rule, None) and not names.is_valid(rule, 7)
+
+
+def slurm_spec(**kw: Any) -> ReservationSpec:
+    base: Dict[str, Any] = {"name": "sa-r1", "start": NOW + 600, "duration": 3600, "size": 8}
+    base.update(kw)
+    return ReservationSpec(**base)
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"name": "sa-r1\n"}, "reservation name"),
+        ({"users": ("bob\n",)}, "user name"),
+        ({"accounts": ("proj1\n",)}, "account name"),
+        ({"partition": "batch\n"}, "partition name"),
+    ],
+)
+def test_slurm_arguments_refuse_a_trailing_newline(kw: Dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        reservation_args(slurm_spec(**kw), SlurmConfig(users=("root",)), NOW)
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"name": "sa-q1\n"}, "reservation name"),
+        ({"users": ("bob\n",)}, "user name"),
+        ({"accounts": ("proj1\n",)}, "group"),
+    ],
+)
+def test_pbs_arguments_refuse_a_trailing_newline(kw: Dict[str, Any], message: str) -> None:
+    spec = slurm_spec(**{"name": "sa-q1", **kw})
+    with pytest.raises(ValueError, match=message):
+        rsub_args(spec, PbsConfig(), NOW)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: SlurmConfig(name_prefix="sa-\n"),
+        lambda: SlurmConfig(users=("bob\n",)),
+        lambda: SlurmConfig(partition="batch\n"),
+        lambda: PbsConfig(name_prefix="sa-\n"),
+        lambda: PbsConfig(users=("bob\n",)),
+        lambda: PbsConfig(queue="workq\n"),
+    ],
+)
+def test_backend_options_refuse_a_trailing_newline(make: Callable[[], object]) -> None:
+    with pytest.raises(ValueError, match="invalid"):
+        make()
+
+
+@pytest.mark.parametrize(
+    ("convert", "bad"),
+    [
+        (reading.name, "batch\n"),
+        (reading.reservation_prefix, "sa-\n"),
+        (reading.listen_address, "localhost\n"),
+        (reading.scheduler_user, "bob\n"),
+    ],
+)
+def test_configuration_refuses_a_trailing_newline(
+    convert: Callable[[Any], str], bad: str
+) -> None:
+    assert convert(bad.rstrip("\n")) == bad.rstrip("\n")
+    with pytest.raises(reading.Invalid):
+        convert(bad)
+
+
+def test_key_ids_refuse_a_trailing_newline() -> None:
+    assert check_key_id("alice@laptop") == "alice@laptop"
+    with pytest.raises(ValueError, match="invalid key id"):
+        check_key_id("alice@laptop\n")
+
+
+def test_the_prefix_rule_is_the_stricter_one() -> None:
+    """A prefix starts with a letter (PBS names must) and is at most 16 characters long."""
+    for prefix in ("sa-", "market-", "xx-", "a" * 16):
+        assert names.is_valid(names.RESERVATION_PREFIX, prefix)
+    for prefix in ("", "1sa-", "-x", "a" * 17):
+        assert not names.is_valid(names.RESERVATION_PREFIX, prefix)
