@@ -394,7 +394,9 @@ def quote_samples(
         pass  # a saturated machine has no current price; the gauge is left out
     for shape in shapes:
         label = (("request", shape.name),)
-        rfq = QuoteRequest(cores=shape.cores, walltime=shape.duration_s, limit=2)
+        rfq = QuoteRequest.model_validate(
+            {"cores": shape.cores, "walltime": shape.duration_s, "limit": 2}
+        )
         answer = quote(rfq, market, site, snapshot.now, record=None)
         if answer.refusal is not None:
             samples.append(Sample("siteagent_reference_quote_available", 0.0, label))

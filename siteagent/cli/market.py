@@ -160,7 +160,7 @@ def _request_for_quotes(args: argparse.Namespace, now: int) -> QuoteRequest:
         "limit": args.limit,
     }
     try:
-        return QuoteRequest(**fields)
+        return QuoteRequest.model_validate(fields)
     except ValidationError as exc:
         problems = "; ".join(
             f"{OPTION_OF.get(str(error['loc'][0]), error['loc'][0])}: {error['msg']}"
