@@ -29,7 +29,7 @@ from fastapi.security import APIKeyHeader
 from siteagent.api.context import ApiContext
 from siteagent.api.offer_writer import OfferWriter
 from siteagent.api.pricing_queue import PricingQueue, priced_inline, yielding
-from siteagent.api.site import ERRORS
+from siteagent.api.site import ERRORS, answers
 from siteagent.market import quoting
 from siteagent.market.quoting import OFFER_VALID_S, Quote, Refusal
 from siteagent.protocol.models import (
@@ -132,9 +132,7 @@ def add_routes(app: fastapi.FastAPI, context: ApiContext, desk: QuoteDesk) -> No
         "/v1/reservations",
         tags=["market"],
         status_code=201,
-        responses=ERRORS,
-        response_model=ReservationView,
-        response_model_exclude_unset=True,
+        **answers(ReservationView),
     )
     def accept(
         body: AcceptRequest,
@@ -150,9 +148,7 @@ def add_routes(app: fastapi.FastAPI, context: ApiContext, desk: QuoteDesk) -> No
     @app.get(
         "/v1/reservations/{reservation_id}",
         tags=["market"],
-        responses=ERRORS,
-        response_model=ReservationView,
-        response_model_exclude_unset=True,
+        **answers(ReservationView),
     )
     def show(reservation_id: str = ReservationId) -> Dict[str, Any]:
         """A reservation: its state, the deal to sign, and its receipt once confirmed."""
@@ -161,9 +157,7 @@ def add_routes(app: fastapi.FastAPI, context: ApiContext, desk: QuoteDesk) -> No
     @app.post(
         "/v1/reservations/{reservation_id}/confirm",
         tags=["market"],
-        responses=ERRORS,
-        response_model=ReservationView,
-        response_model_exclude_unset=True,
+        **answers(ReservationView),
     )
     def confirm(
         body: ConfirmRequest,
@@ -178,9 +172,7 @@ def add_routes(app: fastapi.FastAPI, context: ApiContext, desk: QuoteDesk) -> No
     @app.delete(
         "/v1/reservations/{reservation_id}",
         tags=["market"],
-        responses=ERRORS,
-        response_model=ReservationView,
-        response_model_exclude_unset=True,
+        **answers(ReservationView),
     )
     def cancel(
         reservation_id: str = ReservationId,

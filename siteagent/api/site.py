@@ -3,10 +3,11 @@ long its queue makes jobs wait (``/v1/history/waits``). Reads only: no signature
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Type, Union
 
 import fastapi
 from fastapi import Query
+from pydantic import BaseModel
 
 import siteagent
 from siteagent.api.context import ApiContext
@@ -34,10 +35,16 @@ ERRORS: Dict[Union[int, str], Dict[str, Any]] = {
 }
 
 
+def answers(model: Type[BaseModel]) -> Dict[str, Any]:
+    """A route's published answers: ``model`` (the keys the route sets, as it sets them), or
+    an error."""
+    return {"responses": ERRORS, "response_model": model, "response_model_exclude_unset": True}
+
+
 def add_routes(app: fastapi.FastAPI, context: ApiContext) -> None:
     """Register this area's routes on ``app``."""
 
-    @app.get("/v1/info", tags=["site"], response_model=Info, response_model_exclude_unset=True)
+    @app.get("/v1/info", tags=["site"], **answers(Info))
     def info() -> Dict[str, Any]:
         """The site's description, visible pricing parameters, public key and API version."""
         return info_of(context)
@@ -45,9 +52,7 @@ def add_routes(app: fastapi.FastAPI, context: ApiContext) -> None:
     @app.get(
         "/v1/slots",
         tags=["site"],
-        responses=ERRORS,
-        response_model=SlotList,
-        response_model_exclude_unset=True,
+        **answers(SlotList),
     )
     def slots(
         min_cores: int = Query(1, ge=1, le=10**7, description="only slots this wide (units)"),
@@ -74,9 +79,7 @@ def add_routes(app: fastapi.FastAPI, context: ApiContext) -> None:
     @app.get(
         "/v1/history/waits",
         tags=["site"],
-        responses=ERRORS,
-        response_model=WaitHistory,
-        response_model_exclude_unset=True,
+        **answers(WaitHistory),
     )
     def waits(
         since: Optional[int] = Query(None, ge=0, le=MAX_TIME, description="jobs started since"),
