@@ -30,8 +30,9 @@ from siteagent.api.context import ApiContext
 from siteagent.api.offer_writer import OfferWriter
 from siteagent.api.pricing_queue import PricingQueue, priced_inline, yielding
 from siteagent.api.site import ERRORS, answers
+from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
 from siteagent.market import quoting
-from siteagent.market.quoting import OFFER_VALID_S, Quote, Refusal
+from siteagent.market.quoting import Quote, Refusal
 from siteagent.protocol.models import (
     OFFER_ID_PATTERN,
     AcceptRequest,
@@ -91,7 +92,7 @@ class QuoteDesk:
             )
         if isinstance(prices, Refusal):
             return quoting.refused(view, now, prices)
-        offers = quoting.offered(prices, request, now, OFFER_VALID_S, site.name)
+        offers = quoting.offered(prices, request, now, DEFAULT_OFFER_VALID_S, site.name)
         await self.offer_writer.record(offers)
         log.debug("quote for %s: %d offers", client.key_id, len(offers))
         return quoting.answered(view, now, offers, prices, rfq.alpha)

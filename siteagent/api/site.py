@@ -11,10 +11,11 @@ from pydantic import BaseModel
 
 import siteagent
 from siteagent.api.context import ApiContext
+from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
 from siteagent.core.errors import InvalidRequest
 from siteagent.core.model import CapacityUnit, ClusterSnapshot
 from siteagent.core.waits import wait_table
-from siteagent.market.quoting import OFFER_VALID_S, cores_per_node
+from siteagent.market.quoting import cores_per_node
 from siteagent.protocol.errors import STATUS
 from siteagent.protocol.keys import public_key_text
 from siteagent.protocol.models import (
@@ -109,7 +110,7 @@ def info_of(context: ApiContext) -> Dict[str, Any]:
         },
         "cluster": None if snapshot is None else cluster_figures(snapshot),
         "pricing": context.site.pricing.describe(),
-        "offers_valid_s": OFFER_VALID_S,
+        "offers_valid_s": DEFAULT_OFFER_VALID_S,
         "confirm_timeout_s": context.site.manager.confirm_timeout,
         "public_key": {
             "keyid": deals.site_key_id,

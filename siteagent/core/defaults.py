@@ -40,3 +40,8 @@ DEFAULT_REPLAY_SPEED = 1.0
 #: How far into the trace a new replayed cluster starts (seconds): two days in, the queue has
 #: built up, so quotes and slots look like those of a busy site from the first poll.
 DEFAULT_REPLAY_OFFSET_S = 2 * 86400
+
+#: Seconds a quoted offer can be accepted: long enough for a multi-round auction across sites
+#: to decide, short enough that an offer does not outlive the snapshot it was priced on by much
+#: (the accept re-checks the capacity anyway).
+DEFAULT_OFFER_VALID_S = 300

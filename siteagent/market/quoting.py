@@ -27,14 +27,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from siteagent.config.schema import SiteConfig
+from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
 from siteagent.core.errors import InvalidRequest
 from siteagent.core.model import CapacityUnit, ClusterSnapshot, Offer, Request
 from siteagent.market.view import MarketView
 from siteagent.pricing import Price, Pricing, Refused, choose
 from siteagent.protocol.models import QuoteRequest, offer_json
-
-#: How long a quoted offer can be accepted, by default (seconds).
-OFFER_VALID_S = 300
 
 #: How far ahead of the quote the earliest offered window starts (seconds). The past cannot be
 #: reserved, so an offer stops being acceptable when its window starts; a window starting at
@@ -92,7 +90,7 @@ def quote(
     site: SiteConfig,
     now: int,
     record: Optional[Record],
-    valid_s: int = OFFER_VALID_S,
+    valid_s: int = DEFAULT_OFFER_VALID_S,
 ) -> Quote:
     """The whole use case on ``view``, synchronously: check, price, offer, store, answer."""
     request = requested(rfq, view.snapshot, site, now)

@@ -15,8 +15,9 @@ from typing import Any, Dict, Iterator, List
 import pytest
 from fastapi.routing import APIRoute
 
+from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
 from siteagent.core.waits import QueueWait
-from siteagent.market.quoting import ACCEPT_LEAD_S, OFFER_VALID_S
+from siteagent.market.quoting import ACCEPT_LEAD_S
 from siteagent.pricing import Pricing
 from siteagent.protocol import documents, keys, signing
 from siteagent.protocol.documents import Receipt
@@ -98,7 +99,7 @@ def test_a_quote_is_priced_offers_recorded_to_be_accepted(world: World) -> None:
     for offer in answer["offers"]:
         # the soonest start leaves the buyer a minute to accept; an offer lapses at its start
         assert offer["start"] >= answer["now"] + ACCEPT_LEAD_S
-        assert offer["expires"] == min(answer["now"] + OFFER_VALID_S, offer["start"])
+        assert offer["expires"] == min(answer["now"] + DEFAULT_OFFER_VALID_S, offer["start"])
         assert offer["cores"] == 8 and offer["end"] - offer["start"] == 3600
         stored = world.site.store.get_offer(offer["offer_id"])
         assert stored is not None and str(stored.total) == offer["total"]
