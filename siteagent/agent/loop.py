@@ -41,7 +41,6 @@ STALE_POLLS = 3
 STALE_GRACE_S = 60.0
 
 
-
 class Agent:
     """Keeps a fresh :class:`State` of one cluster, polling its backend.
 

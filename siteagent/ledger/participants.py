@@ -23,7 +23,6 @@ from siteagent.security.clients import CLIENT_KEYS, ed25519_public_key, mapping
 log = logging.getLogger("siteagent.ledger")
 
 
-
 @dataclass(frozen=True)
 class Participant:
     """An account holder: a site or a client (``kind`` "site" or "user") and its key."""

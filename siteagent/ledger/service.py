@@ -37,7 +37,6 @@ log = logging.getLogger("siteagent.ledger")
 T = TypeVar("T")
 
 
-
 #: What the service's one answer to an unexpected failure tells a client to wait.
 RETRY_AFTER_S = 5
 

@@ -782,8 +782,12 @@ class ReservationManager:
         return {res.name: res for res in reservations if res.name.startswith(self.name_prefix)}
 
     def owned(self, reservation_id: str, client: str) -> ReservationRecord:
-        """The reservation, if ``client`` (a key id) is its owner: only the client that
-        accepted it may confirm or cancel it."""
+        """The reservation, if ``client`` is its owner: only the client that accepted it may
+        confirm or cancel it.
+
+        Ownership is the key id, the same identity the confirm must be signed with and the
+        ledger debits; so a user's second key is a second buyer, and no check can disagree
+        with another."""
         record = self.store.get_reservation(reservation_id)
         if record is None:
             raise UnknownReservation(f"no reservation {reservation_id!r} at this site")

@@ -14,16 +14,13 @@ from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 from siteagent.protocol import httpsig
 from siteagent.security.clients import AuthorizedClient
-from siteagent.security.errors import Forbidden, ReplayCacheFull, Unauthenticated
+from siteagent.security.errors import ReplayCacheFull, Unauthenticated
 
 #: Components a state-changing request must sign: the method, the body (by its digest), and
 #: where it goes (the whole target URI, or authority + path + query: a proxy that rewrites the
 #: scheme or port may make the first impossible, so the second is accepted too).
 REQUIRED_COMPONENTS = ("@method", "content-digest")
-
-
 TARGET_COMPONENTS = (("@target-uri",), ("@authority", "@path", "@query"))
-
 
 #: How far in the future a signature's ``created`` may be (clocks differ a little).
 CLOCK_SKEW_S = 30
@@ -157,14 +154,3 @@ class Authenticator:
                 "insufficient_coverage", "the signature must cover " + ", ".join(missing)
             )
 
-
-def authorize_owner(client: AuthorizedClient, owner: str, what: str) -> None:
-    """Only the client that accepted a reservation (``owner``, its key id) may confirm or
-    cancel it.
-
-    Ownership is the key, the same identity the reservation manager records, the confirm
-    must be signed with and the ledger debits; so a user's second key is a second buyer, and
-    no check here can disagree with another.
-    """
-    if client.key_id != owner:
-        raise Forbidden("not_owner", f"{what} belongs to another client; only its owner may act")

@@ -8,7 +8,8 @@
   idempotency key reused) that a client resolves differently. Nothing in RFC 9421 asks for
   another status; its section 5 lets a server name the signature it wants, which the 401 does
   with ``Accept-Signature``. A client that must retry signs again with a fresh nonce.
-- **403** for an authenticated client acting on another client's reservation.
+- **403** for an authenticated client acting on another client's reservation (that is the
+  lifecycle's ``NotOwner``: ownership is a reservation's, not a signature's, business).
 - **422** for a confirm whose signed deal does not verify or does not match the reservation.
 - **503** when the nonce cache is full of live nonces: refusing is the only way to stay safe
   against replays, and the condition passes as the window slides (the API adds Retry-After).
@@ -38,10 +39,6 @@ class Unauthenticated(SecurityError):
         # RFC 9421 section 5.1: tell the client which signature would be accepted
         components = " ".join(f'"{component}"' for component in DEFAULT_COMPONENTS)
         return {"Accept-Signature": f'sig1=({components});created;keyid;nonce;alg="ed25519"'}
-
-
-class Forbidden(SecurityError):
-    """403: the client is known but may not do this (another user's reservation)."""
 
 
 class ConfirmRefused(SecurityError):

@@ -39,10 +39,9 @@ from siteagent.security.authentication import (
     CLOCK_SKEW_S,
     Authenticator,
     NonceCache,
-    authorize_owner,
 )
 from siteagent.security.clients import AuthorizedClient, load_authorized_clients
-from siteagent.security.errors import ConfirmRefused, Forbidden, ReplayCacheFull
+from siteagent.security.errors import ConfirmRefused, ReplayCacheFull
 from siteagent.security.tls import ensure_self_signed, server_ssl_context
 from testbed.parties import NOW, Party, deal
 
@@ -337,13 +336,6 @@ def test_a_full_nonce_cache_refuses_with_503_until_nonces_expire(alice: Party) -
     clock.now = NOW + 300 + CLOCK_SKEW_S  # a and b can no longer be replayed: forgotten
     auth.authenticate("POST", URL, signed(alice, created=int(clock.now), nonce="c"), BODY)
     assert len(auth.nonces) == 1
-
-
-def test_only_the_owner_may_act_on_a_reservation(alice: Party) -> None:
-    authorize_owner(alice.client(), alice.key_id, "reservation r-1")
-    with pytest.raises(Forbidden) as caught:
-        authorize_owner(Party("bob@ci").client(), alice.key_id, "reservation r-1")
-    assert status_of(caught.value.code) == 403 and caught.value.code == "not_owner"
 
 
 # --------------------------------------------------------------------------- interoperability

@@ -139,7 +139,6 @@ def words(value: Any) -> Tuple[str, ...]:
     return tuple(w.strip() for w in as_text(value).split(",") if w.strip())
 
 
-
 def check_header(doc: Any, what: str) -> Dict[str, Any]:
     """The document as a dict if it has the envelope every PBS JSON output has (§2)."""
     if not isinstance(doc, dict) or "timestamp" not in doc or "pbs_server" not in doc:
