@@ -62,7 +62,8 @@ def add_routes(app: fastapi.FastAPI, context: ApiContext) -> None:
         end: Optional[int] = Query(None, ge=0, le=MAX_TIME, description="window end"),
         limit: int = Query(100, ge=1, le=1000),
     ) -> Dict[str, Any]:
-        """Advertised slots: free holes of the predicted schedule overlapping the window."""
+        """Advertised slots: free holes of the predicted conservative schedule (whatever policy
+        predicts the starts) overlapping the window."""
         if start is not None and end is not None and end <= start:
             raise InvalidRequest("end must be after start", field="end")
         view = context.view()
