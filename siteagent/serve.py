@@ -60,7 +60,7 @@ RESTART_KEYS = (
     "api.",
     "ledger.",
     "security.site_key",
-    "security.nonce_cache_size",
+    "security.nonces_per_client",
     "reservations.name_prefix",
 )
 
@@ -77,6 +77,8 @@ def serve(
     ``reload_config`` re-reads the configuration on SIGHUP (default: the file ``config`` was
     read from, with no command-line overrides).
     """
+    for deprecation in config.deprecations:
+        log.warning("configuration: %s", deprecation)
     site = open_site(config)
     try:
         if once:
@@ -220,6 +222,8 @@ class Daemon:
         except (ConfigError, ValueError, OSError) as exc:
             log.error("reload failed, the running configuration is kept: %s", exc)
             return
+        for deprecation in fresh.deprecations:
+            log.warning("configuration: %s", deprecation)
         applied, pending = changed_keys(self.config, fresh)
         effective = keep_restart_settings(self.config, fresh)
         apply(self.site, self.parts, effective, clients)
@@ -257,8 +261,9 @@ def assemble(site: Site) -> Parts:
     site.manager.backend = site.backend
     authenticator = authentication.Authenticator(
         read_authorized_clients(config.security.authorized_clients),
+        config.api.public_names,
         max_age_s=config.security.signature_max_age_s,
-        nonces=authentication.NonceCache(config.security.nonce_cache_size),
+        nonces=authentication.NonceCache(config.security.nonces_per_client),
     )
     deals = open_deals(config, site.manager, authenticator.clients.values())
     agent = Agent(
@@ -279,7 +284,7 @@ def assemble(site: Site) -> Parts:
 
 def https_for(app: Any, config: Config) -> uvicorn.Config:
     """The agent's server settings: the configured address and TLS (see https_config)."""
-    return https_config(app, config.api.listen, config.api.port, config.api.tls)
+    return https_config(app, config.api.listen, config.api.port, config.api)
 
 
 def listen_url(config: Config) -> str:
@@ -309,7 +314,7 @@ def keep_restart_settings(old: Config, new: Config) -> Config:
         security=dataclasses.replace(
             new.security,
             site_key=old.security.site_key,
-            nonce_cache_size=old.security.nonce_cache_size,
+            nonces_per_client=old.security.nonces_per_client,
         ),
         reservations=dataclasses.replace(
             new.reservations, name_prefix=old.reservations.name_prefix

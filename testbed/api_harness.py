@@ -111,7 +111,9 @@ class World:
             return {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in tables}
 
 
-def make_world(tmp_path: Path) -> World:
+def make_world(tmp_path: Path, api: Optional[Dict[str, Any]] = None) -> World:
+    """The world of the API tests; ``api`` adds keys of the configuration's ``api`` section
+    (limits, rates)."""
     trace = write_trace(tmp_path / "trace.swf", JOBS, max_procs=64)
     settings = loading.parse(
         {
@@ -119,6 +121,7 @@ def make_world(tmp_path: Path) -> World:
             "site": SITE,
             "backend": {"type": "swf", "swf": {"trace": trace, "offset": 600}},
             "planner": {"poll_interval_s": 2},
+            "api": {"public_names": ["testserver"], **(api or {})},
         }
     )
     site = open_site(settings)
@@ -141,7 +144,9 @@ def make_world(tmp_path: Path) -> World:
     clients = {alice.key_id: alice.client("alice", "proj1"), bob.key_id: bob.client("bob")}
     deals = Deals(site.manager, Party("hpc1").key, "hpc1", Ledger(":memory:"))
     deals.open_accounts(clients.values())
-    authenticator = authentication.Authenticator(clients, max_age_s=300)
+    authenticator = authentication.Authenticator(
+        clients, settings.api.public_names, max_age_s=300
+    )
     context = ApiContext(site, agent, authenticator, deals, metrics)
     app = create_app(context)
     return World(app, TestClient(app), context, faulty, clock, alice, bob)

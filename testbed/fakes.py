@@ -8,6 +8,9 @@ from typing import List, Optional
 
 from siteagent.backends.base import Backend, BackendUnavailable, ReservationRefused
 from siteagent.core.model import BatchReservation, ClusterSnapshot, ReservationSpec
+from siteagent.protocol import httpsig
+from siteagent.security.authentication import Authenticator
+from siteagent.security.clients import AuthorizedClient
 
 
 class FakeClock:
@@ -67,3 +70,18 @@ class FaultyBackend(Backend):
     def list_reservations(self) -> List[BatchReservation]:
         self._check()
         return self.inner.list_reservations()
+
+
+class Trusting(Authenticator):
+    """Takes every request as signed by ``client``: for tests of what happens after the
+    signature check (generated bodies, the faces of one use case), which the gate runs
+    before any route."""
+
+    def __init__(self, client: AuthorizedClient) -> None:
+        super().__init__({client.key_id: client}, ())
+        self.client = client
+
+    def authenticate(
+        self, method: str, url: str, headers: httpsig.Headers, body: bytes
+    ) -> AuthorizedClient:
+        return self.client

@@ -61,6 +61,9 @@ FREE_WINDOWS: Tuple[Tuple[str, int], ...] = (("1h", 3600), ("6h", 6 * 3600), ("2
 REQUEST_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 BACKEND_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
+#: HTTP methods labelled by name; any other request method is counted as ``other``.
+KNOWN_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
 #: Node states as the metrics group them: the batch systems' own words vary too much.
 NODE_STATES = ("idle", "mixed", "allocated", "unavailable")
 
@@ -115,6 +118,7 @@ class Metrics:
         self._transitions: Dict[Tuple[str, str], int] = {}
         self._by_state: Dict[ReservationState, int] = {}
         self._bookings_owed = 0
+        self._database_bytes = 0
         self._last_seq = 0
         self.requests = Histogram(
             "siteagent_http_request_duration_seconds",
@@ -129,6 +133,13 @@ class Metrics:
             "more client commands, by outcome.",
             ("backend", "operation", "outcome"),
             buckets=BACKEND_BUCKETS,
+            registry=self.registry,
+        )
+        self.rate_limited = Counter(
+            "siteagent_rate_limited_requests",
+            "Signed requests refused (429) because their client asked faster than its rate, "
+            "by kind: quotes, reservations (accept, confirm, cancel).",
+            ("kind",),
             registry=self.registry,
         )
         self.backend_errors = Counter(
@@ -182,19 +193,27 @@ class Metrics:
             return
         by_state = self.store.count_by_state()
         owed = self.store.count_bookings_owed()
+        size = self.store.size_bytes()
         with self._lock:
             last, counts = self.store.count_transitions(self._last_seq)
             self._last_seq = last
             self._by_state = by_state
             self._bookings_owed = owed
+            self._database_bytes = size
             for (src, dst), count in counts.items():
                 key = ("" if src is None else src.value, dst.value)
                 self._transitions[key] = self._transitions.get(key, 0) + count
 
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
         """One API request. ``route`` is the route's template (``/v1/reservations/{id}``),
-        never the raw path, so that ids do not become label values."""
-        self.requests.labels(route, method.upper(), str(status)).observe(max(seconds, 0.0))
+        never the raw path, and a method the API does not know is ``other``: no value a client
+        sends becomes a label value (each one is a new time series)."""
+        method = method.upper() if method.upper() in KNOWN_METHODS else "other"
+        self.requests.labels(route, method, str(status)).observe(max(seconds, 0.0))
+
+    def observe_rate_limited(self, kind: str) -> None:
+        """A signed request refused for its client's rate (``kind``: quotes, reservations)."""
+        self.rate_limited.labels(kind).inc()
 
     def observe_backend_call(
         self, backend: str, operation: str, seconds: float, error: Optional[BaseException]
@@ -243,6 +262,9 @@ class Metrics:
                     for s in ReservationState
                 ]
                 samples.append(Sample("siteagent_ledger_bookings_owed", float(self._bookings_owed)))
+                samples.append(
+                    Sample("siteagent_state_database_bytes", float(self._database_bytes))
+                )
             return samples
 
     def _counters(self) -> List[Sample]:
@@ -511,6 +533,8 @@ HELP = {
     "siteagent_reservations": "The agent's reservations by lifecycle state.",
     "siteagent_ledger_bookings_owed": "Receipts and refunds signed but not yet booked by the "
     "ledger (it did not answer); the agent's loop books them when it does.",
+    "siteagent_state_database_bytes": "Size of the agent's state database on disk (with its "
+    "write-ahead log): offers, reservations, receipts and queue waits.",
     "siteagent_refresh_failures": "Cycles whose snapshot failed since the agent started.",
     "siteagent_reservation_transitions": "Reservation lifecycle moves, from the store.",
     "siteagent_reservation_confirm_timeouts": "Tentative reservations expired unconfirmed.",

@@ -23,7 +23,10 @@ from siteagent.agent.metrics import Metrics
 from siteagent.api import market, operations, site
 from siteagent.api.context import ApiContext
 from siteagent.api.site import API_VERSION
+from siteagent.security.admission import RateLimited, RateLimiter
+from siteagent.security.clients import AuthorizedClient
 from siteagent.serving import errors
+from siteagent.serving.gate import Admit, Gate, signs_state_changes
 
 
 def create_app(context: ApiContext) -> fastapi.FastAPI:
@@ -35,19 +38,52 @@ def create_app(context: ApiContext) -> fastapi.FastAPI:
         description="A site agent for an HPC batch system: advertised slots, priced quotes "
         "and real advance reservations, confirmed by doubly signed receipts.",
         openapi_url="/v1/openapi.json",
-        docs_url="/v1/docs",
+        docs_url=None,  # Swagger UI loads from a CDN, which a cluster may not reach: none
         redoc_url=None,
     )
     desk = market.QuoteDesk(context)
     app.state.context = context
     app.state.quotes = desk
     errors.install(app, context.retry_after_s)
-    if context.metrics is not None:
+    limits = context.site.config.api
+    app.add_middleware(
+        Gate,
+        authenticate=lambda *request: context.authenticator.authenticate(*request),
+        must_sign=signs_state_changes,
+        max_body_bytes=limits.max_body_bytes,
+        retry_after_s=context.retry_after_s,
+        admit=admission(context),
+    )
+    if context.metrics is not None:  # outermost: refusals at the gate are timed too
         app.add_middleware(Timed, metrics=context.metrics)
     site.add_routes(app, context)
     market.add_routes(app, context, desk)
     operations.add_routes(app, context)
     return app
+
+
+def admission(context: ApiContext) -> Admit:
+    """Each signed request counted against its client's rate: quotes, and the reservation
+    requests (accept, confirm, cancel); refusals counted in the metrics."""
+    rates = context.site.config.api.rate_limits
+    limiter = RateLimiter({QUOTES: rates.quotes, RESERVATIONS: rates.reservations})
+
+    def admit(client: AuthorizedClient, method: str, path: str) -> None:
+        if not signs_state_changes(method, path):
+            return
+        kind = QUOTES if path == "/v1/quotes" else RESERVATIONS
+        try:
+            limiter.admit(client.key_id, kind)
+        except RateLimited:
+            if context.metrics is not None:
+                context.metrics.observe_rate_limited(kind)
+            raise
+
+    return admit
+
+
+#: The kinds of request each client's rate is counted in.
+QUOTES, RESERVATIONS = "quotes", "reservations"
 
 
 class Timed:

@@ -41,7 +41,9 @@ from siteagent.protocol.models import (
     QuoteRequest,
     ReservationView,
 )
+from siteagent.security.admission import OfferQuota
 from siteagent.security.clients import AuthorizedClient
+from siteagent.security.errors import Unauthenticated
 
 log = logging.getLogger("siteagent.api")
 
@@ -73,6 +75,7 @@ class QuoteDesk:
         self.context = context
         self.pricing_queue = PricingQueue()
         self.offer_writer = OfferWriter(context.site.manager.record_offers)
+        self.quota = OfferQuota(context.site.config.api.max_live_offers_per_client)
 
     async def quote(self, rfq: QuoteRequest, client: AuthorizedClient) -> Quote:
         """The quoting use case's steps, with the pricing on the event loop or the pricing
@@ -80,6 +83,7 @@ class QuoteDesk:
         view = self.context.view()
         site = self.context.site.config.site
         now = int(self.context.site.manager.clock())
+        self.quota.check(client.key_id, now)
         request = quoting.requested(rfq, view.snapshot, site, now)
         if isinstance(request, Refusal):
             return quoting.refused(view, now, request)
@@ -92,8 +96,11 @@ class QuoteDesk:
             )
         if isinstance(prices, Refusal):
             return quoting.refused(view, now, prices)
-        offers = quoting.offered(prices, request, now, DEFAULT_OFFER_VALID_S, site.name)
+        offers = quoting.offered(
+            prices, request, now, DEFAULT_OFFER_VALID_S, site.name, client.key_id
+        )
         await self.offer_writer.record(offers)
+        self.quota.add(client.key_id, offers)
         log.debug("quote for %s: %d offers", client.key_id, len(offers))
         return quoting.answered(view, now, offers, prices, rfq.alpha)
 
@@ -103,18 +110,15 @@ class QuoteDesk:
         self.offer_writer.close()
 
 
-async def authenticated_client(
+def authenticated_client(
     request: fastapi.Request, _: Optional[str] = Security(SIGNATURE)
 ) -> AuthorizedClient:
-    """The client that signed this request (RFC 9421), or a 401/503 SecurityError.
-
-    Async so that it can read the body (cached: the route parses the same bytes again);
-    verifying one Ed25519 signature is too quick to be worth a thread.
-    """
-    context: ApiContext = request.app.state.context
-    body = await request.body()
-    headers = list(request.headers.items())
-    return context.authenticator.authenticate(request.method, str(request.url), headers, body)
+    """The client whose signature the gate checked (siteagent.serving.gate) before the body
+    was parsed; the parameter declares the signature in the OpenAPI."""
+    client = getattr(request.state, "client", None)
+    if not isinstance(client, AuthorizedClient):  # the gate signs every state change
+        raise Unauthenticated("unsigned", "this request must be signed (RFC 9421)")
+    return client
 
 
 signed = Depends(authenticated_client)

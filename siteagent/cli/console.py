@@ -79,6 +79,11 @@ def error(message: str) -> None:
     stderr.print(f"[bold red]siteagent: error:[/] {message}", highlight=False)
 
 
+def warning(message: str) -> None:
+    """Something that works but should change (a deprecated key)."""
+    stderr.print(f"[bold yellow]siteagent: warning:[/] {message}", highlight=False)
+
+
 @contextlib.contextmanager
 def progress_bar(description: str, enabled: bool = True) -> Iterator[Callable[[float], None]]:
     """A progress bar on stderr; yields ``update(fraction)``. Silent when not on a terminal."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import getpass
 from typing import TYPE_CHECKING, Any, Dict, List
 
 from siteagent.cli import console, options
@@ -94,6 +95,12 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     quote.add_argument(
         "--valid", type=duration, default=DEFAULT_OFFER_VALID_S, help="offer lifetime (s)"
     )
+    quote.add_argument(
+        "--client",
+        default=getpass.getuser(),
+        help="who the offers are for: only this client may accept them "
+        "(`reservations accept --client`; default: your user name, %(default)s)",
+    )
     quote.add_argument("--json", action="store_true", help="print one JSON object")
     quote.set_defaults(command=_quote)
 
@@ -144,7 +151,8 @@ def _quote(args: argparse.Namespace) -> int:
         snapshot = site.backend.snapshot()
         predicted = plan(snapshot, loaded.planner.policy)
         view = market_view(snapshot, predicted, _pricing(args, site.pricing))
-        answer = quote(rfq, view, loaded.site, now, site.manager.record_offers, args.valid)
+        record = site.manager.record_offers
+        answer = quote(rfq, view, loaded.site, now, record, args.client, args.valid)
     finally:
         site.close()
     if args.json:

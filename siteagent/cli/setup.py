@@ -164,6 +164,7 @@ def _check_config(args: argparse.Namespace) -> int:
                 "ok": True,
                 "file": args.file,
                 "config": loading.to_json(effective),
+                "deprecations": list(effective.deprecations),
                 "authorized_clients": [
                     {"key_id": key_id, "user": user, "account": account}
                     for key_id, user, account in clients
@@ -171,6 +172,8 @@ def _check_config(args: argparse.Namespace) -> int:
             }
         )
         return 0
+    for deprecation in effective.deprecations:
+        console.warning(deprecation)
     console.print_table(
         [
             {"key": key, "value": _text(value), "from": _origin(effective, key)}

@@ -32,7 +32,9 @@ from siteagent.config.reading import (
     Problem,
     Reading,
     Section,
+    authority,
     boolean,
+    byte_count,
     choice,
     factor,
     keys_of,
@@ -69,6 +71,8 @@ from siteagent.config.schema import (
     PlannerConfig,
     PricingConfig,
     PricingPolicy,
+    RateLimit,
+    RateLimits,
     ReferenceRequest,
     ReservationsConfig,
     SecurityConfig,
@@ -81,6 +85,10 @@ from siteagent.core import names
 from siteagent.core.defaults import (
     DEFAULT_COMMAND_TIMEOUT_S,
     DEFAULT_CONFIRM_TIMEOUT_S,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_HEADER_BYTES,
+    DEFAULT_MAX_LIVE_OFFERS_PER_CLIENT,
+    DEFAULT_NONCES_PER_CLIENT,
     DEFAULT_POLL_INTERVAL_S,
     DEFAULT_REPLAY_OFFSET_S,
     DEFAULT_REPLAY_SPEED,
@@ -218,16 +226,56 @@ def read_api(section: Section, paths: Paths, state_dir: Path) -> ApiConfig:
         tls.reading.problem(
             tls.child(missing), f"expected a file path: {given} and {missing} go together"
         )
+    listen = section.get("listen", "127.0.0.1", listen_address)
+    api_port = section.get("port", 8443, port)
+    limits = section.section("rate_limits", keys_of(RateLimits))
     return ApiConfig(
-        listen=section.get("listen", "127.0.0.1", listen_address),
-        port=section.get("port", 8443, port),
+        listen=listen,
+        port=api_port,
         tls=TlsConfig(
             enabled=enabled,
             cert=cert or state_dir / "tls" / "server.crt",
             key=key or state_dir / "tls" / "server.key",
             self_signed=not (tls.has("cert") or tls.has("key")),
         ),
+        public_names=section.items("public_names", authority)
+        or default_public_names(listen, api_port),
+        max_header_bytes=section.get("max_header_bytes", DEFAULT_MAX_HEADER_BYTES, byte_count),
+        max_body_bytes=section.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES, byte_count),
+        rate_limits=RateLimits(
+            quotes=read_rate_limit(limits, "quotes", RateLimits.quotes),
+            reservations=read_rate_limit(limits, "reservations", RateLimits.reservations),
+        ),
+        max_live_offers_per_client=section.get(
+            "max_live_offers_per_client", DEFAULT_MAX_LIVE_OFFERS_PER_CLIENT, positive_int
+        ),
     )
+
+
+def read_rate_limit(section: Section, key: str, default: RateLimit) -> RateLimit:
+    bucket = section.section(key, keys_of(RateLimit))
+    return RateLimit(
+        per_second=bucket.get("per_second", default.per_second, positive_number),
+        burst=bucket.get("burst", default.burst, positive_int),
+    )
+
+
+def default_public_names(listen: str, port: int) -> Tuple[str, ...]:
+    """The authorities a site answers to when the file names none: its listen address, and
+    this host's names when it listens on every address (behind a proxy or a DNS alias, name
+    them in ``api.public_names``)."""
+    loopback = ("127.0.0.1", "localhost", "::1")
+    hosts = [listen]
+    if listen in ("0.0.0.0", "::"):
+        hosts = [socket.getfqdn(), socket.gethostname(), *loopback]
+    elif listen in loopback:
+        hosts = list(loopback)
+    names: List[str] = []
+    for host in hosts:
+        name = authority(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+        if name not in names:
+            names.append(name)
+    return tuple(names)
 
 
 def read_security(section: Section, paths: Paths, state_dir: Path) -> SecurityConfig:
@@ -237,8 +285,24 @@ def read_security(section: Section, paths: Paths, state_dir: Path) -> SecurityCo
         ),
         site_key=section.get("site_key", state_dir / "site.key", paths.path),
         signature_max_age_s=section.get("signature_max_age_s", 300, whole_seconds),
-        nonce_cache_size=section.get("nonce_cache_size", 100_000, positive_int),
+        nonces_per_client=nonces_per_client(section),
     )
+
+
+#: Keys of the security section still read (with a deprecation) under their old names.
+DEPRECATED_SECURITY_KEYS = ("nonce_cache_size",)
+
+
+def nonces_per_client(section: Section) -> int:
+    """``nonces_per_client``, or the old ``nonce_cache_size`` (one bound for all clients, which
+    let one client crowd out the others) read as a bound per client, with a deprecation."""
+    if section.has("nonce_cache_size") and not section.has("nonces_per_client"):
+        section.reading.deprecated(
+            section.child("nonce_cache_size"),
+            "use nonces_per_client (the bound is now per client); its value is read as that",
+        )
+        return section.get("nonce_cache_size", DEFAULT_NONCES_PER_CLIENT, positive_int)
+    return section.get("nonces_per_client", DEFAULT_NONCES_PER_CLIENT, positive_int)
 
 
 def read_ledger(section: Section, paths: Paths, state_dir: Path) -> LedgerConfig:
@@ -289,7 +353,7 @@ def parse(
     """
     reading = Reading()
     paths = Paths(source.parent if source else Path.cwd())
-    root = Section(data, "", keys_of(Config, "source", "explicit"), reading)
+    root = Section(data, "", keys_of(Config, "source", "explicit", "deprecations"), reading)
     file_state_dir = root.get("state_dir", default_state_dir(), paths.path)
     state_dir = state_dir or file_state_dir
     config = Config(
@@ -299,12 +363,17 @@ def parse(
         pricing=read_pricing(root.section("pricing", keys_of(PricingConfig))),
         reservations=read_reservations(root.section("reservations", keys_of(ReservationsConfig))),
         api=read_api(root.section("api", keys_of(ApiConfig)), paths, state_dir),
-        security=read_security(root.section("security", keys_of(SecurityConfig)), paths, state_dir),
+        security=read_security(
+            root.section("security", (*keys_of(SecurityConfig), *DEPRECATED_SECURITY_KEYS)),
+            paths,
+            state_dir,
+        ),
         ledger=read_ledger(root.section("ledger", keys_of(LedgerConfig)), paths, state_dir),
         state_dir=state_dir,
         metrics=read_metrics(root.section("metrics", keys_of(MetricsConfig))),
         source=source,
         explicit=frozenset(reading.explicit),
+        deprecations=tuple(reading.deprecations),
     )
     if reading.problems:
         raise ConfigError(str(source) if source else "configuration", reading.problems)
@@ -335,7 +404,9 @@ def flatten(config: Config) -> List[Tuple[str, Any]]:
     """The effective settings as (dotted key, value) pairs, in file order."""
     rows: List[Tuple[str, Any]] = []
     _flatten(config, "", rows)
-    return [(key, value) for key, value in rows if key not in ("source", "explicit")]
+    return [
+        (key, value) for key, value in rows if key not in ("source", "explicit", "deprecations")
+    ]
 
 
 def _flatten(node: Any, prefix: str, rows: List[Tuple[str, Any]]) -> None:

@@ -22,6 +22,7 @@ from typing import Any, Callable, List, Mapping, Optional, Set, Tuple, TypeVar
 
 from siteagent.core import names
 from siteagent.core.errors import SiteagentError
+from siteagent.protocol import httpsig
 
 T = TypeVar("T")
 
@@ -68,9 +69,14 @@ class Reading:
     def __init__(self) -> None:
         self.problems: List[Problem] = []
         self.explicit: Set[str] = set()
+        self.deprecations: List[str] = []
 
     def problem(self, path: str, message: str) -> None:
         self.problems.append(Problem(path, message))
+
+    def deprecated(self, path: str, instead: str) -> None:
+        """``path`` is an old key that still works; say what replaces it."""
+        self.deprecations.append(f"{path} is deprecated: {instead}")
 
 
 class Section:
@@ -279,6 +285,26 @@ def listen_address(raw: Any) -> str:
         if not names.is_valid(names.HOST_NAME, raw):
             raise Invalid(expect) from None
     return raw
+
+
+def authority(raw: Any) -> str:
+    """A ``host[:port]`` buyers reach the site at (a name or an IP address, IPv6 in brackets),
+    kept in the form a signature's ``@authority`` takes (RFC 9421): lower case, without the
+    default HTTPS port."""
+    expect = "a host name or address, with its port unless it is 443 (hpc1.example.org:8443)"
+    if not isinstance(raw, str) or not raw or "/" in raw or "@" in raw:
+        raise Invalid(expect)
+    try:
+        return httpsig.authority(f"https://{raw}")
+    except httpsig.SignatureError:
+        raise Invalid(expect) from None
+
+
+def byte_count(raw: Any) -> int:
+    try:
+        return positive_int(raw)
+    except Invalid:
+        raise Invalid("a positive number of bytes") from None
 
 
 def ledger_url(raw: Any) -> str:

@@ -16,11 +16,19 @@ from typing import FrozenSet, Optional, Tuple
 from siteagent.core.defaults import (
     DEFAULT_COMMAND_TIMEOUT_S,
     DEFAULT_CONFIRM_TIMEOUT_S,
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_HEADER_BYTES,
+    DEFAULT_MAX_LIVE_OFFERS_PER_CLIENT,
+    DEFAULT_NONCES_PER_CLIENT,
     DEFAULT_PENALTY_FACTOR,
     DEFAULT_POLL_INTERVAL_S,
+    DEFAULT_QUOTES_BURST,
+    DEFAULT_QUOTES_PER_S,
     DEFAULT_REPLAY_OFFSET_S,
     DEFAULT_REPLAY_SPEED,
     DEFAULT_RESERVATION_PREFIX,
+    DEFAULT_RESERVATIONS_BURST,
+    DEFAULT_RESERVATIONS_PER_S,
 )
 from siteagent.core.model import CapacityUnit
 from siteagent.core.scheduling import Policy
@@ -174,12 +182,36 @@ class TlsConfig:
 
 
 @dataclass(frozen=True)
+class RateLimit:
+    """A token bucket: ``per_second`` requests on average, ``burst`` at once."""
+
+    per_second: float
+    burst: int
+
+
+@dataclass(frozen=True)
+class RateLimits:
+    """Per client: quotes, and the reservation requests (accept, confirm, cancel)."""
+
+    quotes: RateLimit = RateLimit(DEFAULT_QUOTES_PER_S, DEFAULT_QUOTES_BURST)
+    reservations: RateLimit = RateLimit(DEFAULT_RESERVATIONS_PER_S, DEFAULT_RESERVATIONS_BURST)
+
+
+@dataclass(frozen=True)
 class ApiConfig:
-    """Where the HTTPS API listens (localhost by default: exposing it is a decision)."""
+    """Where the HTTPS API listens (localhost by default: exposing it is a decision), the
+    names it answers to (``public_names``: the ``host[:port]`` authorities buyers sign for; a
+    signature made for another is refused), the largest request it reads, and what one client
+    may ask of it."""
 
     listen: str
     port: int
     tls: TlsConfig
+    public_names: Tuple[str, ...] = ()
+    max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    rate_limits: RateLimits = RateLimits()
+    max_live_offers_per_client: int = DEFAULT_MAX_LIVE_OFFERS_PER_CLIENT
 
 
 @dataclass(frozen=True)
@@ -188,14 +220,15 @@ class SecurityConfig:
 
     ``authorized_clients`` maps key ids to public keys and scheduler users (missing file: no
     client may change anything). ``signature_max_age_s`` is how old a request signature may be;
-    ``nonce_cache_size`` bounds the nonces remembered within that window. ``site_key`` is the
-    agent's own Ed25519 key that countersigns receipts (made on first start if missing).
+    ``nonces_per_client`` bounds the nonces remembered of each client within that window (one
+    client cannot crowd out another's). ``site_key`` is the agent's own Ed25519 key that
+    countersigns receipts (made on first start if missing).
     """
 
     authorized_clients: Path
     site_key: Path
     signature_max_age_s: int = 300
-    nonce_cache_size: int = 100_000
+    nonces_per_client: int = DEFAULT_NONCES_PER_CLIENT
 
 
 @dataclass(frozen=True)
@@ -253,7 +286,8 @@ class MetricsConfig:
 class Config:
     """The whole effective configuration. ``source`` is the file read (None: defaults);
     ``explicit`` holds the dotted paths the file set, so a listing can tell them from
-    defaults."""
+    defaults; ``deprecations`` says which old keys the file used and what replaces them (they
+    still work)."""
 
     site: SiteConfig
     backend: BackendConfig
@@ -267,3 +301,4 @@ class Config:
     metrics: MetricsConfig = MetricsConfig()
     source: Optional[Path] = None
     explicit: FrozenSet[str] = frozenset()
+    deprecations: Tuple[str, ...] = ()

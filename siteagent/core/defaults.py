@@ -45,3 +45,24 @@ DEFAULT_REPLAY_OFFSET_S = 2 * 86400
 #: to decide, short enough that an offer does not outlive the snapshot it was priced on by much
 #: (the accept re-checks the capacity anyway).
 DEFAULT_OFFER_VALID_S = 300
+
+#: The largest request head and body the API reads (bytes). A quote or a confirm with its
+#: signature is under 2 KiB; anything far larger is an attack or a bug, refused unread.
+DEFAULT_MAX_HEADER_BYTES = 16 * 1024
+DEFAULT_MAX_BODY_BYTES = 16 * 1024
+
+#: Requests per second each client may make, and the burst it may save up: quotes (an auction
+#: round or a workflow's planning asks a site a few dozen at a time) and the state-changing
+#: reservation requests (accept, confirm, cancel: each runs batch-system commands).
+DEFAULT_QUOTES_PER_S = 20.0
+DEFAULT_QUOTES_BURST = 100
+DEFAULT_RESERVATIONS_PER_S = 2.0
+DEFAULT_RESERVATIONS_BURST = 20
+
+#: Offers a client may hold at once (quoted, not expired, not accepted): each is a row of the
+#: state database until a day after it lapses, so quoting alone must not grow it without end.
+DEFAULT_MAX_LIVE_OFFERS_PER_CLIENT = 2000
+
+#: Signature nonces remembered per client within the replay window: at the default quote rate
+#: a client signs at most 20/s x (300 + 30) s = 6,600 requests a window.
+DEFAULT_NONCES_PER_CLIENT = 20_000

@@ -182,7 +182,8 @@ class Request:
 
 @dataclass(frozen=True)
 class Offer:
-    """A priced alternative a site proposes for a request, valid until ``expires``.
+    """A priced alternative a site proposes for a request, valid until ``expires``, to the
+    ``client`` that asked (the only one that may accept it; "" for anyone).
 
     Cost is ``size`` x hours x ``unit_price`` + ``fee`` (the thesis' n·d·c + f), in the
     site's virtual currency; ``fee`` is the harm done to queued jobs (0 for a free slot).
@@ -197,6 +198,7 @@ class Offer:
     fee: Decimal
     expires: int
     site: str = ""
+    client: str = ""
 
     @property
     def end(self) -> int:

@@ -148,7 +148,7 @@ def serve(config: Config) -> None:
     try:
         settings = config.ledger
         app = create_app(ledger)
-        server = NotifyingServer(https_config(app, settings.listen, settings.port, config.api.tls))
+        server = NotifyingServer(https_config(app, settings.listen, settings.port, config.api))
         log.info(
             "ledger service on %s", url_of(settings.listen, settings.port, config.api.tls.enabled)
         )

@@ -90,16 +90,18 @@ def quote(
     site: SiteConfig,
     now: int,
     record: Optional[Record],
+    client: str = "",
     valid_s: int = DEFAULT_OFFER_VALID_S,
 ) -> Quote:
-    """The whole use case on ``view``, synchronously: check, price, offer, store, answer."""
+    """The whole use case on ``view``, synchronously: check, price, offer (to ``client``),
+    store, answer."""
     request = requested(rfq, view.snapshot, site, now)
     if isinstance(request, Refusal):
         return refused(view, now, request)
     prices = priced(view.pricing, view, request, rfq.limit)
     if isinstance(prices, Refusal):
         return refused(view, now, prices)
-    offers = offered(prices, request, now, valid_s, site.name)
+    offers = offered(prices, request, now, valid_s, site.name, client)
     if record is not None:
         record(offers)
     return answered(view, now, offers, prices, rfq.alpha)
@@ -133,10 +135,11 @@ def priced(
 
 
 def offered(
-    prices: Sequence[Price], request: Request, now: int, valid_s: int, site: str
+    prices: Sequence[Price], request: Request, now: int, valid_s: int, site: str, client: str
 ) -> List[Offer]:
-    """One offer per priced window, each with a fresh random id; acceptable for ``valid_s``
-    seconds from ``now``, or until its window starts if that is sooner."""
+    """One offer per priced window to ``client``, each with a fresh random id; acceptable (by
+    that client only) for ``valid_s`` seconds from ``now``, or until its window starts if that
+    is sooner."""
     return [
         Offer(
             id=uuid.uuid4().hex[:16],
@@ -148,6 +151,7 @@ def offered(
             fee=price.fee,
             expires=min(now + valid_s, price.window.start),
             site=site,
+            client=client,
         )
         for price in prices
     ]

@@ -555,9 +555,10 @@ class ReservationManager:
     ) -> ReservationRecord:
         """The accept proper, inside the exclusive lock: re-check, intent, create, verify."""
         offer = self.store.get_offer(offer_id)
-        if offer is None:
+        if offer is None or offer.client not in ("", client):  # another's: as if none
             raise UnknownOffer(
-                f"no offer {offer_id!r}: this agent never issued it; ask for a quote first"
+                f"no offer {offer_id!r} for {client}: this agent never quoted it to you; ask "
+                "for a quote first"
             )
         taken = self.store.reservation_for_offer(offer_id)
         if taken is not None:

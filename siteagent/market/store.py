@@ -294,12 +294,19 @@ def _migrate_4(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX offers_by_expiry ON offers(expires)")
 
 
+def _migrate_5(db: sqlite3.Connection) -> None:
+    """Offers remember the client they were quoted to: only it may accept them. Offers of
+    earlier versions have none and stay acceptable by anyone until they lapse."""
+    db.execute("ALTER TABLE offers ADD COLUMN client TEXT NOT NULL DEFAULT ''")
+
+
 #: Migration i+1 takes the schema from version i to i+1. Append, never edit a released one.
 MIGRATIONS: Tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_1,
     _migrate_2,
     _migrate_3,
     _migrate_4,
+    _migrate_5,
 )
 
 
@@ -438,6 +445,7 @@ class Store:
                 str(offer.total),
                 offer.expires,
                 at,
+                offer.client,
             )
             for offer in offers
         ]
@@ -445,7 +453,8 @@ class Store:
             with self._write() as db:
                 db.executemany(
                     "INSERT INTO offers (id, site, request, start_time, duration, size, "
-                    "unit_price, fee, total, expires, created) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    "unit_price, fee, total, expires, created, client) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                     rows,
                 )
         except StoreError as exc:
@@ -456,13 +465,13 @@ class Store:
 
     def get_offer(self, offer_id: str) -> Optional[Offer]:
         rows = self._read(
-            "SELECT id, site, request, start_time, duration, size, unit_price, fee, expires "
-            "FROM offers WHERE id = ?",
+            "SELECT id, site, request, start_time, duration, size, unit_price, fee, expires, "
+            "client FROM offers WHERE id = ?",
             (offer_id,),
         )
         if not rows:
             return None
-        oid, site, request, start, duration, size, unit_price, fee, expires = rows[0]
+        oid, site, request, start, duration, size, unit_price, fee, expires, client = rows[0]
         return Offer(
             id=oid,
             request=request_from_dict(json.loads(request)),
@@ -473,6 +482,7 @@ class Store:
             fee=Decimal(fee),
             expires=expires,
             site=site,
+            client=client,
         )
 
     def prune_offers(self, expired_before: int, batch: int = 5000) -> int:
@@ -710,6 +720,13 @@ class Store:
             return None
         document: Dict[str, Any] = json.loads(rows[0][0])
         return document
+
+    def size_bytes(self) -> int:
+        """The database's size on disk, its write-ahead log included (0 in memory)."""
+        if self.path == ":memory:":
+            return 0
+        files = (self.path, self.path + "-wal", self.path + "-shm")
+        return sum(os.path.getsize(name) for name in files if os.path.exists(name))
 
     def count_bookings_owed(self) -> int:
         return int(self._read("SELECT COUNT(*) FROM ledger_bookings WHERE booked_at IS NULL")[0][0])

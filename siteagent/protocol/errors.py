@@ -36,6 +36,7 @@ _BY_STATUS: Tuple[Tuple[int, Tuple[str, ...]], ...] = (
         (
             "unsigned",
             "malformed_signature",
+            "wrong_authority",
             "unknown_key",
             "unsupported_algorithm",
             "insufficient_coverage",
@@ -59,6 +60,7 @@ _BY_STATUS: Tuple[Tuple[int, Tuple[str, ...]], ...] = (
             "offer_capacity_gone",
         ),
     ),
+    (413, ("body_too_large",)),
     (
         422,
         (
@@ -69,6 +71,8 @@ _BY_STATUS: Tuple[Tuple[int, Tuple[str, ...]], ...] = (
             "bad_confirm_signature",
         ),
     ),
+    (429, ("rate_limited", "too_many_offers")),
+    (431, ("headers_too_large",)),
     (500, ("internal_error",)),
     (502, ("backend_error",)),
     (

@@ -272,12 +272,22 @@ def normalize_headers(headers: Headers) -> Dict[str, str]:
     return {name: ", ".join(values) for name, values in joined.items()}
 
 
-def _authority(url: urllib.parse.SplitResult) -> str:
-    host = (url.hostname or "").lower()
+def authority(url: str) -> str:
+    """The ``@authority`` of a URL (RFC 9421 section 2.2.3): the host in lower case and the
+    port unless it is the scheme's default. SignatureError for a URL with no host or a port
+    that is not one."""
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        raise SignatureError(f"the authority {parts.netloc!r} has no valid port") from None
+    host = (parts.hostname or "").lower()
+    if not host:
+        raise SignatureError(f"{url!r} names no host")
     if ":" in host:
         host = f"[{host}]"
-    default_port = {"http": 80, "https": 443}.get(url.scheme.lower())
-    return host if url.port in (None, default_port) else f"{host}:{url.port}"
+    default_port = {"http": 80, "https": 443}.get(parts.scheme.lower())
+    return host if port in (None, default_port) else f"{host}:{port}"
 
 
 def derived_component(name: str, method: str, url: str) -> str:
@@ -286,7 +296,7 @@ def derived_component(name: str, method: str, url: str) -> str:
     values: Dict[str, Callable[[], str]] = {
         "@method": lambda: method.upper(),
         "@target-uri": lambda: url,
-        "@authority": lambda: _authority(parts),
+        "@authority": lambda: authority(url),
         "@scheme": lambda: parts.scheme.lower(),
         "@path": lambda: parts.path or "/",
         "@query": lambda: "?" + parts.query,

@@ -17,7 +17,16 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, Dict, List, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    model_serializer,
+)
 
 from siteagent.core.model import Offer, Slot
 
@@ -42,40 +51,44 @@ class Strict(BaseModel):
 
 class QuoteRequest(Strict):
     """A request for quotes in the marketplace paper's RFQL. Absent fields mean "don't care";
-    a present field the site cannot satisfy makes it refuse, saying which and why."""
+    a present field the site cannot satisfy makes it refuse, saying which and why. Types are
+    strict: an integer is a JSON integer (not ``true``, not ``"8"``), a price a decimal number
+    or its string, ``alpha`` a number."""
 
-    walltime: int = Field(ge=1, le=MAX_WALLTIME_S, description="seconds the reservation lasts")
-    cores: Optional[int] = Field(None, ge=1, le=MAX_CORES, description="total cores")
-    nodes: Optional[int] = Field(
+    walltime: StrictInt = Field(
+        ge=1, le=MAX_WALLTIME_S, description="seconds the reservation lasts"
+    )
+    cores: Optional[StrictInt] = Field(None, ge=1, le=MAX_CORES, description="total cores")
+    nodes: Optional[StrictInt] = Field(
         None, ge=1, le=MAX_CORES, description="node count (with or instead of cores)"
     )
-    cores_per_node: Optional[int] = Field(None, ge=1, le=MAX_CORES)
+    cores_per_node: Optional[StrictInt] = Field(None, ge=1, le=MAX_CORES)
     max_price: Optional[Decimal] = Field(
         None, ge=0, le=MAX_PRICE, allow_inf_nan=False, description="per core-hour"
     )
-    deadline: Optional[int] = Field(
+    deadline: Optional[StrictInt] = Field(
         None, ge=0, le=MAX_TIME, description="latest end (epoch seconds)"
     )
-    earliest_start: Optional[int] = Field(
+    earliest_start: Optional[StrictInt] = Field(
         None,
         ge=0,
         le=MAX_TIME,
         description="earliest start (epoch seconds); offers start a minute after the quote at "
         "the soonest, and can be accepted until their window starts",
     )
-    memory_per_core_mb: Optional[int] = Field(None, ge=1, le=2**31)
-    architecture: Optional[str] = Field(None, min_length=1, max_length=64)
-    os: Optional[str] = Field(None, min_length=1, max_length=64)
-    cpu_speed_mhz: Optional[int] = Field(None, ge=1, le=10**6)
-    disk_gb: Optional[int] = Field(None, ge=1, le=10**9)
-    round: int = Field(1, ge=1, le=1000, description="reverse-auction round (1 = first call)")
+    memory_per_core_mb: Optional[StrictInt] = Field(None, ge=1, le=2**31)
+    architecture: Optional[StrictStr] = Field(None, min_length=1, max_length=64)
+    os: Optional[StrictStr] = Field(None, min_length=1, max_length=64)
+    cpu_speed_mhz: Optional[StrictInt] = Field(None, ge=1, le=10**6)
+    disk_gb: Optional[StrictInt] = Field(None, ge=1, le=10**9)
+    round: StrictInt = Field(1, ge=1, le=1000, description="reverse-auction round (1 = first call)")
     best_price: Optional[Decimal] = Field(
         None, ge=0, le=MAX_PRICE, allow_inf_nan=False, description="best price so far"
     )
-    alpha: float = Field(
+    alpha: StrictFloat = Field(
         0.5, ge=0.0, le=1.0, description="which offer to mark chosen: 0 earliest, 1 cheapest"
     )
-    limit: int = Field(20, ge=1, le=100, description="at most this many offers")
+    limit: StrictInt = Field(20, ge=1, le=100, description="at most this many offers")
 
 
 class AcceptRequest(Strict):

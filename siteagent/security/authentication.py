@@ -1,5 +1,5 @@
-"""Request authentication: a state-changing request must be signed (RFC 9421, Ed25519) by an
-authorized client, recently, once, over its method, target and body.
+"""Request authentication: a request must be signed (RFC 9421, Ed25519) by an authorized
+client, for this site, recently, once, over its method, target and body.
 
 Everything here is framework-independent: the API hands in a request's method, URL, headers
 and body and gets back the authenticated client, or a :class:`SecurityError`.
@@ -8,10 +8,12 @@ and body and gets back the authenticated client, or a :class:`SecurityError`.
 from __future__ import annotations
 
 import heapq
+import math
 import threading
 import time
-from typing import Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Collection, Dict, List, Mapping, Optional, Tuple
 
+from siteagent.core.defaults import DEFAULT_NONCES_PER_CLIENT
 from siteagent.protocol import httpsig
 from siteagent.security.clients import AuthorizedClient
 from siteagent.security.errors import ReplayCacheFull, Unauthenticated
@@ -27,59 +29,107 @@ CLOCK_SKEW_S = 30
 
 
 class NonceCache:
-    """Nonces seen within the replay window, per key, forgotten once their window has passed.
+    """Nonces seen within the replay window, per client, forgotten once their window has
+    passed.
 
     Only nonces of verified signatures are recorded, so an unauthenticated sender cannot fill
-    it. When it is full of live nonces it refuses rather than forgets: forgetting a live
-    nonce would let its request be replayed.
+    it, and each client has a bound of its own (``per_client``): a client that signs faster
+    than its nonces lapse is refused (503, until its oldest lapse) and cannot evict or block
+    another client's. A full cache refuses rather than forgets: forgetting a live nonce would
+    let its request be replayed.
     """
 
-    def __init__(self, capacity: int, clock: Callable[[], float] = time.time) -> None:
-        self.capacity = capacity
+    def __init__(self, per_client: int, clock: Callable[[], float] = time.time) -> None:
+        self.per_client = per_client
         self._clock = clock
-        self._until: Dict[Tuple[str, str], float] = {}
-        self._expiry: List[Tuple[float, Tuple[str, str]]] = []
+        self._clients: Dict[str, _ClientNonces] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._until)
-
-    def remember(self, key_id: str, nonce: str, until: float) -> bool:
-        """Record a nonce as used until ``until``; False if it was already used."""
+        """The nonces remembered now (a client's lapsed ones are dropped when it next signs)."""
         with self._lock:
             now = self._clock()
-            while self._expiry and self._expiry[0][0] <= now:
-                _, old = heapq.heappop(self._expiry)
-                if self._until.get(old, now + 1) <= now:
-                    del self._until[old]
-            entry = (key_id, nonce)
-            if entry in self._until:
+            live = (u for nonces in self._clients.values() for u in nonces.until.values())
+            return sum(1 for until in live if until > now)
+
+    def remember(self, key_id: str, nonce: str, until: float) -> bool:
+        """Record ``key_id``'s nonce as used until ``until``; False if it was already used.
+        Raises ReplayCacheFull when that client's nonces fill its bound."""
+        with self._lock:
+            nonces = self._clients.setdefault(key_id, _ClientNonces())
+            now = self._clock()
+            nonces.forget_until(now)
+            if nonce in nonces.until:
                 return False
-            if len(self._until) >= self.capacity:
+            if len(nonces.until) >= self.per_client:
+                retry = max(1, int(nonces.expiry[0][0] - now) + 1)
                 raise ReplayCacheFull(
                     "replay_cache_full",
-                    "the agent is remembering too many recent signatures; retry in a minute",
+                    f"{key_id} signed more requests than the agent remembers within the replay "
+                    f"window ({self.per_client}); retry in {retry} s",
+                    retry_after_s=retry,
                 )
-            self._until[entry] = until
-            heapq.heappush(self._expiry, (until, entry))
+            nonces.until[nonce] = until
+            heapq.heappush(nonces.expiry, (until, nonce))
             return True
 
 
+class _ClientNonces:
+    """One client's nonces: when each may be forgotten, and a heap of those times."""
+
+    def __init__(self) -> None:
+        self.until: Dict[str, float] = {}
+        self.expiry: List[Tuple[float, str]] = []
+
+    def forget_until(self, now: float) -> None:
+        while self.expiry and self.expiry[0][0] <= now:
+            _, nonce = heapq.heappop(self.expiry)
+            if self.until.get(nonce, now + 1) <= now:
+                del self.until[nonce]
+
+
 class Authenticator:
-    """Checks that a state-changing request is signed (RFC 9421, Ed25519) by an authorized
-    client, recently, once, over its method, target and body."""
+    """Checks that a request is signed (RFC 9421, Ed25519) by an authorized client, for this
+    site, recently, once, over its method, target and body.
+
+    ``authorities`` are the ``host[:port]`` names the site answers to (as RFC 9421's
+    ``@authority`` writes them): a signature made for another site is refused, even if a client
+    sends it here with that site's name in ``Host``. No signature is accepted twice, across
+    restarts and reloads too: signatures created before this authenticator started are refused
+    (its nonces are in memory), and widening ``max_age_s`` never reopens the window for
+    signatures whose nonces were already forgotten.
+    """
 
     def __init__(
         self,
         clients: Mapping[str, AuthorizedClient],
+        authorities: Collection[str],
         max_age_s: int = 300,
         nonces: Optional[NonceCache] = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.clients = clients
-        self.max_age_s = max_age_s
-        self.nonces = NonceCache(100_000, clock) if nonces is None else nonces
+        self.authorities = frozenset(authorities)
+        self.nonces = NonceCache(DEFAULT_NONCES_PER_CLIENT, clock) if nonces is None else nonces
         self._clock = clock
+        self._max_age_s = max_age_s
+        #: nonces are kept this long after their signature was made: the widest window ever
+        self._retention_s = max_age_s
+        #: no signature created before this is accepted: its nonce may have been forgotten
+        self._valid_from = math.floor(clock())
+
+    @property
+    def max_age_s(self) -> int:
+        """How old a signature may be (seconds)."""
+        return self._max_age_s
+
+    @max_age_s.setter
+    def max_age_s(self, seconds: int) -> None:
+        if seconds > self._retention_s:
+            # nonces of signatures older than the old window were forgotten already
+            self._valid_from = max(self._valid_from, math.floor(self._clock()) - self._retention_s)
+            self._retention_s = seconds
+        self._max_age_s = seconds
 
     def authenticate(
         self, method: str, url: str, headers: httpsig.Headers, body: bytes
@@ -88,11 +138,18 @@ class Authenticator:
         fields = httpsig.normalize_headers(headers)
         try:
             entries = httpsig.parse_signatures(fields)
+            target = httpsig.authority(url)
         except httpsig.SignatureError as exc:
             raise Unauthenticated("malformed_signature", str(exc)) from None
         if not entries:
             raise Unauthenticated(
                 "unsigned", "this request must be signed (HTTP Message Signatures, RFC 9421)"
+            )
+        if target not in self.authorities:
+            raise Unauthenticated(
+                "wrong_authority",
+                f"this site answers to {', '.join(sorted(self.authorities))}, not {target}: "
+                "sign the request for the address it is sent to",
             )
         known = [entry for entry in entries if entry.param("keyid") in self.clients]
         if not known:
@@ -110,7 +167,8 @@ class Authenticator:
         created = entry.param("created")
         assert isinstance(created, int)  # checked by _check_params
         nonce = str(entry.param("nonce"))
-        if not self.nonces.remember(client.key_id, nonce, created + self.max_age_s + CLOCK_SKEW_S):
+        until = created + self._retention_s + CLOCK_SKEW_S
+        if not self.nonces.remember(client.key_id, nonce, until):
             raise Unauthenticated(
                 "replayed_signature",
                 "this signature was already used; sign the request again with a new nonce",
@@ -119,8 +177,9 @@ class Authenticator:
 
     def _check_params(self, entry: httpsig.SignatureEntry) -> None:
         alg = entry.param("alg")
-        if alg is not None and alg != httpsig.ALGORITHM:
-            raise Unauthenticated("unsupported_algorithm", f'use alg "ed25519", not {alg!r}')
+        if alg != httpsig.ALGORITHM:
+            got = "none" if alg is None else repr(alg)
+            raise Unauthenticated("unsupported_algorithm", f'sign with alg "ed25519", not {got}')
         created, expires, nonce = (
             entry.param("created"),
             entry.param("expires"),
@@ -135,10 +194,16 @@ class Authenticator:
             raise Unauthenticated(
                 "signature_expired", "the signature was created in the future: check the clock"
             )
-        if created < now - self.max_age_s:
+        if created < now - self._max_age_s:
             raise Unauthenticated(
                 "signature_expired",
-                f"the signature is {int(now - created)} s old; at most {self.max_age_s} s",
+                f"the signature is {int(now - created)} s old; at most {self._max_age_s} s",
+            )
+        if created < self._valid_from:
+            raise Unauthenticated(
+                "signature_expired",
+                "the signature was made before the agent last started or widened its window "
+                "and could be a replay; sign the request again",
             )
         if isinstance(expires, int) and expires < now:
             raise Unauthenticated("signature_expired", "the signature has expired")
@@ -153,4 +218,3 @@ class Authenticator:
             raise Unauthenticated(
                 "insufficient_coverage", "the signature must cover " + ", ".join(missing)
             )
-

@@ -44,23 +44,30 @@ def error_response(
 
 
 def answer(error: SiteagentError, retry_after_s: int) -> JSONResponse:
-    """The response to ``error``: its code's status, and Retry-After on a 503 (the error's
-    own estimate, else ``retry_after_s``)."""
+    """The response to ``error``: its code's status, and Retry-After on a 429 or a 503 (the
+    error's own estimate, else ``retry_after_s``)."""
     status = status_of(error.code)
     if status == 500:
         log.error("error code %r has no status (a bug): %s", error.code, error)
     headers = dict(error.headers)
-    if status == 503:
+    if status in (429, 503):
         headers["Retry-After"] = str(error.retry_after_s or retry_after_s)
     return error_response(status, error.code, str(error), error.field, headers)
 
 
 def validation_problem(error: Mapping[str, Any]) -> Tuple[str, str]:
-    """(field, sentence) of one pydantic error: ``body.cores`` -> ``cores``."""
+    """(field, sentence) of one pydantic error: ``body.cores`` -> ``cores``; a body that is
+    not JSON at all is the ``body``'s problem (not a character position's)."""
+    if error.get("type") == "json_invalid":
+        reason = (error.get("ctx") or {}).get("error", "not valid JSON")
+        return "body", f"body: the body is not a JSON document ({reason})"
     location = [str(part) for part in error.get("loc", ())]
+    whole_body = location == ["body"]
     if location and location[0] in ("body", "query", "path", "header"):
         location = location[1:]
     field = ".".join(location) or "body"
+    if whole_body:  # a body that decoded to something else than an object, or did not decode
+        return field, f"body: the body is not a JSON object ({error.get('msg', 'invalid')})"
     return field, f"{field}: {error.get('msg', 'invalid')}"
 
 

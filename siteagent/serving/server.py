@@ -17,10 +17,11 @@ from typing import Any, Callable, Optional
 
 import uvicorn
 
-from siteagent.config.schema import TlsConfig
+from siteagent.config.schema import ApiConfig
 from siteagent.core.errors import SiteagentError
 from siteagent.security import tls as tls_policy
 from siteagent.serving import sdnotify
+from siteagent.serving.limits import HeadMeter, guarded
 
 log = logging.getLogger("siteagent.serving")
 
@@ -45,10 +46,12 @@ class NotifyingServer(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def https_config(app: Any, listen: str, port: int, tls: TlsConfig) -> uvicorn.Config:
+def https_config(app: Any, listen: str, port: int, api: ApiConfig) -> uvicorn.Config:
     """uvicorn's settings for ``app`` (the agent's API, or the ledger service): the address,
     TLS with the configured certificate (a self-signed one for localhost made on first start),
-    and our logging left alone."""
+    the request size limits enforced on the bytes as they arrive (see
+    :mod:`siteagent.serving.limits`), and our logging left alone."""
+    tls = api.tls
     if tls.enabled and tls.self_signed and tls_policy.ensure_self_signed(tls.cert, tls.key):
         log.info("made a self-signed TLS certificate for localhost: %s", tls.cert)
     server = uvicorn.Config(
@@ -64,6 +67,10 @@ def https_config(app: Any, listen: str, port: int, tls: TlsConfig) -> uvicorn.Co
         ssl_keyfile=str(tls.key) if tls.enabled else None,
     )
     server.load()
+    server.http_protocol_class = guarded(
+        server.http_protocol_class,
+        lambda: HeadMeter(api.max_header_bytes, api.max_body_bytes),
+    )
     if tls.enabled:
         # the site's TLS policy (security/tls.py), not uvicorn's defaults, which vary by version
         server.ssl = tls_policy.server_ssl_context(tls.cert, tls.key)

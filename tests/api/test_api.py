@@ -385,7 +385,13 @@ def test_malformed_json_and_bad_parameters_are_4xx(world: World) -> None:
     answer = world.http.get("/v1/reservations/has space")
     assert answer.status_code == 422 and error(answer)["field"] == "reservation_id"
     assert world.http.get("/v1/nothing").status_code == 404
-    assert error(world.http.put("/v1/info"))["code"] == "method_not_allowed"
+    assert error(world.http.put("/v1/info"))["code"] == "unsigned"  # a write: signed first
+    put = signing.sign_request("PUT", "http://testserver/v1/info", b"", world.alice.key, "x")
+    assert error(world.http.put("/v1/info", headers=put))["code"] == "unknown_key"
+    put = signing.sign_request(
+        "PUT", "http://testserver/v1/info", b"", world.alice.key, world.alice.key_id
+    )
+    assert error(world.http.put("/v1/info", headers=put))["code"] == "method_not_allowed"
 
 
 # --------------------------------------------------------------------------- operations

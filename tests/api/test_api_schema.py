@@ -3,7 +3,7 @@ every answer (success or error) has a status and a body the OpenAPI publishes.
 
 Requests are generated from ``/v1/openapi.json`` in both modes (conforming and deliberately
 malformed) for every operation and sent to the in-process app. Signatures are taken as
-given here (the authentication dependency answers "alice"), so that generated bodies reach
+given here (every request counts as signed by "alice"), so that generated bodies reach
 validation and the routes behind it; the signature checks have their own tests in
 test_api.py. Hypothesis drives the cases directly (schemathesis' pytest plugin does not load
 under pytest 9).
@@ -25,8 +25,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from siteagent.api.market import authenticated_client
 from testbed.api_harness import World, make_world
+from testbed.fakes import Trusting
 
 #: Examples per operation and mode: enough to reach every validator, quick (< 60 s in all).
 EXAMPLES = 60
@@ -37,7 +37,7 @@ def world(tmp_path: Path) -> Iterator[World]:
     made = make_world(tmp_path)
     ledger = made.ledger
     alice = made.alice.client("alice", "proj1")
-    made.app.dependency_overrides[authenticated_client] = lambda: alice
+    made.context.authenticator = Trusting(alice)
     yield made
     made.http.close()
     made.app.state.quotes.close()

@@ -22,7 +22,6 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from siteagent.agent.loop import Agent
 from siteagent.api.app import create_app
 from siteagent.api.context import ApiContext
-from siteagent.api.market import authenticated_client
 from siteagent.backends.base import Backend
 from siteagent.cli.main import main
 from siteagent.config import loading
@@ -39,9 +38,9 @@ from siteagent.market.deals import Deals
 from siteagent.market.site import open_site
 from siteagent.protocol.documents import Receipt, confirm_body, signature_valid
 from siteagent.protocol.keys import load_private_key, parse_public_key
-from siteagent.security.authentication import Authenticator
 from siteagent.security.clients import AuthorizedClient
 from siteagent.serve import assemble
+from testbed.fakes import Trusting
 from testbed.traces import write_trace
 
 with warnings.catch_warnings():  # Starlette now prefers httpx2; httpx still works
@@ -129,8 +128,7 @@ def frozen(
     agent.cycle()
     buyer = AuthorizedClient("alice@laptop", Ed25519PrivateKey.generate().public_key(), "alice")
     deals = Deals(site.manager, Ed25519PrivateKey.generate(), "hpc1", None)
-    app = create_app(ApiContext(site, agent, Authenticator({}), deals, None))
-    app.dependency_overrides[authenticated_client] = lambda: buyer
+    app = create_app(ApiContext(site, agent, Trusting(buyer), deals, None))
     with TestClient(app) as http:
         yield ["--config", str(config)], http
     app.state.quotes.close()
@@ -200,8 +198,8 @@ def shared(
     parts = assemble(site)
     parts.agent.cycle()
     buyer = made["client"]["key_id"]
+    parts.context.authenticator = Trusting(parts.authenticator.clients[buyer])
     app = create_app(parts.context)
-    app.dependency_overrides[authenticated_client] = lambda: parts.authenticator.clients[buyer]
     with TestClient(app) as http:
         yield ["--config", str(config)], http, buyer, made["files"]["client.key"]
     app.state.quotes.close()

@@ -78,7 +78,7 @@ def test_offer_accept_confirm_cancel(state_dir: str, capsys: pytest.CaptureFixtu
     capsys.readouterr()
     where = ["--state-dir", state_dir]
     buyer, signing_key = authorized_buyer(state_dir, capsys)
-    offer = quote(capsys, "--cores", "4", "--duration", "1h", *where)
+    offer = quote(capsys, "--cores", "4", "--duration", "1h", "--client", buyer, *where)
     assert offer["cores"] == 4 and offer["end"] - offer["start"] == 3600
     assert offer["total"] == "4.00"
     accept = ["reservations", "accept", offer["offer_id"], "--key", "k1", "--client", buyer]
@@ -117,7 +117,7 @@ def test_refusals_are_one_line_and_exit_3(
 ) -> None:
     where = ["--state-dir", state_dir]
     assert main(["reservations", "accept", "nope", *where]) == EXIT_REFUSED
-    assert "never issued" in capsys.readouterr().err
+    assert "never quoted it to you" in capsys.readouterr().err
     capsys.readouterr()
     big = quote(capsys, "--cores", "9", "--duration", "60", *where)
     assert big["start"] - big["now"] > 36000 - 60  # only once the 10-hour job has ended

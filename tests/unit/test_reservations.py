@@ -186,7 +186,7 @@ def test_an_offer_is_accepted_once(manager: ReservationManager) -> None:
 
 
 def test_unknown_offer(manager: ReservationManager) -> None:
-    with pytest.raises(UnknownOffer, match="never issued"):
+    with pytest.raises(UnknownOffer, match="never quoted it to you"):
         manager.accept("nope", "alice", "k1")
 
 

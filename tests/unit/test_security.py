@@ -46,6 +46,8 @@ from siteagent.security.tls import ensure_self_signed, server_ssl_context
 from testbed.parties import NOW, Party, deal
 
 URL = "https://hpc1.example.org:8443/v1/reservations/r-1/confirm"
+#: The authority the site of these tests answers to.
+SITE = "hpc1.example.org:8443"
 BODY = b'{"deal": {}}'
 
 # RFC 9421 appendix B.1.4, test-key-ed25519 (PKCS#8 / SPKI, DER in base64)
@@ -172,7 +174,12 @@ def clock() -> Clock:
 def auth(alice: Party, clock: Clock) -> Authenticator:
     bob = Party("bob@ci")
     clients = {alice.key_id: alice.client("alice"), bob.key_id: bob.client("bob", "proj7")}
-    return Authenticator(clients, max_age_s=300, nonces=NonceCache(100, clock), clock=clock)
+    clock.now = NOW - 3600  # the agent started an hour before the tests' requests
+    started = Authenticator(
+        clients, [SITE], max_age_s=300, nonces=NonceCache(100, clock), clock=clock
+    )
+    clock.now = NOW
+    return started
 
 
 def signed(
@@ -220,7 +227,6 @@ def test_an_unsigned_request_is_401_and_says_what_to_send(auth: Authenticator) -
         ("POST", URL, b'{"deal": {"price": "0.01"}}'),  # tampered body
         ("POST", URL.replace("r-1", "r-2"), BODY),  # tampered path
         ("DELETE", URL, BODY),  # tampered method
-        ("POST", URL.replace("hpc1", "hpc2"), BODY),  # sent to another site
         ("POST", URL + "?force=1", BODY),  # added query
     ],
 )
@@ -229,6 +235,25 @@ def test_a_tampered_request_is_401(
 ) -> None:
     error = refused(auth, "bad_signature", method, url, signed(alice), body)
     assert status_of(error.code) == 401
+
+
+def test_a_request_signed_for_another_site_is_401(auth: Authenticator, alice: Party) -> None:
+    """A signature made for another site (a bank, another agent) is refused, even when a
+    client sends it here with that site's name in Host (which the URL is built from)."""
+    bank = "https://bank.example.org/v1/reservations/r-1/confirm"
+    headers = signing.sign_request("POST", bank, BODY, alice.key, alice.key_id, created=NOW)
+    error = refused(auth, "wrong_authority", "POST", bank, headers, BODY)
+    assert SITE in str(error) and status_of(error.code) == 401
+    wrong_port = URL.replace("8443", "9443")
+    refused(auth, "wrong_authority", "POST", wrong_port, signed(alice, url=wrong_port), BODY)
+    default_port = URL.replace(":8443", ":443")  # the same authority as without a port
+    assert httpsig.authority(default_port) == "hpc1.example.org"
+
+
+def test_a_malformed_authority_is_401_not_a_crash(auth: Authenticator, alice: Party) -> None:
+    """A Host the URL cannot hold (a port out of range) is the sender's problem: 401."""
+    bad = "https://127.0.0.1:99999/v1/quotes"
+    refused(auth, "malformed_signature", "POST", bad, signed(alice), BODY)
 
 
 def test_a_signature_by_the_wrong_key_is_401(auth: Authenticator, alice: Party) -> None:
@@ -309,6 +334,7 @@ def test_authority_path_and_query_may_stand_for_the_target_uri(
         ("created", NOW),
         ("keyid", alice.key_id),
         ("nonce", "n"),
+        ("alg", "ed25519"),
     ]
     headers.update(httpsig.sign("POST", URL, headers, alice.key, components, params))
     # behind a proxy the agent may see another scheme; authority, path and query still match
@@ -325,17 +351,62 @@ def test_malformed_signature_fields_are_401(auth: Authenticator, alice: Party) -
     refused(auth, "malformed_signature", "POST", URL, other_label, BODY)
 
 
-def test_a_full_nonce_cache_refuses_with_503_until_nonces_expire(alice: Party) -> None:
-    clock = Clock()
-    auth = Authenticator({alice.key_id: alice.client()}, 300, NonceCache(2, clock), clock)
+def test_a_client_that_fills_its_nonces_is_refused_without_blocking_others(alice: Party) -> None:
+    """Each client has its own bound: alice signing faster than her nonces lapse gets 503
+    (with Retry-After) until they do; bob is not affected at all."""
+    bob = Party("bob@ci")
+    clock = Clock(NOW - 1)
+    clients = {alice.key_id: alice.client(), bob.key_id: bob.client("bob")}
+    auth = Authenticator(clients, [SITE], 300, NonceCache(2, clock), clock)
+    clock.now = NOW
     auth.authenticate("POST", URL, signed(alice, nonce="a"), BODY)
     auth.authenticate("POST", URL, signed(alice, nonce="b"), BODY)
     with pytest.raises(ReplayCacheFull) as caught:
         auth.authenticate("POST", URL, signed(alice, nonce="c"), BODY)
     assert status_of(caught.value.code) == 503
+    assert caught.value.retry_after_s == 300 + CLOCK_SKEW_S + 1
+    for nonce in ("a", "b"):  # her full bound is hers alone
+        auth.authenticate("POST", URL, signed(bob, nonce=nonce), BODY)
     clock.now = NOW + 300 + CLOCK_SKEW_S  # a and b can no longer be replayed: forgotten
     auth.authenticate("POST", URL, signed(alice, created=int(clock.now), nonce="c"), BODY)
     assert len(auth.nonces) == 1
+
+
+def test_no_signature_is_accepted_twice_across_a_restart_or_a_widened_window(
+    alice: Party,
+) -> None:
+    """The nonces are in memory: an agent refuses signatures made before it started (a restart
+    forgot their nonces), and widening the window by a reload does not reopen it for
+    signatures older than the nonces it kept."""
+    clock = Clock()
+    before = signed(alice, created=NOW - 5, nonce="captured")
+    restarted = Authenticator({alice.key_id: alice.client()}, [SITE], 300, clock=clock)
+    refused(restarted, "signature_expired", "POST", URL, before, BODY)
+    restarted.authenticate("POST", URL, signed(alice, nonce="fresh"), BODY)
+
+    clock.now = NOW + 1000
+    old = signed(alice, created=NOW + 600, nonce="old")  # 400 s old: outside the window
+    refused(restarted, "signature_expired", "POST", URL, old, BODY)
+    restarted.max_age_s = 3600  # a reload widens the window...
+    refused(restarted, "signature_expired", "POST", URL, old, BODY)  # ...not for captured ones
+    newer = signed(alice, created=NOW + 800, nonce="newer")  # within the old window: kept
+    restarted.authenticate("POST", URL, newer, BODY)
+    refused(restarted, "replayed_signature", "POST", URL, newer, BODY)
+    clock.now = NOW + 2000  # past the old window; the newer nonce is still remembered
+    refused(restarted, "replayed_signature", "POST", URL, newer, BODY)
+
+
+def test_a_signature_without_its_algorithm_is_401(auth: Authenticator, alice: Party) -> None:
+    headers = {"Content-Digest": httpsig.content_digest(BODY)}
+    params: List[Tuple[str, httpsig.BareItem]] = [
+        ("created", NOW),
+        ("keyid", alice.key_id),
+        ("nonce", "no-alg"),
+    ]
+    components = signing.DEFAULT_COMPONENTS
+    headers.update(httpsig.sign("POST", URL, headers, alice.key, components, params))
+    error = refused(auth, "unsupported_algorithm", "POST", URL, headers, BODY)
+    assert 'alg "ed25519"' in str(error)
 
 
 # --------------------------------------------------------------------------- interoperability

@@ -51,7 +51,8 @@ def test_changes_are_sorted_into_applied_now_and_needing_a_restart(tmp_path: Pat
     )
     applied, pending = changed_keys(old, new)
     assert applied == ["pricing.flat.price", "reservations.confirm_timeout_s"]
-    assert pending == ["reservations.name_prefix", "api.port"]
+    # the port moves the default public names with it
+    assert pending == ["reservations.name_prefix", "api.port", "api.public_names"]
     kept = keep_restart_settings(old, new)
     assert (kept.api.port, kept.reservations.name_prefix) == (8443, "sa-")
     assert kept.pricing.flat.price == Decimal("2.50")

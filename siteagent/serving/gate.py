@@ -1,0 +1,91 @@
+"""The gate every request of a service passes before its route runs: the body read within its
+limit, the signature checked, the caller admitted.
+
+Why before the route: a framework parses and validates a body before any dependency of the
+route runs, so authentication in a dependency lets an unauthenticated client make the server
+decode whatever it sends (a 24 MB JSON array of empty objects peaked at 761 MB of memory) and
+tells it how its JSON is wrong (422) before it has proved who it is (401). Here a request that
+must be signed is refused before a byte of its body is decoded, and a request's body is never
+held beyond the limit.
+
+Which requests must be signed is the service's policy (``must_sign``); a request that carries
+a signature anyway is authenticated too (a buyer reading its own reservation). The client the
+signature proves is ``request.state.client`` for the route; ``admit`` may then refuse it (a
+rate limit) before the route runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, List, Optional, Tuple
+
+from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from siteagent.core.errors import SiteagentError
+from siteagent.serving.errors import answer, error_response
+from siteagent.serving.limits import TooLarge, read_body, replay
+
+#: Checks a request's signature: (method, url, header pairs, body) -> the client it proves.
+Authenticate = Callable[[str, str, List[Tuple[str, str]], bytes], Any]
+#: Whether a request (method, path) must be signed.
+MustSign = Callable[[str, str], bool]
+#: Lets an authenticated client in, or raises a SiteagentError (e.g. 429): (client, method, path).
+Admit = Callable[[Any, str, str], None]
+
+
+class Gate:
+    """ASGI middleware: the body within ``max_body_bytes`` (413 past it), then the signature of
+    every request ``must_sign`` names or that carries one (401 before any parsing), then
+    ``admit``. ``retry_after_s`` is when a 503 may be retried."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        authenticate: Authenticate,
+        must_sign: MustSign,
+        max_body_bytes: int,
+        retry_after_s: Callable[[], int],
+        admit: Optional[Admit] = None,
+    ) -> None:
+        self.app = app
+        self.authenticate = authenticate
+        self.must_sign = must_sign
+        self.max_body_bytes = max_body_bytes
+        self.retry_after_s = retry_after_s
+        self.admit = admit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        try:
+            body = await read_body(receive, self.max_body_bytes)
+        except TooLarge as error:
+            refused = error_response(error.status, error.code, str(error), headers=CLOSE)
+            await refused(scope, receive, send)
+            return
+        request = Request(scope)
+        method, path = request.method, request.url.path
+        signed = "signature" in request.headers or "signature-input" in request.headers
+        if signed or self.must_sign(method, path):
+            try:
+                client = self.authenticate(
+                    method, str(request.url), list(request.headers.items()), body
+                )
+                if self.admit is not None:
+                    self.admit(client, method, path)
+            except SiteagentError as error:
+                await answer(error, self.retry_after_s())(scope, receive, send)
+                return
+            scope.setdefault("state", {})["client"] = client
+        await self.app(scope, replay(body, receive), send)
+
+
+#: A refused body is left unread: the connection cannot be reused.
+CLOSE = {"connection": "close"}
+
+
+def signs_state_changes(method: str, path: str) -> bool:
+    """The agent's policy: every request that may change state (anything but a read) is
+    signed."""
+    return method not in ("GET", "HEAD", "OPTIONS")

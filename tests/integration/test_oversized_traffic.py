@@ -1,0 +1,113 @@
+"""Oversized, unsigned and malformed traffic against a running `siteagent serve` over HTTPS:
+every request is refused at once (431, 413, 401) without the agent holding its bytes, signed
+buyers are served meanwhile, and the agent's memory comes back to its idle level.
+
+Each attack is bounded (a few tens of megabytes per kind, a handful of connections), so the
+test takes seconds; the latency the buyers see under such traffic is measured by the service
+benchmark, not asserted here.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import threading
+from pathlib import Path
+from typing import Iterator, List
+
+import psutil
+import pytest
+
+from testbed.agents import BUSY_JOBS, ReplayBatch, RunningAgent, run_agent
+from testbed.processes import wait_until
+
+MB = 1024 * 1024
+
+
+@pytest.fixture
+def agent(tmp_path: Path) -> Iterator[RunningAgent]:
+    yield from run_agent(tmp_path, ReplayBatch(BUSY_JOBS))
+
+
+def connect(agent: RunningAgent) -> ssl.SSLSocket:
+    host, port = agent.buyer.url.removeprefix("https://").split(":")
+    context = ssl.create_default_context(cafile=str(agent.buyer.cert))
+    raw = socket.create_connection((host, int(port)), timeout=20)
+    return context.wrap_socket(raw, server_hostname=host)
+
+
+def status_after_sending(agent: RunningAgent, head: bytes, body: Iterator[bytes]) -> int:
+    """Send ``head`` then ``body`` until the agent stops reading; the status it answered."""
+    with connect(agent) as tls:
+        try:
+            tls.sendall(head)
+            for chunk in body:
+                tls.sendall(chunk)
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLEOFError, ssl.SSLZeroReturnError):
+            pass  # refused and closed before we were done: what it is meant to do
+        answer = b""
+        try:
+            while b"\r\n" not in answer:
+                piece = tls.recv(4096)
+                if not piece:
+                    break
+                answer += piece
+        except (ConnectionResetError, ssl.SSLError):
+            pass
+    return int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/1.1 ") else 0
+
+
+def repeated(piece: bytes, total: int) -> Iterator[bytes]:
+    for _ in range(total // len(piece)):
+        yield piece
+
+
+def rss_mb(agent: RunningAgent) -> float:
+    return float(psutil.Process(agent.process.pid).memory_info().rss) / MB
+
+
+def test_oversized_and_unsigned_traffic_is_refused_unread(agent: RunningAgent) -> None:
+    quote = {"cores": 8, "walltime": 3600, "limit": 1}
+    assert agent.buyer.request("POST", "/v1/quotes", quote)[0] == 200  # warm: imports, caches
+    idle = rss_mb(agent)
+    statuses: List[int] = []
+    lock = threading.Lock()
+
+    def attack(head: bytes, body: Iterator[bytes]) -> None:
+        status = status_after_sending(agent, head, body)
+        with lock:
+            statuses.append(status)
+
+    attacks = []
+    for _ in range(4):  # 32 MB of header fields
+        head = b"GET /v1/info HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        attacks.append((head, repeated(b"X-Pad: " + b"a" * 4089 + b"\r\n", 32 * MB)))
+    for _ in range(8):  # 64 MB bodies, announced
+        head = b"POST /v1/quotes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n"
+        attacks.append((head % (64 * MB), repeated(b"[{}," * 1024, 64 * MB)))
+    for _ in range(2):  # 24 MB sent chunked, announced by nothing
+        head = b"POST /v1/quotes HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+        attacks.append((head, repeated(b"1000\r\n" + b"{}," * 1365 + b"a\r\n", 24 * MB)))
+    threads = [threading.Thread(target=attack, args=pair) for pair in attacks]
+    for thread in threads:
+        thread.start()
+    served = [agent.buyer.request("POST", "/v1/quotes", quote)[0] for _ in range(20)]
+    for thread in threads:
+        thread.join(120)
+    assert served == [200] * 20  # signed buyers are answered meanwhile
+    assert sorted(statuses) == [413] * 10 + [431] * 4, statuses
+    malformed = agent.buyer.call("POST", "/v1/quotes")  # signed, no body at all
+    assert malformed.status == 422
+    head = b"POST /v1/quotes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 9\r\n\r\n"
+    unsigned = status_after_sending(agent, head, iter([b"{not json"]))
+    assert unsigned == 401
+    assert agent.alive()
+
+    def settled() -> bool:
+        return rss_mb(agent) <= idle + 20
+
+    wait_until(f"the agent's RSS back within 20 MB of idle ({idle:.0f} MB)", settled, 30)
+    assert "Traceback" not in agent.log_text()
+    health = agent.buyer.call("GET", "/healthz")
+    assert health.status == 200 and json.loads(health.body)["status"] == "ok"
