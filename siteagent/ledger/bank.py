@@ -35,6 +35,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Seque
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from siteagent.core.errors import SiteagentError
+from siteagent.core.files import make_database_private, make_private
 from siteagent.core.money import CENT
 from siteagent.protocol.documents import Cancellation, Receipt, signature_valid
 from siteagent.protocol.keys import check_key_id, parse_public_key, public_key_text
@@ -233,13 +234,15 @@ class Bookkeeper(Protocol):
 
 
 class Ledger:
-    """Accounts, receipts and transactions in one SQLite database (``:memory:`` for tests)."""
+    """Accounts, receipts and transactions in one SQLite database (``:memory:`` for tests),
+    private to its owner (0600, with SQLite's files beside it)."""
 
     def __init__(
         self, path: Union[str, Path] = ":memory:", clock: Callable[[], float] = time.time
     ) -> None:
         if str(path) != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            make_private(Path(path).parent, directory=True)
+            make_database_private(path)
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA foreign_keys = ON")
         self._db.execute("PRAGMA journal_mode = WAL")
