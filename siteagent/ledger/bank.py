@@ -44,7 +44,7 @@ from siteagent.protocol.keys import check_key_id, parse_public_key, public_key_t
 BANK = "bank"
 
 #: How money is written in deals and cancellations (see security.money_text).
-MONEY_RE = re.compile(r"^[0-9]{1,15}\.[0-9]{2}$")
+MONEY_RE = re.compile(r"[0-9]{1,15}\.[0-9]{2}")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS participants (
@@ -203,7 +203,7 @@ def from_cents(cents: int) -> Decimal:
 
 
 def parse_money(value: Any, what: str) -> int:
-    if not isinstance(value, str) or not MONEY_RE.match(value):
+    if not isinstance(value, str) or not MONEY_RE.fullmatch(value):
         raise LedgerRefused("malformed_receipt", f'{what} must be an amount like "12.30"')
     return to_cents(Decimal(value))
 
