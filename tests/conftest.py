@@ -8,6 +8,7 @@ Slurm packages the same tests are skipped with the reason instead.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Iterator, List
 
@@ -41,7 +42,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """Refuse to test compiled modules older than their sources: they are not the code."""
+    """Refuse to test compiled modules older than their sources: they are not the code.
+
+    The umask is set to the usual 022: tests write configuration and authorized-clients files
+    that the agent refuses when their group may write them, as a umask of 002 (per-user
+    groups) would make them.
+    """
+    os.umask(0o022)
     stale = stale_compiled_modules(Path(__file__).resolve().parent.parent / "siteagent")
     if stale:
         pytest.exit(

@@ -7,7 +7,9 @@ slow batch system never blocks a request: readers see the last good state and it
 With a reservation manager, each cycle also does the lifecycle's housekeeping (reservations
 started or ended, unconfirmed ones expired, the store reconciled with the batch system); the
 first cycle's reconciliation is the start-up one that repairs whatever a crash left. With a
-store, each cycle records the queue waits it observed (for wait prediction).
+store, each cycle records the queue waits of the jobs that started since the cycle before
+(:class:`WaitObserver`: a job that was submitted and started between two polls counts, with
+its wait by the batch system's times; jobs already running at the agent's first cycle do not).
 """
 
 from __future__ import annotations
@@ -216,23 +218,31 @@ class Agent:
 
 
 class WaitObserver:
-    """Queue waits from successive snapshots: a job seen pending, then seen running.
+    """The queue waits of the jobs that started since the previous snapshot.
 
-    Only the start is observed, so a job that starts and ends between two polls is missed,
-    and the first snapshot after a restart only seeds the pending set.
+    Every job running now that was not running in the previous snapshot has started in
+    between, and counts with its wait by the batch system's own times (start - submit): zero
+    for one that started at once. Whether it was seen pending first does not matter, so a job
+    that was submitted and started between two polls counts like any other; leaving those
+    out would keep exactly the short waits out of every statistic. A job that starts and ends
+    between two polls is never seen, and is missed. The first snapshot after a (re)start only
+    says which jobs are running already: they started before the agent watched, and are not
+    counted (those the agent saw start before it stopped are in the store already).
     """
 
     def __init__(self) -> None:
-        self._pending: Set[str] = set()
+        self._running: Optional[Set[str]] = None
 
     def observe(self, snapshot: ClusterSnapshot) -> List[QueueWait]:
-        started = [
+        running_before = self._running
+        self._running = {job.id for job in snapshot.running}
+        if running_before is None:
+            return []
+        return [
             QueueWait(job.id, job.cores, job.limit, job.submit, job.start)
             for job in snapshot.running
-            if job.id in self._pending and job.start is not None
+            if job.id not in running_before and job.start is not None
         ]
-        self._pending = {job.id for job in snapshot.pending}
-        return started
 
 
 def describe(state: State) -> str:

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 import siteagent
 from siteagent.api.context import ApiContext
 from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
+from siteagent.core.durations import SINCE_FORMS, parse_since
 from siteagent.core.errors import InvalidRequest
 from siteagent.core.model import CapacityUnit, ClusterSnapshot
 from siteagent.core.waits import wait_table
@@ -84,11 +85,29 @@ def add_routes(app: fastapi.FastAPI, context: ApiContext) -> None:
         **answers(WaitHistory),
     )
     def waits(
-        since: Optional[int] = Query(None, ge=0, le=MAX_TIME, description="jobs started since"),
+        since: Optional[str] = Query(
+            None,
+            max_length=64,
+            description=f"only jobs that started since then: {SINCE_FORMS}",
+            examples=["30d", "1795000000"],
+        ),
     ) -> Dict[str, Any]:
-        """Observed queue waits by core-count and walltime bins."""
-        table: Dict[str, Any] = wait_table(context.site.store.queue_waits(since)).to_json()
+        """Observed queue waits by core-count and walltime bins; ``since`` is written as for
+        ``siteagent history --since``, and answered as the epoch seconds it meant."""
+        start = None if since is None else since_epoch(since, int(context.site.manager.clock()))
+        table: Dict[str, Any] = wait_table(context.site.store.queue_waits(start)).to_json()
+        if start is not None:
+            table["since"] = start
         return table
+
+
+def since_epoch(text: str, now: int) -> int:
+    """``since`` of the history routes in epoch seconds (``now`` is the site's clock, the one
+    the waits were recorded by); 422 naming the field and the accepted forms."""
+    try:
+        return parse_since(text, now)
+    except ValueError as exc:
+        raise InvalidRequest(str(exc), field="since") from None
 
 
 def info_of(context: ApiContext) -> Dict[str, Any]:

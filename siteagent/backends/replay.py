@@ -45,6 +45,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from siteagent.backends.base import Backend, BackendError, BackendUnavailable, ReservationRefused
 from siteagent.core.defaults import DEFAULT_REPLAY_OFFSET_S, DEFAULT_REPLAY_SPEED
+from siteagent.core.files import make_private
 from siteagent.core.model import BatchReservation, ClusterSnapshot, ReservationSpec
 from siteagent.core.scheduling import Policy, ReservationConflict, Task
 from siteagent.sim.simulator import Simulator
@@ -345,14 +346,15 @@ class _Journal:
     """The state file: the cluster's anchor and its log of reservation changes.
 
     Creating a journal for a file that exists checks that it describes the cluster asked for
-    (same trace, speed, offset, size, policy) and adopts its wall-clock origin.
+    (same trace, speed, offset, size, policy) and adopts its wall-clock origin. The file and
+    its lock are private (0600): they are part of the agent's state.
     """
 
     def __init__(self, path: str, anchor: Anchor) -> None:
         self.path = path
-        directory = os.path.dirname(os.path.abspath(path))
-        os.makedirs(directory, exist_ok=True)
-        self._lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        make_private(os.path.dirname(os.path.abspath(path)), directory=True)
+        make_private(path + ".lock")
+        self._lock_fd = os.open(path + ".lock", os.O_RDWR)
         self._seen: Optional[os.stat_result] = None
         self._doc: Dict[str, Any] = {}
         self._broken = ""
@@ -366,6 +368,8 @@ class _Journal:
                     "changes": [],
                 }
                 self._write(doc)
+            else:
+                make_private(path)  # one an older siteagent wrote has the umask's mode
             saved = Anchor(**doc["anchor"])
             if not saved.same_cluster(anchor):
                 raise ValueError(
@@ -446,6 +450,7 @@ class _Journal:
     def _write(self, doc: Dict[str, Any]) -> None:
         """Replace the file atomically: a crash leaves the old or the new one, never half."""
         tmp = self.path + ".tmp"
+        make_private(tmp)  # before the first byte: the file replaces the state file
         with open(tmp, "w", encoding="utf-8") as handle:
             json.dump(doc, handle, indent=1)
             handle.flush()

@@ -14,8 +14,9 @@ from typing import Any, Dict, List, Optional
 from siteagent.backends.slurm import SlurmBackend
 from siteagent.backends.slurm.sacct import sacct_waits
 from siteagent.cli import console
-from siteagent.cli.options import add_site_options, duration, epoch, load_config
+from siteagent.cli.options import add_site_options, load_config
 from siteagent.config.schema import BackendType, Config
+from siteagent.core.durations import SINCE_FORMS, parse_since
 from siteagent.core.waits import QueueWait, wait_table
 from siteagent.market.site import STORE_FILE, slurm_config
 from siteagent.market.store import Store
@@ -41,26 +42,17 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     sub.add_argument(
         "--since",
         metavar="T",
-        help="an age (30d, 12h) or a time (epoch seconds, ISO date-time); default 30d",
+        help=f"{SINCE_FORMS}; default 30d",
     )
     sub.add_argument("--source", choices=("store", "sacct"), default="store")
     sub.add_argument("--json", action="store_true", help="print one JSON object")
     sub.set_defaults(command=_history)
 
 
-def since_epoch(text: str, now: int) -> int:
-    """``--since``: digits alone are epoch seconds, digits with a unit an age back from now,
-    anything else an ISO date-time."""
-    text = text.strip()
-    if text[:-1].isdigit() and text[-1:] in ("s", "m", "h", "d"):
-        return now - duration(text)
-    return epoch(text, now)
-
-
 def _history(args: argparse.Namespace) -> int:
     config = load_config(args)
     now = int(time.time())
-    since = since_epoch(args.since, now) if args.since else now - DEFAULT_SINCE_S
+    since = parse_since(args.since, now) if args.since else now - DEFAULT_SINCE_S
     if args.source == "sacct":
         waits = sacct_waits(_sacct_backend(config), since, now)
     else:

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any, Dict, List
 
 from siteagent.cli import console, options
 from siteagent.cli.console import EXIT_REFUSED
-from siteagent.cli.options import decimal, duration, epoch, local_time
+from siteagent.cli.options import decimal, duration, local_time
 from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
+from siteagent.core.durations import parse_time
 from siteagent.core.scheduling import Policy, plan
 from siteagent.market.site import open_backend, open_site, pricing_of
 from siteagent.market.view import market_view
@@ -176,8 +177,8 @@ def _request_for_quotes(args: argparse.Namespace, now: int) -> QuoteRequest:
     fields: Dict[str, Any] = {
         "cores": args.cores,
         "walltime": args.duration,
-        "earliest_start": epoch(args.earliest, now) if args.earliest else None,
-        "deadline": epoch(args.deadline, now) if args.deadline else None,
+        "earliest_start": parse_time(args.earliest, now) if args.earliest else None,
+        "deadline": parse_time(args.deadline, now) if args.deadline else None,
         "max_price": args.max_price,
         "alpha": args.alpha,
         "limit": args.limit,

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import re
 import time
-from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Optional, TypeVar
 
 from siteagent.config import loading, reading
 from siteagent.config.schema import ApiConfig, Config, LedgerConfig
+from siteagent.core import durations
 from siteagent.core.defaults import (
     DEFAULT_CONFIRM_TIMEOUT_S,
     DEFAULT_PENALTY_FACTOR,
@@ -28,8 +27,6 @@ from siteagent.core.defaults import (
 #: A configuration section with a ``listen`` address and a ``port`` (the API, the ledger).
 Listener = TypeVar("Listener", ApiConfig, LedgerConfig)
 
-_DURATION_RE = re.compile(r"^(\d+)([smhd]?)$")
-_UNIT_S = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 # --------------------------------------------------------------------------- the site
@@ -103,13 +100,11 @@ def load_config(args: argparse.Namespace) -> Config:
 
 
 def duration(text: str) -> int:
-    """Seconds from ``90``, ``90s``, ``15m``, ``2h``, ``1d``."""
-    match = _DURATION_RE.match(text.strip())
-    if not match:
-        raise argparse.ArgumentTypeError(
-            f"invalid duration {text!r}: give seconds, or a number with s, m, h or d (90m)"
-        )
-    return int(match.group(1)) * _UNIT_S[match.group(2)]
+    """Seconds from ``90``, ``90s``, ``15m``, ``2h``, ``1d`` (:mod:`siteagent.core.durations`)."""
+    try:
+        return durations.parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def decimal(text: str) -> Decimal:
@@ -121,22 +116,6 @@ def decimal(text: str) -> Decimal:
     if not value.is_finite() or value < 0:
         raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
     return value
-
-
-def epoch(text: str, now: int) -> int:
-    """A time: ``+DURATION`` from ``now``, epoch seconds, or an ISO 8601 date-time."""
-    text = text.strip()
-    if text.startswith("+"):
-        return now + duration(text[1:])
-    if text.isdigit():
-        return int(text)
-    try:
-        return int(datetime.fromisoformat(text).timestamp())
-    except ValueError:
-        raise ValueError(
-            f"invalid time {text!r}: give +DURATION (+10m), epoch seconds, or an ISO date-time "
-            "(2026-11-22T10:00)"
-        ) from None
 
 
 def local_time(epoch_s: Any) -> Optional[str]:

@@ -2,8 +2,9 @@
 
 ``keys`` makes what a test or a first deployment needs (a self-signed server certificate and
 a client's Ed25519 key pair) and prints the authorized-clients entry that admits the client.
-``check-config`` validates a configuration file the way ``serve`` will at start, and shows the
-effective settings, so that a mistake is found before a restart, not by it.
+``check-config`` validates a configuration file the way ``serve`` will at start (the files it
+names included: those others may write are refused), and shows the effective settings, so that
+a mistake is found before a restart, not by it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from siteagent.cli import console
 from siteagent.config import loading, reading, schema
 from siteagent.config.reading import scheduler_user
+from siteagent.core.files import UnsafeFile, check_not_writable_by_others
 from siteagent.protocol.keys import (
     check_key_id,
     private_key_pem,
@@ -143,6 +145,7 @@ def _check_config(args: argparse.Namespace) -> int:
     try:
         effective = loading.load(source)
         clients = _clients(effective)
+        _check_trusted_files(effective)
     except reading.ConfigError as exc:
         if args.json:
             console.print_json(
@@ -200,6 +203,27 @@ def _clients(effective: schema.Config) -> List[Tuple[str, str, str]]:
         (client.key_id, client.user, client.account)
         for client in load_authorized_clients(path).values()
     ]
+
+
+def _check_trusted_files(effective: schema.Config) -> None:
+    """The other files ``serve`` and ``ledger serve`` refuse when others may write them (the
+    configuration and the authorized clients were checked as they were read): ConfigError
+    naming each one's key."""
+    trusted = (
+        ("api.tls.key", effective.api.tls.key, "TLS private key"),
+        ("security.site_key", effective.security.site_key, "private key"),
+        ("ledger.participants", effective.ledger.participants, "participants file"),
+    )
+    problems: List[reading.Problem] = []
+    for key, path, what in trusted:
+        if path is None or not path.exists():
+            continue
+        try:
+            check_not_writable_by_others(path, what)
+        except UnsafeFile as exc:
+            problems.append(reading.Problem(key, str(exc)))
+    if problems:
+        raise reading.ConfigError(str(effective.source or "configuration"), problems)
 
 
 def _origin(effective: schema.Config, key: str) -> str:

@@ -24,12 +24,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-import yaml
-
 from siteagent.config.reading import (
     ConfigError,
     Paths,
-    Problem,
     Reading,
     Section,
     authority,
@@ -49,6 +46,7 @@ from siteagent.config.reading import (
     positive_int,
     positive_number,
     price,
+    read_yaml,
     reservation_prefix,
     scheduler_user,
     seconds,
@@ -381,22 +379,12 @@ def parse(
 
 
 def load(path: Optional[Path] = None, state_dir: Optional[Path] = None) -> Config:
-    """Read and validate ``path``; with None, the defaults (no file is needed to run).
-    ``state_dir`` overrides the file's (see :func:`parse`)."""
+    """Read and validate ``path`` (refused if others may write it, see :func:`read_yaml`);
+    with None, the defaults (no file is needed to run). ``state_dir`` overrides the file's
+    (see :func:`parse`)."""
     if path is None:
         return parse(None, state_dir=state_dir)
-    try:
-        with open(path, encoding="utf-8") as stream:
-            data = yaml.safe_load(stream)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        reason = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(str(path), [Problem("", f"{where}not valid YAML ({reason})")]) from None
-    except UnicodeDecodeError:
-        raise ConfigError(str(path), [Problem("", "not a UTF-8 text file")]) from None
-    except OSError as exc:
-        raise ConfigError(str(path), [Problem("", f"cannot read it ({exc.strerror})")]) from None
+    data = read_yaml(path, "configuration file")
     return parse(data, path, state_dir)
 
 

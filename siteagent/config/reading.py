@@ -20,8 +20,11 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Callable, List, Mapping, Optional, Set, Tuple, TypeVar
 
+import yaml
+
 from siteagent.core import names
 from siteagent.core.errors import SiteagentError
+from siteagent.core.files import UnsafeFile, check_not_writable_by_others
 from siteagent.protocol import httpsig
 
 T = TypeVar("T")
@@ -55,6 +58,27 @@ class ConfigError(SiteagentError, ValueError):
                 f"  {problem}" for problem in problems
             )
         super().__init__(text)
+
+
+def read_yaml(path: Path, what: str) -> Any:
+    """The YAML document of ``path``, a file the agent trusts (``what`` says which, for the
+    messages). ConfigError if it cannot be read (the line and column of bad YAML, the
+    system's reason) or if others may write it (mode and fix, as UnsafeFile says them)."""
+    try:
+        check_not_writable_by_others(path, what)
+        with open(path, encoding="utf-8") as stream:
+            return yaml.safe_load(stream)
+    except UnsafeFile as exc:
+        raise ConfigError(str(path), [Problem("", exc.reason)]) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        reason = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(str(path), [Problem("", f"{where}not valid YAML ({reason})")]) from None
+    except UnicodeDecodeError:
+        raise ConfigError(str(path), [Problem("", "not a UTF-8 text file")]) from None
+    except OSError as exc:
+        raise ConfigError(str(path), [Problem("", f"cannot read it ({exc.strerror})")]) from None
 
 
 class Invalid(SiteagentError, ValueError):

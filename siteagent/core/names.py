@@ -38,6 +38,11 @@ HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}")
 PBS_NAME_MAX = 15
 PBS_RESERVATION_NAME = re.compile(rf"[A-Za-z][A-Za-z0-9_.-]{{0,{PBS_NAME_MAX - 1}}}")
 
+#: PBS reservation ids as pbs_rsub and pbs_rstat print them, which the agent passes back to
+#: ``pbs_rstat`` and ``pbs_rdel``: advance ``R``, standing ``S`` or maintenance ``M``, a number,
+#: then the server (docs/pbs.md §1). The reservation's queue is the id without the server.
+PBS_RESERVATION_ID = re.compile(r"([RSM][0-9]+)(?:\.([A-Za-z0-9_.-]+))?")
+
 #: PBS queue names: up to 15 characters, alphanumeric plus ``_``, ``-`` and ``.``.
 PBS_QUEUE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,14}")
 

@@ -18,7 +18,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 @dataclass(frozen=True)
 class QueueWait:
-    """A job the agent saw pending and then running: what it asked for and how long it waited."""
+    """A job that started: what it asked for, and when it was submitted and when it started,
+    both by the batch system's clock."""
 
     job_id: str
     cores: int

@@ -35,6 +35,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Seque
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from siteagent.core.errors import SiteagentError
+from siteagent.core.files import make_database_private, make_private
 from siteagent.core.money import CENT
 from siteagent.protocol.documents import Cancellation, Receipt, signature_valid
 from siteagent.protocol.keys import check_key_id, parse_public_key, public_key_text
@@ -43,7 +44,7 @@ from siteagent.protocol.keys import check_key_id, parse_public_key, public_key_t
 BANK = "bank"
 
 #: How money is written in deals and cancellations (see security.money_text).
-MONEY_RE = re.compile(r"^[0-9]{1,15}\.[0-9]{2}$")
+MONEY_RE = re.compile(r"[0-9]{1,15}\.[0-9]{2}")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS participants (
@@ -202,7 +203,7 @@ def from_cents(cents: int) -> Decimal:
 
 
 def parse_money(value: Any, what: str) -> int:
-    if not isinstance(value, str) or not MONEY_RE.match(value):
+    if not isinstance(value, str) or not MONEY_RE.fullmatch(value):
         raise LedgerRefused("malformed_receipt", f'{what} must be an amount like "12.30"')
     return to_cents(Decimal(value))
 
@@ -233,13 +234,15 @@ class Bookkeeper(Protocol):
 
 
 class Ledger:
-    """Accounts, receipts and transactions in one SQLite database (``:memory:`` for tests)."""
+    """Accounts, receipts and transactions in one SQLite database (``:memory:`` for tests),
+    private to its owner (0600, with SQLite's files beside it)."""
 
     def __init__(
         self, path: Union[str, Path] = ":memory:", clock: Callable[[], float] = time.time
     ) -> None:
         if str(path) != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            make_private(Path(path).parent, directory=True)
+            make_database_private(path)
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA foreign_keys = ON")
         self._db.execute("PRAGMA journal_mode = WAL")

@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
-import yaml
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from siteagent.config.reading import ConfigError, Problem, Reading, Section
+from siteagent.config.reading import ConfigError, Reading, Section, read_yaml
 from siteagent.ledger.bank import Ledger, LedgerConflict
 from siteagent.protocol.keys import check_key_id
 from siteagent.security.clients import CLIENT_KEYS, ed25519_public_key, mapping
@@ -44,10 +43,7 @@ def load_participants(path: Path) -> List[Participant]:
           alice@laptop:
             public_key: "<base64 Ed25519 key, as `siteagent keys` prints it>"
     """
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(str(path), [Problem("", f"cannot read it ({exc})")]) from None
+    data = read_yaml(path, "participants file")
     reading = Reading()
     root = Section(data, "", ("sites", "clients"), reading)
     found: Dict[str, Participant] = {}

@@ -17,6 +17,7 @@ from siteagent.backends.pbs import PbsConfig
 from siteagent.backends.replay import ReplayOptions
 from siteagent.backends.slurm import SlurmConfig
 from siteagent.config.schema import BackendType, Config, PricingConfig, PricingPolicy
+from siteagent.core.files import make_private
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.store import Store
 from siteagent.pricing import ExternalityFee, FlatPrice, LoadBasedPrice, NoFee, Pricing
@@ -45,8 +46,9 @@ def open_site(config: Config, clock: Optional[Callable[[], float]] = None) -> Si
     """Open the backend and the store of ``config`` and the manager joining them.
 
     The manager's clock is the backend's (a replayed cluster runs on trace time) unless given.
+    A state directory made here is the agent's alone (0700), like every file put in it.
     """
-    config.state_dir.mkdir(parents=True, exist_ok=True)
+    make_private(config.state_dir, directory=True)
     store = Store(str(config.state_dir / STORE_FILE))
     try:
         backend = open_backend(config)

@@ -42,6 +42,7 @@ from typing import (
 )
 
 from siteagent.core.errors import SiteagentError
+from siteagent.core.files import make_database_private, make_private
 from siteagent.core.model import CapacityUnit, Offer, Request
 from siteagent.core.waits import QueueWait
 
@@ -323,7 +324,8 @@ _RESERVATION_COLUMNS = (
 class Store:
     """The SQLite state database of one agent, safe to share between threads and processes.
 
-    ``path`` is a file (created with its directory if missing) or ``":memory:"`` for tests.
+    ``path`` is a file (created with its directory if missing, and it, its lock and SQLite's
+    files beside it kept private: mode 0600) or ``":memory:"`` for tests.
     One connection serves all threads, each call holding a lock, because SQLite serialises
     writers anyway and one connection keeps the WAL readers cheap. Other processes (the admin
     commands) open their own Store on the same file.
@@ -336,8 +338,10 @@ class Store:
         self._lock_fd: Optional[int] = None
         try:
             if path != ":memory:":
-                os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-                self._lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+                make_private(os.path.dirname(os.path.abspath(path)), directory=True)
+                make_database_private(path)
+                make_private(path + ".lock")
+                self._lock_fd = os.open(path + ".lock", os.O_RDWR)
             self._db = sqlite3.connect(
                 path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )

@@ -1,5 +1,6 @@
-"""Ed25519 keys as siteagent writes and reads them: PEM files readable by their owner only,
-public keys as the base64 of their 32 bytes, and key ids safe in a signature's parameters.
+"""Ed25519 keys as siteagent writes and reads them: PEM files readable by their owner only
+(and refused when others may write them), public keys as the base64 of their 32 bytes, and key
+ids safe in a signature's parameters.
 """
 
 from __future__ import annotations
@@ -8,27 +9,41 @@ import base64
 import os
 import secrets
 from pathlib import Path
+from typing import BinaryIO
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from siteagent.core import names
+from siteagent.core.files import PRIVATE_FILE, check_not_writable_by_others, make_private
+
+#: The most a file others may read is given: its owner alone writes it.
+PUBLIC_FILE = 0o644
 
 
 def write_private(path: Path, data: bytes, overwrite: bool = False) -> None:
-    """Write a secret readable by its owner only (0600 from the first byte, not chmod after)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
-    fd = os.open(path, flags, 0o600)
-    with os.fdopen(fd, "wb") as stream:
+    """Write a secret readable by its owner only: 0600 before the first byte is written (an
+    overwritten file is emptied and made private first), in a directory made private if it
+    is new."""
+    make_private(path.parent, directory=True)
+    with _created(path, overwrite, PRIVATE_FILE) as stream:
+        make_private(path)  # an overwritten file keeps its old mode otherwise
         stream.write(data)
-    os.chmod(path, 0o600)  # an overwritten file keeps its old mode otherwise
 
 
 def write_public(path: Path, data: bytes, overwrite: bool = False) -> None:
+    """Write a file anyone may read and only its owner write (0644 at most, whatever the
+    umask): a certificate, a public key."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "wb" if overwrite else "xb") as stream:
+    with _created(path, overwrite, PUBLIC_FILE) as stream:
         stream.write(data)
+
+
+def _created(path: Path, overwrite: bool, mode: int) -> BinaryIO:
+    """``path`` opened for writing with at most ``mode``: a new file, or (``overwrite``) an
+    existing one emptied; without ``overwrite`` an existing file is FileExistsError."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if overwrite else os.O_EXCL)
+    return os.fdopen(os.open(path, flags, mode), "wb")
 
 
 def private_key_pem(key: Ed25519PrivateKey) -> bytes:
@@ -57,6 +72,9 @@ def parse_public_key(text: str) -> Ed25519PublicKey:
 
 
 def load_private_key(path: Path) -> Ed25519PrivateKey:
+    """The Ed25519 key in ``path``; refused (UnsafeFile) if others may write the file, since
+    whoever replaces it signs as its owner."""
+    check_not_writable_by_others(path, "private key")
     key = serialization.load_pem_private_key(path.read_bytes(), password=None)
     if not isinstance(key, Ed25519PrivateKey):
         raise ValueError(f"{path}: not an Ed25519 private key")

@@ -438,6 +438,7 @@ class WaitHistory(Answer):
     jobs: int
     skipped: int
     source: str
+    since: Optional[int] = Field(None, description="the epoch seconds ``since`` meant, if given")
 
 
 class Health(Answer):

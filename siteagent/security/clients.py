@@ -9,16 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
-import yaml
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from siteagent.config.reading import (
     ConfigError,
     Invalid,
-    Problem,
     Reading,
     Section,
     name,
+    read_yaml,
     scheduler_user,
 )
 from siteagent.protocol.keys import check_key_id, parse_public_key
@@ -47,6 +46,7 @@ def read_authorized_clients(path: Path) -> Dict[str, AuthorizedClient]:
 
 def load_authorized_clients(path: Path) -> Dict[str, AuthorizedClient]:
     """Read an authorized-clients file; errors name the key path, like the configuration's.
+    A file that others may write is refused: they could add a key mapped to any user.
 
     ::
 
@@ -56,10 +56,7 @@ def load_authorized_clients(path: Path) -> Dict[str, AuthorizedClient]:
             user: alice          # the scheduler (Unix) user reservations are made for
             account: proj42      # optional: the scheduler account charged
     """
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(str(path), [Problem("", f"cannot read it ({exc})")]) from None
+    data = read_yaml(path, "authorized-clients file")
     reading = Reading()
     root = Section(data, "", ("clients",), reading)
     clients: Dict[str, AuthorizedClient] = {}

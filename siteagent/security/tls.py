@@ -15,6 +15,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from siteagent.core.files import check_not_writable_by_others
 from siteagent.protocol.keys import write_private, write_public
 
 #: Host names a self-signed certificate is made for when none are given.
@@ -95,7 +96,9 @@ def ensure_self_signed(cert: Path, key: Path) -> bool:
 
 
 def server_ssl_context(cert: Path, key: Path) -> ssl.SSLContext:
-    """The TLS settings of the API: TLS 1.2 or newer, the library's default ciphers."""
+    """The TLS settings of the API: TLS 1.2 or newer, the library's default ciphers. A key
+    that others may write is refused (UnsafeFile): whoever replaces it is the server."""
+    check_not_writable_by_others(key, "TLS private key")
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(str(cert), str(key))

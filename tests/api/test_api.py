@@ -24,6 +24,8 @@ from siteagent.protocol.documents import Receipt
 from testbed.api_harness import World, make_world
 from testbed.parties import Party
 
+DAY = 86400
+
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
@@ -535,7 +537,43 @@ def test_history_waits_are_binned_by_cores_and_walltime(world: World) -> None:
     filled = [b for b in table["bins"] if b["jobs"]]
     assert len(filled) == 1 and filled[0]["median_wait_s"] == 600
     later = world.http.get("/v1/history/waits", params={"since": 2200}).json()
-    assert later["jobs"] == 2
+    assert later["jobs"] == 2 and later["since"] == 2200
+
+
+def test_history_waits_since_takes_an_age_as_the_command_line_does(world: World) -> None:
+    now = int(world.site.manager.clock())
+    world.site.store.record_waits(
+        [
+            QueueWait(
+                job_id="old", cores=1, walltime=60, submit=now - 41 * DAY, start=now - 40 * DAY
+            ),
+            QueueWait(
+                job_id="week", cores=1, walltime=60, submit=now - 8 * DAY, start=now - 7 * DAY
+            ),
+            QueueWait(job_id="hour", cores=1, walltime=60, submit=now - 7200, start=now - 3600),
+        ]
+    )
+    month = world.http.get("/v1/history/waits", params={"since": "30d"})
+    assert month.status_code == 200 and month.json()["jobs"] == 2
+    assert abs(month.json()["since"] - (now - 30 * DAY)) <= 60
+    assert world.http.get("/v1/history/waits", params={"since": "2h"}).json()["jobs"] == 1
+    assert (
+        world.http.get("/v1/history/waits", params={"since": str(now - 3600)}).json()["jobs"] == 1
+    )
+    assert world.http.get("/v1/history/waits").json()["jobs"] == 3
+    for bad in ("yesterday", "30x", "-5", "3\u0660d"):
+        answer = world.http.get("/v1/history/waits", params={"since": bad})
+        assert answer.status_code == 422, bad
+        assert answer.json()["error"]["field"] == "since"
+        assert "30d" in answer.json()["error"]["message"]
+
+
+def test_history_waits_publishes_the_forms_of_since(world: World) -> None:
+    route = world.http.get("/v1/openapi.json").json()["paths"]["/v1/history/waits"]["get"]
+    since = next(p for p in route["parameters"] if p["name"] == "since")
+    assert since["schema"]["anyOf"][0]["type"] == "string"
+    for form in ("30d", "epoch seconds", "ISO 8601"):
+        assert form in since["description"]
 
 
 def test_a_quote_that_would_wait_too_long_to_be_priced_is_503_busy_at_once(

@@ -177,15 +177,36 @@ def test_each_cycle_expires_and_reports(tmp_path: Path, caplog: pytest.LogCaptur
     assert store.get_offer(bid.id) is not None  # its reservation still refers to it
 
 
-def test_waits_are_observed_from_pending_to_running() -> None:
+def test_every_job_that_starts_between_two_snapshots_counts_with_its_wait() -> None:
+    """Seen pending first or not: a job submitted and started between two polls counts too
+    (with zero wait if it started at once); jobs running at the first snapshot do not."""
     observer = WaitObserver()
+    before = Job("6", cores=2, submit=0, limit=600, start=10)
     pending = Job("7", cores=4, submit=100, limit=3600)
     started = Job("7", cores=4, submit=100, limit=3600, start=250)
-    other = Job("8", cores=1, submit=0, limit=60, start=50)
-    assert observer.observe(ClusterSnapshot(now=200, capacity=8, pending=(pending,))) == []
-    seen = observer.observe(ClusterSnapshot(now=300, capacity=8, running=(started, other)))
-    assert seen == [QueueWait("7", 4, 3600, 100, 250)]
-    assert observer.observe(ClusterSnapshot(now=400, capacity=8, running=(started,))) == []
+    at_once = Job("8", cores=1, submit=220, limit=60, start=220)
+    between = Job("9", cores=8, submit=210, limit=7200, start=280)
+    first = ClusterSnapshot(now=200, capacity=16, running=(before,), pending=(pending,))
+    assert observer.observe(first) == []
+    second = ClusterSnapshot(now=300, capacity=16, running=(before, started, at_once, between))
+    assert observer.observe(second) == [
+        QueueWait("7", 4, 3600, 100, 250),
+        QueueWait("8", 1, 60, 220, 220),
+        QueueWait("9", 8, 7200, 210, 280),
+    ]
+    assert observer.observe(second) == []  # counted once
+    later = Job("10", cores=1, submit=350, limit=60, start=350)
+    third = ClusterSnapshot(now=400, capacity=16, running=(started, later))
+    assert observer.observe(third) == [QueueWait("10", 1, 60, 350, 350)]
+
+
+def test_jobs_running_at_the_first_snapshot_after_a_restart_are_not_counted() -> None:
+    """They started before the agent watched: their start is known, but not that it was
+    not counted by the agent that ran before (the store keeps each job once anyway)."""
+    running = Job("7", cores=4, submit=100, limit=3600, start=250)
+    restarted = WaitObserver()
+    assert restarted.observe(ClusterSnapshot(now=300, capacity=8, running=(running,))) == []
+    assert restarted.observe(ClusterSnapshot(now=400, capacity=8, running=(running,))) == []
 
 
 def test_the_agent_records_observed_waits(tmp_path: Path) -> None:
@@ -200,3 +221,17 @@ def test_the_agent_records_observed_waits(tmp_path: Path) -> None:
         clock.advance(40)
         waits = store.queue_waits()
     assert [(w.job_id, w.wait) for w in waits] == [("2", 90)]
+
+
+def test_the_agent_records_jobs_that_started_without_waiting(tmp_path: Path) -> None:
+    """On the replay: job 2 is submitted and starts between two polls (2 cores free), job 3
+    is seen waiting for the whole machine; job 1 runs at the first poll and is not counted."""
+    clock = FakeClock()
+    jobs = [(0, 100, 2, 100), (50, 60, 1, 60), (60, 200, 4, 200), (500000, 10, 1, 10)]
+    backend = SwfReplayBackend(write_trace(tmp_path / "t.swf", jobs, 4), offset_s=0, clock=clock)
+    store = Store(":memory:")
+    agent = Agent(backend, PRICING, poll_interval_s=1, store=store)
+    for _ in range(4):  # polls at 0, 40, 80 and 120 s into the trace
+        agent.cycle()
+        clock.advance(40)
+    assert [(w.job_id, w.wait) for w in store.queue_waits()] == [("2", 0), ("3", 50)]

@@ -20,8 +20,8 @@ from siteagent.backends.base import BackendError, BackendUnavailable
 from siteagent.backends.slurm import SlurmBackend
 from siteagent.backends.slurm.arguments import sacct_args
 from siteagent.backends.slurm.sacct import sacct_waits, waits_from_sacct
-from siteagent.cli.history import since_epoch
 from siteagent.cli.main import main
+from siteagent.core.durations import parse_duration, parse_since
 from siteagent.core.model import UNLIMITED_S
 from siteagent.core.waits import (
     DEFAULT_CORE_BINS,
@@ -339,12 +339,35 @@ def test_history_sacct_needs_slurm(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_since_accepts_an_age_an_epoch_or_a_date() -> None:
-    assert since_epoch("30d", T0) == T0 - 30 * 86400
-    assert since_epoch("12h", T0) == T0 - 12 * 3600
-    assert since_epoch("1795000000", T0) == 1795000000
-    assert since_epoch("2026-11-01T00:00:00+00:00", T0) == 1793491200
-    with pytest.raises(ValueError, match="invalid time"):
-        since_epoch("yesterday", T0)
+    assert parse_since("30d", T0) == T0 - 30 * 86400
+    assert parse_since("12h", T0) == T0 - 12 * 3600
+    assert parse_since(" 90m ", T0) == T0 - 90 * 60
+    assert parse_since("1795000000", T0) == 1795000000
+    assert parse_since("2026-11-01T00:00:00+00:00", T0) == 1793491200
+    assert parse_since("+10m", T0) == T0 + 600
+    for bad in ("yesterday", "30x", "30d\nx", "\u0663\u0660d", "1" * 13, "-5"):
+        with pytest.raises(ValueError, match="invalid since"):
+            parse_since(bad, T0)
+
+
+def test_durations_are_whole_ascii_numbers_with_a_unit() -> None:
+    assert [parse_duration(text) for text in ("90", "90s", "15m", "2h", "1d")] == [
+        90,
+        90,
+        900,
+        7200,
+        86400,
+    ]
+    for bad in ("", "m", "1.5h", "2w", "\u0663\u0660", "1" * 13, "+5m"):
+        with pytest.raises(ValueError, match="invalid duration"):
+            parse_duration(bad)
+
+
+def test_history_command_takes_since_as_the_api_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["history", "--state-dir", str(tmp_path), "--since", "yesterday"]) != 0
+    assert "invalid since 'yesterday'" in capsys.readouterr().err
 
 
 def test_history_sacct_on_a_slurm_site(

@@ -7,7 +7,6 @@ PBS reads ``-R``/``-E`` as local wall-clock times of the command, so every comma
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timezone
 from typing import List, Tuple
 
@@ -85,10 +84,10 @@ def parse_rsub_reply(stdout: str) -> Tuple[str, str]:
     """(id, state word) of pbs_rsub's reply ``R123.server UNCONFIRMED`` (§5.2).
 
     The word may be several (``delete, wait period expired``). Raises ValueError when there
-    is no such line.
+    is no such line: the id goes to pbs_rstat and pbs_rdel, so it must be an id by the rule.
     """
     for line in reversed(stdout.splitlines()):
-        m = re.match(r"^\s*([RSM]\d+\.\S+)\s+(.+?)\s*$", line)
-        if m:
-            return m.group(1), m.group(2)
+        words = line.split(None, 1)
+        if len(words) == 2 and names.is_valid(names.PBS_RESERVATION_ID, words[0]):
+            return words[0], words[1].strip()
     raise ValueError(f"no reservation id in pbs_rsub's reply {stdout.strip()!r}")

@@ -55,7 +55,9 @@ class PbsBackend(CommandBackend):
 
     def _rstat(self, resv_id: Optional[str] = None) -> List[PbsReservation]:
         """Reservations from ``pbs_rstat -f`` (one, if ``resv_id``; none if it is unknown)."""
-        args = ["pbs_rstat", "-f"] + ([resv_id] if resv_id else [])
+        args = ["pbs_rstat", "-f"]
+        if resv_id:
+            args.append(names.check(names.PBS_RESERVATION_ID, resv_id, "PBS reservation id"))
         # an unknown id is reported on stderr with exit status 0 (§6): no block, no record
         return parse_reservations(self._output(args), name_prefix=self.config.name_prefix)
 
@@ -169,6 +171,9 @@ class PbsBackend(CommandBackend):
         self._delete_ids([r.id for r in self.find(name)])
 
     def _delete_ids(self, ids: Sequence[str]) -> None:
+        """``pbs_rdel`` of these ids, each checked first: they come from PBS's output."""
+        for resv_id in ids:
+            names.check(names.PBS_RESERVATION_ID, resv_id, "PBS reservation id")
         if ids:
             self._delete(["pbs_rdel", *ids], f"pbs_rdel {' '.join(ids)}", _all_unknown)
 

@@ -9,7 +9,6 @@ from datetime import timezone, tzinfo
 from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from siteagent.backends.pbs.values import (
-    RESV_ID_RE,
     array_indices,
     as_text,
     check_header,
@@ -20,6 +19,7 @@ from siteagent.backends.pbs.values import (
     parse_pbs_time,
     select_totals,
 )
+from siteagent.core import names
 from siteagent.core.model import UNLIMITED_S, Job
 
 #: Job states that hold resources (§2.1): running, exiting, suspended (S, U). Suspended jobs
@@ -82,7 +82,8 @@ def _job(job_id: str, rec: Mapping[str, Any], tz: tzinfo, now: int, start: Optio
     )
     expected = None
     estimated = rec.get("estimated")
-    if isinstance(estimated, dict) and not held and not RESV_ID_RE.match(queue):
+    in_reservation = names.is_valid(names.PBS_RESERVATION_ID, queue)
+    if isinstance(estimated, dict) and not held and not in_reservation:
         expected = parse_pbs_time(estimated.get("start_time"), tz)
     if start is not None:
         nodes = len(exec_vnodes(rec.get("exec_vnode"))) or nodes
@@ -99,7 +100,7 @@ def _job(job_id: str, rec: Mapping[str, Any], tz: tzinfo, now: int, start: Optio
         expected_start=expected,
         eligible=not held,
         not_before=execution if execution is not None and execution > now else None,
-        reservation=queue if RESV_ID_RE.match(queue) else "",
+        reservation=queue if in_reservation else "",
     )
 
 

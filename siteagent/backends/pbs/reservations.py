@@ -15,7 +15,6 @@ from datetime import timezone, tzinfo
 from typing import Dict, List, Set, Tuple
 
 from siteagent.backends.pbs.values import (
-    RESV_ID_RE,
     exec_vnodes,
     number,
     owner,
@@ -23,6 +22,7 @@ from siteagent.backends.pbs.values import (
     select_totals,
     words,
 )
+from siteagent.core import names
 from siteagent.core.defaults import DEFAULT_RESERVATION_PREFIX
 from siteagent.core.model import BatchReservation
 
@@ -114,7 +114,13 @@ def parse_reservations(
             flags=tuple(w for w in re.split(r"[:,]", rec.get("Resource_List.place", "")) if w),
             state=state,
         )
-        queue = rec.get("queue") or RESV_ID_RE.sub(r"\1", resv_id)
+        queue = rec.get("queue") or _queue_of(resv_id)
         out.append(PbsReservation(resv_id, queue, reserve_name, state, record))
     return out
 
+
+
+def _queue_of(resv_id: str) -> str:
+    """A reservation's queue when pbs_rstat does not print it: its id without the server."""
+    match = names.PBS_RESERVATION_ID.fullmatch(resv_id)
+    return match.group(1) if match else resv_id

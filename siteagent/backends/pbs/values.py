@@ -11,9 +11,6 @@ import re
 from datetime import datetime, timezone, tzinfo
 from typing import Any, Dict, List, Optional, Tuple
 
-#: Reservation ids: advance ``R``, standing ``S``, maintenance ``M``, then the server (§1).
-RESV_ID_RE = re.compile(r"^([RSM]\d+)(?:\.([A-Za-z0-9_.-]+))?$")
-
 
 def number(value: Any) -> Optional[int]:
     """An integer from a JSON number or a numeric string (both occur, §1), else None."""
