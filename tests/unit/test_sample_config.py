@@ -15,8 +15,10 @@ from siteagent.config import loading
 SAMPLE = Path(__file__).resolve().parents[2] / "contrib" / "siteagent.yaml"
 
 #: Keys whose default depends on the host (its name, the state directory and what is derived
-#: from it), so the sample shows them commented out; ``api.tls.self_signed`` is not a key.
+#: from it, the names derived from the listen address), so the sample shows them commented
+#: out; ``api.tls.self_signed`` is not a key.
 HOST_DEPENDENT = {
+    "api.public_names",
     "site.name",
     "state_dir",
     "api.tls.cert",
