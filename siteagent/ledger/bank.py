@@ -23,7 +23,6 @@ carry an HTTP status, so that ``siteagent ledger serve`` can be a thin HTTP laye
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 import threading
 import time
@@ -35,15 +34,12 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Seque
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from siteagent.core.errors import SiteagentError
-from siteagent.core.money import CENT
+from siteagent.core.money import BadMoney, from_cents, to_cents, written_amount
 from siteagent.protocol.documents import Cancellation, Receipt, signature_valid
 from siteagent.protocol.keys import check_key_id, parse_public_key, public_key_text
 
 #: The account deposits come from: the issuer of the virtual currency.
 BANK = "bank"
-
-#: How money is written in deals and cancellations (see security.money_text).
-MONEY_RE = re.compile(r"^[0-9]{1,15}\.[0-9]{2}$")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS participants (
@@ -81,10 +77,11 @@ CREATE INDEX IF NOT EXISTS entries_by_account ON entries (account, transaction_i
 
 class LedgerError(SiteagentError):
     """A refused operation: ``code`` stable for programs (the bank's codes and their HTTP
-    statuses are :data:`siteagent.protocol.errors.LEDGER_CODES`)."""
+    statuses are :data:`siteagent.protocol.errors.LEDGER_CODES`), ``field`` the document's
+    field at fault, if one is."""
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message, code=code)
+    def __init__(self, code: str, message: str, field: Optional[str] = None) -> None:
+        super().__init__(message, code=code, field=field)
 
 
 class LedgerRefused(LedgerError):
@@ -191,20 +188,12 @@ class DealTerms:
     penalty_cents: int
 
 
-def to_cents(amount: Decimal) -> int:
-    if not amount.is_finite() or amount != amount.quantize(CENT):
-        raise ValueError(f"{amount} is not a whole number of cents")
-    return int(amount.scaleb(2))
-
-
-def from_cents(cents: int) -> Decimal:
-    return Decimal(cents).scaleb(-2)
-
-
 def parse_money(value: Any, what: str) -> int:
-    if not isinstance(value, str) or not MONEY_RE.match(value):
-        raise LedgerRefused("malformed_receipt", f'{what} must be an amount like "12.30"')
-    return to_cents(Decimal(value))
+    """A deal's amount in cents, or the refusal naming the field."""
+    try:
+        return to_cents(written_amount(value))
+    except BadMoney as exc:
+        raise LedgerRefused("malformed_receipt", f"deal.{what}: {exc}", f"deal.{what}") from None
 
 
 def deal_terms(deal: Mapping[str, Any]) -> DealTerms:
@@ -294,7 +283,8 @@ class Ledger:
     # ---- booking
 
     def deposit(self, account: str, amount: Decimal, memo: str = "deposit") -> Transaction:
-        """Credit a participant from the bank (the administrator funding an account)."""
+        """Credit a participant from the bank (the administrator funding an account);
+        ValueError unless ``amount`` is a positive amount (to the cent, bounded)."""
         cents = to_cents(amount)
         if cents <= 0:
             raise ValueError(f"a deposit must be positive, got {amount}")
@@ -355,8 +345,8 @@ class Ledger:
         penalty, which may not exceed the one the buyer agreed to in the deal."""
         try:
             penalty = to_cents(cancellation.penalty)
-        except ValueError as exc:
-            raise LedgerRefused("malformed_cancellation", str(exc)) from None
+        except BadMoney as exc:
+            raise LedgerRefused("malformed_cancellation", str(exc), "penalty") from None
         with self._transaction() as db:
             row = db.execute(
                 "SELECT site, reservation_id, buyer, price_cents, penalty_cents FROM receipts "

@@ -28,7 +28,7 @@ from siteagent.config.reading import ConfigError
 from siteagent.config.schema import Config
 from siteagent.ledger.bank import Ledger, LedgerRefused
 from siteagent.ledger.participants import load_participants, register_all
-from siteagent.protocol.documents import Cancellation, Receipt
+from siteagent.protocol.documents import Cancellation, MalformedDocument, Receipt
 from siteagent.serving import errors
 from siteagent.serving.server import ServiceError, run
 
@@ -93,6 +93,8 @@ def parsed(parse: Callable[[Any], T], document: Any, code: str) -> T:
     """``parse(document)``, or the 422 refusal that says what is malformed."""
     try:
         return parse(document)
+    except MalformedDocument as exc:
+        raise LedgerRefused(code, str(exc), exc.field) from None
     except ValueError as exc:
         raise LedgerRefused(code, str(exc)) from None
 

@@ -157,8 +157,8 @@ def test_a_user_cannot_pose_as_a_site(ledger: Ledger, alice: Party) -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"price": "43.4"}, "price must be an amount"),
-        ({"price": 43.4}, "price must be an amount"),
+        ({"price": "43.4"}, "deal.price: expected an amount written with two decimals"),
+        ({"price": 43.4}, "deal.price: expected an amount written with two decimals"),
         ({"cancellation_penalty": "50.00"}, "penalty exceeds the price"),
         ({"version": 2}, "version 1"),
         ({"reservation_id": ""}, "no reservation_id"),
@@ -280,7 +280,7 @@ def test_deposits_come_from_the_bank_and_statements_run(
     }
     with pytest.raises(ValueError, match="positive"):
         ledger.deposit(alice.key_id, Decimal("0"))
-    with pytest.raises(ValueError, match="cents"):
+    with pytest.raises(ValueError, match="2 after"):
         ledger.deposit(alice.key_id, Decimal("0.001"))
 
 

@@ -32,9 +32,10 @@ from siteagent.ledger.bank import (
 from siteagent.ledger.client import RemoteLedger
 from siteagent.ledger.participants import load_participants
 from siteagent.ledger.service import create_app, open_ledger
+from siteagent.market import deals
 from siteagent.protocol import documents, keys
 from siteagent.protocol.documents import Signed
-from testbed.parties import NOW, Party, receipt
+from testbed.parties import NOW, Party, deal, receipt
 from testbed.processes import free_port
 
 PRICE = Decimal("43.40")  # testbed.parties.offer: 16 cores x 2 h x 1.25 + fee 3.4
@@ -151,6 +152,34 @@ def test_a_receipt_from_a_stranger_is_refused(http: TestClient, site: Party) -> 
 def test_a_malformed_receipt_is_a_422(http: TestClient, body: Any) -> None:
     detail = error(http.post("/v1/receipts", json=body), 422)
     assert detail["code"] in ("malformed_receipt", "invalid_request") and detail["message"]
+
+
+@pytest.mark.parametrize("field", ["price", "cancellation_penalty"])
+@pytest.mark.parametrize("amount", ["43.40\n", "1e999999999", "43.4", "1234567890123.00"])
+def test_a_deal_whose_amounts_are_not_written_money_is_refused(
+    http: TestClient, site: Party, alice: Party, field: str, amount: str
+) -> None:
+    """Signed properly, but its price (or penalty) is not written as the protocol says."""
+    document = deal(site, alice)
+    document[field] = amount
+    body = documents.confirm_body(document, alice.key, alice.key_id)
+    signed = deals.countersign(body, document, alice.client(), site.key, site.key_id, NOW)
+    detail = error(http.post("/v1/receipts", json=signed.to_json()), 422)
+    assert (detail["code"], detail["field"]) == ("malformed_receipt", f"deal.{field}")
+    assert balance(http, alice.key_id) == 0
+
+
+@pytest.mark.parametrize("penalty", ["1e999999999", "0.34\n", "-0.34", 0.34, "1234567890123.00"])
+def test_a_refund_whose_penalty_is_not_written_money_is_a_422_naming_it(
+    http: TestClient, site: Party, alice: Party, penalty: Any
+) -> None:
+    booked = receipt(site, alice)
+    http.post("/v1/receipts", json=booked.to_json())
+    cancellation = documents.sign_cancellation(booked, Decimal(0), NOW, site.key, site.key_id)
+    forged = {**cancellation.to_json(), "penalty": penalty}
+    detail = error(http.post("/v1/refunds", json=forged), 422)
+    assert (detail["code"], detail["field"]) == ("malformed_cancellation", "penalty")
+    assert balance(http, alice.key_id) == -PRICE
 
 
 def test_a_deal_without_canonical_json_is_refused_not_a_500(
@@ -290,8 +319,10 @@ def test_commands_refuse_unknown_accounts_and_bad_amounts(
     assert main(["ledger", "balance", "nobody", *options]) == 1
     assert "no account 'nobody'" in capsys.readouterr().err
     assert main(["ledger", "deposit", "nobody", "5.00", *options]) == 1
-    assert main(["ledger", "deposit", "hpc1", "0.001", *options]) == 1
-    assert "not a whole number of cents" in capsys.readouterr().err
+    assert "no account 'nobody'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # refused as the argument is read (see test_money)
+        main(["ledger", "deposit", "hpc1", "0.001", *options])
+    assert "at most 12 digits before the point and 2 after" in capsys.readouterr().err
 
 
 def refused_with(status: int, body: bytes) -> Exception:
