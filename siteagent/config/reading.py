@@ -278,11 +278,12 @@ def listen_address(raw: Any) -> str:
 
 
 def ledger_url(raw: Any) -> str:
-    expect = "an http:// or https:// URL of a ledger service"
+    """The ledger service: HTTPS only, since the agent sends it the receipts it signed."""
+    expect = "an https:// URL of a ledger service"
     if not isinstance(raw, str):
         raise Invalid(expect)
     parts = urllib.parse.urlsplit(raw)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    if parts.scheme != "https" or not parts.hostname:
         raise Invalid(expect)
     return raw
 

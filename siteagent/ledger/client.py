@@ -46,6 +46,8 @@ class RemoteLedger:
     system's trusted CAs when None)."""
 
     def __init__(self, url: str, ca: Optional[Path] = None, timeout: float = TIMEOUT_S) -> None:
+        if not url.startswith("https://"):
+            raise ValueError(f"a ledger service is reached over HTTPS only, not {url!r}")
         self.url = url.rstrip("/")
         self.timeout = timeout
         self._tls = ssl.create_default_context(cafile=None if ca is None else str(ca))

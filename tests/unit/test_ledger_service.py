@@ -285,9 +285,14 @@ def test_serving_needs_a_participants_file(tmp_path: Path) -> None:
 
 
 def test_a_ledger_service_that_does_not_answer_is_unavailable(site: Party, alice: Party) -> None:
-    remote = RemoteLedger(f"http://127.0.0.1:{free_port()}", timeout=2)
+    remote = RemoteLedger(f"https://127.0.0.1:{free_port()}", timeout=2)
     with pytest.raises(LedgerUnavailable, match="did not answer"):
         remote.book(receipt(site, alice))
+
+
+def test_a_ledger_service_is_reached_over_https_only() -> None:
+    with pytest.raises(ValueError, match="HTTPS only"):
+        RemoteLedger("http://bank.example.org:8444")
 
 
 # --------------------------------------------------------------------------- the commands
