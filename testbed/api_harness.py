@@ -1,8 +1,9 @@
 """An in-process agent API on a small replayed cluster, and signed requests to it.
 
 Each test gets its own site (state directory, store, simulated cluster), an agent that has
-polled it once, two authorized clients (alice, bob), an embedded ledger and the metrics: the
-whole ApiContext the service builds, without a server, so a test sees every effect directly.
+polled it once, two authorized clients (alice, bob), an embedded ledger (each client with the
+embedded bank's default credit) and the metrics: the whole ApiContext the service builds,
+without a server, so a test sees every effect directly.
 """
 
 from __future__ import annotations
@@ -139,7 +140,8 @@ def make_world(tmp_path: Path) -> World:
     agent.cycle()
     alice, bob = Party("alice@laptop"), Party("bob@desk")
     clients = {alice.key_id: alice.client("alice", "proj1"), bob.key_id: bob.client("bob")}
-    deals = Deals(site.manager, Party("hpc1").key, "hpc1", Ledger(":memory:"))
+    credit = settings.ledger.default_credit
+    deals = Deals(site.manager, Party("hpc1").key, "hpc1", Ledger(":memory:"), credit)
     deals.open_accounts(clients.values())
     authenticator = authentication.Authenticator(clients, max_age_s=300)
     context = ApiContext(site, agent, authenticator, deals, metrics)

@@ -22,7 +22,7 @@ from typing import Any, Callable, List, Mapping, Optional, Set, Tuple, TypeVar
 
 from siteagent.core import names
 from siteagent.core.errors import SiteagentError
-from siteagent.core.money import INTEGER_DIGITS, PRICE, BadMoney
+from siteagent.core.money import AMOUNT, INTEGER_DIGITS, PRICE, BadMoney
 
 T = TypeVar("T")
 
@@ -233,6 +233,15 @@ def price(raw: Any) -> Decimal:
             f"a price >= 0 per core-hour (e.g. 1.25), at most {INTEGER_DIGITS} digits before "
             f"the point and {PRICE.places} after"
         ) from None
+
+
+def amount(raw: Any) -> Decimal:
+    """An amount of money to the cent ("100.00"), read by the one money parser
+    (:data:`siteagent.core.money.AMOUNT`)."""
+    try:
+        return AMOUNT.parse(raw.strip() if isinstance(raw, str) else raw)
+    except BadMoney:
+        raise Invalid(AMOUNT.expected) from None
 
 
 def factor(raw: Any) -> Decimal:

@@ -253,3 +253,11 @@ def sign_cancellation(
 ) -> Cancellation:
     document = cancellation_document(receipt.id, penalty, at)
     return Cancellation(receipt.id, penalty, at, sign_document(document, site_key, site_id))
+
+
+def sign_void(receipt: Receipt, site_key: Ed25519PrivateKey, site_id: str) -> Cancellation:
+    """The void of a receipt whose reservation was never confirmed: its full refund (penalty
+    0), dated at the receipt's own ``confirmed_at`` so that whoever makes it (the confirm
+    that failed, a cancel, the agent's loop after a crash) makes the very same document, and
+    the bank books it once (Ed25519 signatures are deterministic)."""
+    return sign_cancellation(receipt, Decimal(0), receipt.confirmed_at, site_key, site_id)

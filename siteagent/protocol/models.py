@@ -369,15 +369,11 @@ class LedgerTransaction(Answer):
     entries: List[LedgerEntry]
 
 
-class ReservationView(Answer):
-    """A reservation as its buyer sees it: where it stands, the deal to sign, its receipt
-    once confirmed; after a confirm or a cancel the bank's transaction (null without a
-    bank), after a cancel the penalty kept and the site's signed cancellation."""
+class PublicReservationView(Answer):
+    """What anybody may see of a reservation (``GET /v1/reservations/{id}`` unsigned, or
+    signed by another client than its buyer): where it stands and what it holds when."""
 
     id: str
-    name: str = Field(description="the reservation's name in the batch system")
-    offer_id: str
-    client: str
     state: Literal[
         "REQUESTED",
         "TENTATIVE",
@@ -393,6 +389,17 @@ class ReservationView(Answer):
     end: int
     size: int
     unit: Literal["core", "node"]
+
+
+class ReservationView(PublicReservationView):
+    """A reservation as its buyer sees it: where it stands, the deal to sign, its receipt
+    once confirmed; after a confirm or a cancel the bank's transaction (null without a
+    bank), after a cancel the penalty kept and the site's signed cancellation (kept in the
+    reservation's view from then on)."""
+
+    name: str = Field(description="the reservation's name in the batch system")
+    offer_id: str
+    client: str
     users: List[str]
     accounts: List[str]
     unit_price: Money

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from siteagent.agent.loop import Agent
 from siteagent.api.app import create_app
 from siteagent.api.context import ApiContext
-from siteagent.api.market import authenticated_client
+from siteagent.api.market import authenticated_client, client_if_signed
 from siteagent.backends.base import Backend
 from siteagent.cli.main import main
 from siteagent.config import loading
@@ -202,6 +202,7 @@ def shared(
     buyer = made["client"]["key_id"]
     app = create_app(parts.context)
     app.dependency_overrides[authenticated_client] = lambda: parts.authenticator.clients[buyer]
+    app.dependency_overrides[client_if_signed] = lambda: parts.authenticator.clients[buyer]
     with TestClient(app) as http:
         yield ["--config", str(config)], http, buyer, made["files"]["client.key"]
     app.state.quotes.close()
