@@ -8,13 +8,14 @@ without a server, so a test sees every effect directly.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Iterator, Optional
 
 from fastapi import FastAPI
 
@@ -147,3 +148,17 @@ def make_world(tmp_path: Path) -> World:
     context = ApiContext(site, agent, authenticator, deals, metrics)
     app = create_app(context)
     return World(app, TestClient(app), context, faulty, clock, alice, bob)
+
+
+@contextlib.contextmanager
+def running_world(tmp_path: Path) -> Iterator[World]:
+    """:func:`make_world`, closed afterwards (the quote desk, the bank, the site)."""
+    made = make_world(tmp_path)
+    ledger = made.ledger
+    try:
+        yield made
+    finally:
+        made.http.close()
+        made.app.state.quotes.close()
+        ledger.close()
+        made.site.close()

@@ -22,19 +22,14 @@ from siteagent.market.quoting import ACCEPT_LEAD_S
 from siteagent.pricing import Pricing
 from siteagent.protocol import documents, keys, signing
 from siteagent.protocol.documents import Cancellation, Receipt
-from testbed.api_harness import World, make_world
+from testbed.api_harness import World, running_world
 from testbed.parties import Party
 
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
-    made = make_world(tmp_path)
-    ledger = made.ledger
-    yield made
-    made.http.close()
-    made.app.state.quotes.close()
-    ledger.close()
-    made.site.close()
+    with running_world(tmp_path) as made:
+        yield made
 
 
 def quote(world: World, party: Party, **fields: Any) -> Dict[str, Any]:

@@ -26,7 +26,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from siteagent.api.market import authenticated_client
-from testbed.api_harness import World, make_world
+from testbed.api_harness import World, running_world
 
 #: Examples per operation and mode: enough to reach every validator, quick (< 60 s in all).
 EXAMPLES = 60
@@ -34,15 +34,10 @@ EXAMPLES = 60
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
-    made = make_world(tmp_path)
-    ledger = made.ledger
-    alice = made.alice.client("alice", "proj1")
-    made.app.dependency_overrides[authenticated_client] = lambda: alice
-    yield made
-    made.http.close()
-    made.app.state.quotes.close()
-    ledger.close()
-    made.site.close()
+    with running_world(tmp_path) as made:
+        alice = made.alice.client("alice", "proj1")
+        made.app.dependency_overrides[authenticated_client] = lambda: alice
+        yield made
 
 
 def operations(world: World) -> List[Any]:

@@ -21,7 +21,7 @@ import pytest
 from siteagent.core.errors import SiteagentError
 from siteagent.market.store import ReservationState
 from siteagent.protocol import documents
-from testbed.api_harness import World, make_world
+from testbed.api_harness import World, running_world
 
 S = ReservationState
 
@@ -44,13 +44,8 @@ TIMEOUT_S = 30.0
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
-    made = make_world(tmp_path)
-    ledger = made.ledger
-    yield made
-    made.http.close()
-    made.app.state.quotes.close()
-    ledger.close()
-    made.site.close()
+    with running_world(tmp_path) as made:
+        yield made
 
 
 class Pause:
