@@ -276,7 +276,7 @@ def assemble(site: Site) -> Parts:
         store=site.store,
         metrics=metrics,
         watchdog=sdnotify.Watchdog.from_environment(time.monotonic),
-        ledger=deals.ledger,
+        deals=deals,
     )
     context = ApiContext(site, agent, authenticator, deals, metrics)
     return Parts(metrics, agent, authenticator, deals, context)

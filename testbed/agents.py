@@ -59,11 +59,18 @@ class Buyer:
         self.cert = cert
         self.party = party
 
-    def call(self, method: str, path: str, payload: Optional[Dict[str, Any]] = None) -> Answer:
-        """Send one request (signed unless it is a GET) and return the answer, whatever it is."""
+    def call(
+        self,
+        method: str,
+        path: str,
+        payload: Optional[Dict[str, Any]] = None,
+        signed: Optional[bool] = None,
+    ) -> Answer:
+        """Send one request, signed unless it is a GET (or as ``signed`` says), and return the
+        answer, whatever it is."""
         body = b"" if payload is None else json.dumps(payload).encode()
         headers = {"Content-Type": "application/json"}
-        if method != "GET":
+        if method != "GET" if signed is None else signed:
             headers.update(
                 signing.sign_request(
                     method, self.url + path, body, self.party.key, self.party.key_id
@@ -80,10 +87,14 @@ class Buyer:
             return Answer(refused.code, lower_keys(refused.headers), refused.read())
 
     def request(
-        self, method: str, path: str, payload: Optional[Dict[str, Any]] = None
+        self,
+        method: str,
+        path: str,
+        payload: Optional[Dict[str, Any]] = None,
+        signed: Optional[bool] = None,
     ) -> Tuple[int, Dict[str, Any]]:
         """A JSON request: its status and JSON body."""
-        answer = self.call(method, path, payload)
+        answer = self.call(method, path, payload, signed)
         return answer.status, answer.json()
 
     def reserve(self) -> Dict[str, Any]:

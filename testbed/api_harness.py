@@ -1,19 +1,21 @@
 """An in-process agent API on a small replayed cluster, and signed requests to it.
 
 Each test gets its own site (state directory, store, simulated cluster), an agent that has
-polled it once, two authorized clients (alice, bob), an embedded ledger and the metrics: the
-whole ApiContext the service builds, without a server, so a test sees every effect directly.
+polled it once, two authorized clients (alice, bob), an embedded ledger (each client with the
+embedded bank's default credit) and the metrics: the whole ApiContext the service builds,
+without a server, so a test sees every effect directly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Iterator, Optional
 
 from fastapi import FastAPI
 
@@ -142,7 +144,8 @@ def make_world(tmp_path: Path, api: Optional[Dict[str, Any]] = None) -> World:
     agent.cycle()
     alice, bob = Party("alice@laptop"), Party("bob@desk")
     clients = {alice.key_id: alice.client("alice", "proj1"), bob.key_id: bob.client("bob")}
-    deals = Deals(site.manager, Party("hpc1").key, "hpc1", Ledger(":memory:"))
+    credit = settings.ledger.default_credit
+    deals = Deals(site.manager, Party("hpc1").key, "hpc1", Ledger(":memory:"), credit)
     deals.open_accounts(clients.values())
     authenticator = authentication.Authenticator(
         clients, settings.api.public_names, max_age_s=300
@@ -150,3 +153,17 @@ def make_world(tmp_path: Path, api: Optional[Dict[str, Any]] = None) -> World:
     context = ApiContext(site, agent, authenticator, deals, metrics)
     app = create_app(context)
     return World(app, TestClient(app), context, faulty, clock, alice, bob)
+
+
+@contextlib.contextmanager
+def running_world(tmp_path: Path) -> Iterator[World]:
+    """:func:`make_world`, closed afterwards (the quote desk, the bank, the site)."""
+    made = make_world(tmp_path)
+    ledger = made.ledger
+    try:
+        yield made
+    finally:
+        made.http.close()
+        made.app.state.quotes.close()
+        ledger.close()
+        made.site.close()

@@ -1,16 +1,21 @@
 """The reservation lifecycle's promises, written once as a function (:func:`violations`), so
 that the unit, crash and concurrency tests all check the same thing, on whichever backend they
-run; and the capacity no set of reservations may overrun (:func:`capacity_overruns`).
+run, the money included (no booked charge without a confirmed reservation, once the agent
+settled: :func:`unsettled_charges`); and the capacity no set of reservations may overrun
+(:func:`capacity_overruns`).
 """
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterable, List, Sequence
+from decimal import Decimal
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 from siteagent.backends.base import Backend
 from siteagent.core.model import BatchReservation, ClusterSnapshot
+from siteagent.ledger.bank import Ledger
 from siteagent.market.reservations import LIVE
-from siteagent.market.store import ReservationState, Store
+from siteagent.market.store import RECEIPT, ReservationState, Store
+from siteagent.protocol.documents import Receipt
 
 S = ReservationState
 
@@ -28,6 +33,7 @@ def violations(
     confirmed: Iterable[str] = (),
     cancelled_by_us: Iterable[str] = (),
     agent_up_since: float = 0.0,
+    ledger: Optional[Ledger] = None,
 ) -> List[str]:
     """Every broken lifecycle promise, as sentences (empty: all kept).
 
@@ -39,7 +45,8 @@ def violations(
     ``cancelled_by_us`` those the test itself cancelled. A confirmed reservation always has
     its receipt (they are written together). The batch system is listed before
     the store and the clock are read, the order in which the agent's own reconciliation
-    reads them.
+    reads them. With the site's ``ledger``, the money is checked too
+    (:func:`unsettled_charges`).
     """
     held = ours(backend, prefix)
     records = {record.id: record for record in store.reservations()}
@@ -79,6 +86,35 @@ def violations(
             problems.append(f"unconfirmed {record.name} still held after its deadline")
         if record.state is S.REQUESTED and now > max(record.created, agent_up_since) + grace_s:
             problems.append(f"{record.id} is still REQUESTED {now - record.created:.1f} s on")
+    if ledger is not None:
+        problems.extend(unsettled_charges(store, ledger))
+    return problems
+
+
+def unsettled_charges(store: Store, ledger: Ledger) -> List[str]:
+    """What the bank holds against the promises, once the agent settled: a confirmed
+    reservation whose deal is not booked (the bank books before the reservation moves), or a
+    buyer who paid for a reservation that is no longer live and was never confirmed (its
+    receipt not voided)."""
+    problems = []
+    for record in store.reservations():
+        signed = store.booking(record.id, RECEIPT)
+        if signed is None:
+            continue
+        receipt = Receipt.from_json(signed)
+        moves = ledger.movements(receipt.id)
+        buyer = receipt.deal["buyer"]
+        paid = -sum(
+            (entry.amount for move in moves for entry in move.entries if entry.account == buyer),
+            Decimal(0),
+        )
+        confirmed = store.receipt(record.id) is not None
+        if confirmed and not any(move.kind == "deal" for move in moves):
+            problems.append(f"{record.id} is {record.state.value} but its deal is not booked")
+        if not confirmed and record.state not in LIVE and paid != 0:
+            problems.append(
+                f"{record.id} was never confirmed ({record.state.value}) but {buyer} paid {paid}"
+            )
     return problems
 
 

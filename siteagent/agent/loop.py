@@ -10,6 +10,8 @@ first cycle's reconciliation is the start-up one that repairs whatever a crash l
 store, each cycle records the queue waits of the jobs that started since the cycle before
 (:class:`WaitObserver`: a job that was submitted and started between two polls counts, with
 its wait by the batch system's times; jobs already running at the agent's first cycle do not).
+With the site's deals, each cycle then settles with the bank: voids the receipts of
+reservations that were never confirmed and books what is owed.
 """
 
 from __future__ import annotations
@@ -26,8 +28,7 @@ from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
 from siteagent.core.model import ClusterSnapshot
 from siteagent.core.scheduling import Policy, plan
 from siteagent.core.waits import QueueWait
-from siteagent.ledger.bank import Bookkeeper
-from siteagent.market import bookkeeping
+from siteagent.market.deals import Deals
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.store import Store, StoreError
 from siteagent.market.view import market_view
@@ -49,9 +50,9 @@ class Agent:
     ``pricing`` prices each state's market view (slots, the context quotes price against);
     ``manager`` (optional) carries the reservations along each cycle; ``store`` (optional)
     receives the queue waits observed between cycles; ``metrics`` (optional) takes each
-    cycle's state; ``watchdog`` (optional) is fed while the loop makes progress;
-    ``listeners`` are called in order with each new state at the end of its cycle, in the
-    loop's thread.
+    cycle's state; ``watchdog`` (optional) is fed while the loop makes progress; ``deals``
+    (optional) settles with the bank after the housekeeping; ``listeners`` are called in order
+    with each new state at the end of its cycle, in the loop's thread.
     """
 
     def __init__(
@@ -65,7 +66,7 @@ class Agent:
         store: Optional[Store] = None,
         metrics: Optional[Metrics] = None,
         watchdog: Optional[sdnotify.Watchdog] = None,
-        ledger: Optional[Bookkeeper] = None,
+        deals: Optional[Deals] = None,
         listeners: Sequence[Callable[[State], object]] = (),
     ) -> None:
         if poll_interval_s <= 0:
@@ -79,7 +80,7 @@ class Agent:
         self.store = store
         self.metrics = metrics
         self.watchdog = watchdog
-        self.ledger = ledger
+        self.deals = deals
         self.listeners: List[Callable[[State], object]] = list(listeners)
         self._waits = WaitObserver()
         self.state: Optional[State] = None
@@ -142,8 +143,8 @@ class Agent:
                 self.store.record_waits(self._waits.observe(state.snapshot))
             if self.manager is not None:
                 log.info(self.manager.housekeeping().describe())
-            if self.ledger is not None and self.store is not None:
-                caught_up = bookkeeping.book_owed(self.store, self.ledger)
+            if self.deals is not None:
+                caught_up = self.deals.settle()
                 if caught_up.booked or caught_up.problems:
                     log.info(caught_up.describe())
         except (BackendError, StoreError) as exc:

@@ -1,6 +1,7 @@
 """Routes of the market: quotes, and the reservation's two-phase commit (accept, confirm,
 cancel). Every POST and DELETE is signed (RFC 9421) by an authorized client, checked before
-the route runs, so a refused request changes nothing and learns nothing.
+the route runs, so a refused request changes nothing and learns nothing. A reservation's GET
+may be signed too: its buyer sees all of it, anybody else only its public part.
 
 The routes are thin: the use cases are :mod:`siteagent.market.quoting` and
 :mod:`siteagent.market.deals`. What this module decides is where the work runs:
@@ -19,7 +20,7 @@ The routes are thin: the use cases are :mod:`siteagent.market.quoting` and
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Union
 
 import fastapi
 from fastapi import Depends, Header, Path, Security
@@ -37,6 +38,7 @@ from siteagent.protocol.models import (
     OFFER_ID_PATTERN,
     AcceptRequest,
     ConfirmRequest,
+    PublicReservationView,
     QuoteAnswer,
     QuoteRequest,
     ReservationView,
@@ -124,6 +126,19 @@ def authenticated_client(
 signed = Depends(authenticated_client)
 
 
+def client_if_signed(
+    request: fastapi.Request, _: Optional[str] = Security(SIGNATURE)
+) -> Optional[AuthorizedClient]:
+    """The client that signed this read, None if it is not signed; a signature that does not
+    verify is refused (401) as on any route, rather than read as no signature."""
+    if "signature" not in request.headers and "signature-input" not in request.headers:
+        return None
+    return authenticated_client(request)
+
+
+signed_if_any = Depends(client_if_signed)
+
+
 def add_routes(app: fastapi.FastAPI, context: ApiContext, desk: QuoteDesk) -> None:
     """Register this area's routes on ``app``."""
     deals = context.deals
@@ -153,11 +168,18 @@ def add_routes(app: fastapi.FastAPI, context: ApiContext, desk: QuoteDesk) -> No
     @app.get(
         "/v1/reservations/{reservation_id}",
         tags=["market"],
-        **answers(ReservationView),
+        responses=ERRORS,
+        response_model=Union[ReservationView, PublicReservationView],
+        response_model_exclude_unset=True,
     )
-    def show(reservation_id: str = ReservationId) -> Dict[str, Any]:
-        """A reservation: its state, the deal to sign, and its receipt once confirmed."""
-        return deals.show(reservation_id).to_json()
+    def show(
+        reservation_id: str = ReservationId,
+        reader: Optional[AuthorizedClient] = signed_if_any,
+    ) -> Dict[str, Any]:
+        """A reservation: for its buyer (a GET signed with its key) its state, the deal to
+        sign, and its receipt once confirmed; for anybody else only its public part."""
+        who = None if reader is None else reader.key_id
+        return deals.show(reservation_id).view_for(who)
 
     @app.post(
         "/v1/reservations/{reservation_id}/confirm",

@@ -74,7 +74,7 @@ def _add_deposit(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         ),
     )
     sub.add_argument("account", metavar="ACCOUNT", help="a client's key id (or a site)")
-    sub.add_argument("amount", metavar="AMOUNT", type=options.decimal, help="e.g. 100.00")
+    sub.add_argument("amount", metavar="AMOUNT", type=options.amount, help="e.g. 100.00")
     sub.add_argument("--memo", default="deposit", help="what the statement says (default: deposit)")
     sub.add_argument("--json", action="store_true", help="print the transaction as JSON")
     options.add_site_options(sub)

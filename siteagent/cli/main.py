@@ -74,7 +74,7 @@ def exit_code(error: SiteagentError) -> int:
     if isinstance(error, StoreError):
         return EXIT_BAD_INPUT
     status = status_of(error.code)
-    if status == 503 or error.code == "ledger_unavailable":
+    if status == 503:
         return EXIT_UNAVAILABLE
     if 400 < status < 500 and error.code != "invalid_request":
         return EXIT_REFUSED

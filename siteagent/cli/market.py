@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Dict, List
 
 from siteagent.cli import console, options
 from siteagent.cli.console import EXIT_REFUSED
-from siteagent.cli.options import decimal, duration, local_time
+from siteagent.cli.options import duration, local_time, price
 from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
 from siteagent.core.durations import parse_time
 from siteagent.core.scheduling import Policy, plan
@@ -50,7 +50,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     slots.add_argument("--min-cores", type=int, default=1, help="only slots this wide")
     slots.add_argument("--min-duration", type=duration, default=1, help="only slots this long")
     slots.add_argument(
-        "--price", type=decimal, help="c per core-hour (default: pricing.flat.price, 1)"
+        "--price", type=price, help="c per core-hour (default: pricing.flat.price, 1)"
     )
     slots.add_argument("--json", action="store_true", help="print one JSON object")
     slots.set_defaults(command=_slots)
@@ -77,7 +77,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     quote.add_argument("--deadline", help="latest end: +DURATION, epoch or ISO")
     quote.add_argument("--alpha", type=float, default=0.5, help="fee/start trade-off (0.5)")
-    quote.add_argument("--max-price", type=decimal, help="refuse above this per core-hour")
+    quote.add_argument("--max-price", type=price, help="refuse above this per core-hour")
     quote.add_argument("--limit", type=int, default=100, help="at most this many (100)")
     quote.add_argument(
         "--policy",
@@ -85,7 +85,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="scheduling policy the fees are computed under "
         "(default: pricing.externality.policy, conservative)",
     )
-    quote.add_argument("--price", type=decimal, help="flat unit price per core-hour instead")
+    quote.add_argument("--price", type=price, help="flat unit price per core-hour instead")
     quote.add_argument(
         "--load",
         nargs=3,
@@ -247,7 +247,7 @@ def _load_price(values: List[str]) -> LoadBasedPrice:
     """``--load START MIN ROUNDS`` as a load-based unit price."""
     start, minimum, rounds = values
     try:
-        return LoadBasedPrice(decimal(start), decimal(minimum), int(rounds))
+        return LoadBasedPrice(price(start), price(minimum), int(rounds))
     except (argparse.ArgumentTypeError, ValueError) as exc:
         raise ValueError(
             f"--load expects START MIN ROUNDS (prices per core-hour, MIN <= START, whole "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Optional, TypeVar
 
@@ -23,6 +23,7 @@ from siteagent.core.defaults import (
     DEFAULT_PENALTY_FACTOR,
     DEFAULT_RESERVATION_PREFIX,
 )
+from siteagent.core.money import AMOUNT, PRICE, BadMoney, MoneyForm
 
 #: A configuration section with a ``listen`` address and a ``port`` (the API, the ledger).
 Listener = TypeVar("Listener", ApiConfig, LedgerConfig)
@@ -68,7 +69,7 @@ def add_lifecycle_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--penalty-factor",
-        type=decimal,
+        type=price,
         metavar="P",
         help="cancelling a confirmed reservation costs P x its fee "
         f"(default: pricing.cancellation_penalty, {DEFAULT_PENALTY_FACTOR})",
@@ -107,15 +108,22 @@ def duration(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def decimal(text: str) -> Decimal:
-    """A non-negative decimal (prices, factors): exact, never a float."""
+def price(text: str) -> Decimal:
+    """A price per core-hour (or a factor): exact, never a float, bounded as everywhere
+    (:data:`siteagent.core.money.PRICE`)."""
+    return _money(PRICE, text)
+
+
+def amount(text: str) -> Decimal:
+    """An amount of money, to the cent (:data:`siteagent.core.money.AMOUNT`)."""
+    return _money(AMOUNT, text)
+
+
+def _money(form: MoneyForm, text: str) -> Decimal:
     try:
-        value = Decimal(text)
-    except InvalidOperation:
-        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
-    if not value.is_finite() or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
+        return form.parse(text)
+    except BadMoney as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def local_time(epoch_s: Any) -> Optional[str]:

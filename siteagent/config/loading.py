@@ -29,6 +29,7 @@ from siteagent.config.reading import (
     Paths,
     Reading,
     Section,
+    amount,
     authority,
     boolean,
     byte_count,
@@ -55,6 +56,7 @@ from siteagent.config.reading import (
     whole_seconds,
 )
 from siteagent.config.schema import (
+    DEFAULT_CREDIT,
     DEFAULT_REFERENCE_INTERVAL_S,
     ApiConfig,
     BackendConfig,
@@ -308,6 +310,7 @@ def read_ledger(section: Section, paths: Paths, state_dir: Path) -> LedgerConfig
         path=section.get("path", state_dir / "ledger.sqlite3", paths.path),
         url=section.get("url", None, optional(ledger_url)),
         ca=section.get("ca", None, optional(paths.existing_file)),
+        default_credit=section.get("default_credit", DEFAULT_CREDIT, amount),
         participants=section.get("participants", None, optional(paths.existing_file)),
         listen=section.get("listen", "127.0.0.1", listen_address),
         port=section.get("port", 8444, port),

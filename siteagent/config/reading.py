@@ -16,7 +16,7 @@ import json
 import math
 import urllib.parse
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable, List, Mapping, Optional, Set, Tuple, TypeVar
 
@@ -25,6 +25,7 @@ import yaml
 from siteagent.core import names
 from siteagent.core.errors import SiteagentError
 from siteagent.core.files import UnsafeFile, check_not_writable_by_others
+from siteagent.core.money import AMOUNT, INTEGER_DIGITS, PRICE, BadMoney
 from siteagent.protocol import httpsig
 
 T = TypeVar("T")
@@ -251,22 +252,26 @@ def boolean(raw: Any) -> bool:
 def price(raw: Any) -> Decimal:
     """Money per core-hour: written as a number or a string ("1.25"), kept as Decimal.
 
-    A YAML float goes through its shortest repr, so ``1.1`` is Decimal("1.1"), not the binary
-    fraction; amounts finer than a millionth of a unit are refused as typos.
+    Read by the one money parser (:data:`siteagent.core.money.PRICE`): a YAML float goes
+    through its shortest repr, so ``1.1`` is Decimal("1.1"), not the binary fraction; amounts
+    finer than a millionth of a unit are refused as typos, and so are absurdly large ones.
     """
-    expect = "a price >= 0 per core-hour (e.g. 1.25)"
-    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
-        raise Invalid(expect)
     try:
-        value = Decimal(repr(raw) if isinstance(raw, float) else str(raw).strip())
-    except InvalidOperation:
-        raise Invalid(expect) from None
-    if not value.is_finite() or value < 0:
-        raise Invalid(expect)
-    exponent = value.normalize().as_tuple().exponent
-    if isinstance(exponent, int) and exponent < -6:
-        raise Invalid(expect)
-    return value
+        return PRICE.parse(raw.strip() if isinstance(raw, str) else raw)
+    except BadMoney:
+        raise Invalid(
+            f"a price >= 0 per core-hour (e.g. 1.25), at most {INTEGER_DIGITS} digits before "
+            f"the point and {PRICE.places} after"
+        ) from None
+
+
+def amount(raw: Any) -> Decimal:
+    """An amount of money to the cent ("100.00"), read by the one money parser
+    (:data:`siteagent.core.money.AMOUNT`)."""
+    try:
+        return AMOUNT.parse(raw.strip() if isinstance(raw, str) else raw)
+    except BadMoney:
+        raise Invalid(AMOUNT.expected) from None
 
 
 def factor(raw: Any) -> Decimal:
@@ -332,11 +337,12 @@ def byte_count(raw: Any) -> int:
 
 
 def ledger_url(raw: Any) -> str:
-    expect = "an http:// or https:// URL of a ledger service"
+    """The ledger service: HTTPS only, since the agent sends it the receipts it signed."""
+    expect = "an https:// URL of a ledger service"
     if not isinstance(raw, str):
         raise Invalid(expect)
     parts = urllib.parse.urlsplit(raw)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    if parts.scheme != "https" or not parts.hostname:
         raise Invalid(expect)
     return raw
 

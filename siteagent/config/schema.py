@@ -231,10 +231,20 @@ class SecurityConfig:
     nonces_per_client: int = DEFAULT_NONCES_PER_CLIENT
 
 
+#: What each authorized client may owe the agent's embedded bank (see LedgerConfig): enough
+#: to try the agent out of the box (an hour of the whole bundled cluster at the default price
+#: is 128.00, plus its fee), a limit all the same.
+DEFAULT_CREDIT = Decimal("1000.00")
+
+
 @dataclass(frozen=True)
 class LedgerConfig:
     """The bank: embedded SQLite at ``path`` unless ``url`` names a ledger service, whose
     certificate the agent checks against ``ca`` (default: the system's trusted CAs).
+
+    ``default_credit`` is how far below zero each authorized client's balance may go in the
+    embedded bank to pay for deals (a confirm it cannot pay is refused); a ledger service
+    takes each client's credit from its participants file instead (0 unless given).
 
     ``siteagent ledger serve`` reads ``path`` too, listens on ``listen``:``port`` with the
     ``api.tls`` certificate, and opens accounts for the sites and clients of ``participants``.
@@ -243,6 +253,7 @@ class LedgerConfig:
     path: Path
     url: Optional[str] = None
     ca: Optional[Path] = None
+    default_credit: Decimal = DEFAULT_CREDIT
     participants: Optional[Path] = None
     listen: str = "127.0.0.1"
     port: int = 8444

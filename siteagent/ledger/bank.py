@@ -16,6 +16,17 @@ Booking is idempotent on the receipt id (the hash of the deal): the same receipt
 by a retry or by two agents' relays, has one effect. Every operation is one SQLite transaction
 (``BEGIN IMMEDIATE``), so a crash leaves either all of it or none of it.
 
+**Funds.** A receipt is booked only if its buyer can pay: its balance less the price may not
+fall below minus its credit (0 unless the participants file grants one). The check and the
+booking are one transaction, so receipts booked in parallel cannot overdraw an account
+together.
+
+**Voids.** A site that booked a receipt whose reservation then could not be confirmed (the
+deadline passed, the buyer cancelled meanwhile, the agent died in between) refunds it in full:
+a cancellation with penalty 0. If that void reaches the bank before the receipt does (the
+booking was still in flight), the bank remembers it and refuses the receipt from then on, so
+a void and its receipt leave the buyer whole in either order.
+
 The class takes and returns plain values with JSON forms and raises :class:`LedgerError`s that
 carry an HTTP status, so that ``siteagent ledger serve`` can be a thin HTTP layer over it.
 """
@@ -23,7 +34,6 @@ carry an HTTP status, so that ``siteagent ledger serve`` can be a thin HTTP laye
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 import threading
 import time
@@ -36,15 +46,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from siteagent.core.errors import SiteagentError
 from siteagent.core.files import make_database_private, make_private
-from siteagent.core.money import CENT
+from siteagent.core.money import BadMoney, from_cents, to_cents, written_amount
 from siteagent.protocol.documents import Cancellation, Receipt, signature_valid
 from siteagent.protocol.keys import check_key_id, parse_public_key, public_key_text
 
 #: The account deposits come from: the issuer of the virtual currency.
 BANK = "bank"
-
-#: How money is written in deals and cancellations (see security.money_text).
-MONEY_RE = re.compile(r"[0-9]{1,15}\.[0-9]{2}")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS participants (
@@ -77,15 +84,25 @@ CREATE TABLE IF NOT EXISTS entries (
     amount_cents INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS entries_by_account ON entries (account, transaction_id);
+CREATE TABLE IF NOT EXISTS credit_limits (
+    account TEXT PRIMARY KEY REFERENCES participants (id),
+    credit_cents INTEGER NOT NULL CHECK (credit_cents >= 0)
+);
+CREATE TABLE IF NOT EXISTS voids (
+    receipt_id TEXT PRIMARY KEY,
+    site TEXT NOT NULL REFERENCES participants (id),
+    document TEXT NOT NULL
+);
 """
 
 
 class LedgerError(SiteagentError):
     """A refused operation: ``code`` stable for programs (the bank's codes and their HTTP
-    statuses are :data:`siteagent.protocol.errors.LEDGER_CODES`)."""
+    statuses are :data:`siteagent.protocol.errors.LEDGER_CODES`), ``field`` the document's
+    field at fault, if one is."""
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message, code=code)
+    def __init__(self, code: str, message: str, field: Optional[str] = None) -> None:
+        super().__init__(message, code=code, field=field)
 
 
 class LedgerRefused(LedgerError):
@@ -100,6 +117,16 @@ class LedgerConflict(LedgerError):
 
 class LedgerNotFound(LedgerError):
     """404: no such account or receipt."""
+
+
+class LedgerForbidden(LedgerError):
+    """403: the account is another participant's (its holder and the sites may read it)."""
+
+
+class InsufficientFunds(LedgerError):
+    """402: the buyer cannot pay the price: its balance less the price would fall below minus
+    its credit. Nothing was booked; a deposit (or a larger credit) makes the same receipt
+    bookable."""
 
 
 class LedgerUnavailable(LedgerError):
@@ -169,12 +196,14 @@ class StatementLine:
     memo: str
     amount: Decimal
     balance: Decimal
+    receipt_id: Optional[str] = None
 
     def to_json(self) -> Dict[str, Any]:
         return {
             "transaction_id": self.transaction_id,
             "at": self.at,
             "kind": self.kind,
+            "receipt_id": self.receipt_id,
             "memo": self.memo,
             "amount": str(self.amount),
             "balance": str(self.balance),
@@ -192,20 +221,12 @@ class DealTerms:
     penalty_cents: int
 
 
-def to_cents(amount: Decimal) -> int:
-    if not amount.is_finite() or amount != amount.quantize(CENT):
-        raise ValueError(f"{amount} is not a whole number of cents")
-    return int(amount.scaleb(2))
-
-
-def from_cents(cents: int) -> Decimal:
-    return Decimal(cents).scaleb(-2)
-
-
 def parse_money(value: Any, what: str) -> int:
-    if not isinstance(value, str) or not MONEY_RE.fullmatch(value):
-        raise LedgerRefused("malformed_receipt", f'{what} must be an amount like "12.30"')
-    return to_cents(Decimal(value))
+    """A deal's amount in cents, or the refusal naming the field."""
+    try:
+        return to_cents(written_amount(value))
+    except BadMoney as exc:
+        raise LedgerRefused("malformed_receipt", f"deal.{what}: {exc}", f"deal.{what}") from None
 
 
 def deal_terms(deal: Mapping[str, Any]) -> DealTerms:
@@ -228,7 +249,7 @@ class Bookkeeper(Protocol):
 
     def book(self, receipt: Receipt) -> Transaction: ...
 
-    def refund(self, cancellation: Cancellation) -> Transaction: ...
+    def refund(self, cancellation: Cancellation) -> Optional[Transaction]: ...
 
     def close(self) -> None: ...
 
@@ -259,11 +280,19 @@ class Ledger:
 
     # ---- participants
 
-    def register(self, participant_id: str, kind: str, public_key: Ed25519PublicKey) -> None:
-        """Open an account for a user or a site with the key its signatures verify with.
+    def register(
+        self,
+        participant_id: str,
+        kind: str,
+        public_key: Ed25519PublicKey,
+        credit: Decimal = Decimal(0),
+    ) -> None:
+        """Open an account for a user or a site with the key its signatures verify with, and
+        set how far below zero its balance may go to pay for a deal (``credit``).
 
-        Registering again with the same key is a no-op (agents register at every start);
-        with another key it is a conflict: a key change is an administrator's decision.
+        Registering again with the same key is a no-op but for the credit, which is the
+        administrator's latest word (agents register at every start, the service at every
+        SIGHUP); another key is a conflict: a key change is an administrator's decision.
         """
         check_key_id(participant_id)
         if kind not in ("user", "site"):
@@ -271,6 +300,7 @@ class Ledger:
         if participant_id == BANK:
             raise LedgerConflict("reserved_account", f"{BANK!r} is the issuing account")
         key = public_key_text(public_key)
+        credit_cents = to_cents(credit)
         with self._transaction() as db:
             row = db.execute(
                 "SELECT kind, public_key FROM participants WHERE id = ?", (participant_id,)
@@ -285,6 +315,23 @@ class Ledger:
                     "participant_conflict",
                     f"{participant_id!r} is already registered with another kind or key",
                 )
+            db.execute(
+                "INSERT INTO credit_limits (account, credit_cents) VALUES (?, ?) "
+                "ON CONFLICT (account) DO UPDATE SET credit_cents = excluded.credit_cents",
+                (participant_id, credit_cents),
+            )
+
+    def participants(self) -> Dict[str, Tuple[str, Ed25519PublicKey]]:
+        """Every account holder's kind ("user" or "site") and key, as the bank holds them."""
+        with self._transaction() as db:
+            rows = db.execute("SELECT id, kind, public_key FROM participants").fetchall()
+        return {key_id: (kind, parse_public_key(key)) for key_id, kind, key in rows}
+
+    def kind_of(self, key_id: str) -> Optional[str]:
+        """"user" or "site" for an account holder, None for anybody else."""
+        with self._transaction() as db:
+            row = db.execute("SELECT kind FROM participants WHERE id = ?", (key_id,)).fetchone()
+        return None if row is None else str(row[0])
 
     def _participant(self, db: sqlite3.Connection, key_id: str, kind: str) -> Ed25519PublicKey:
         row = db.execute(
@@ -297,7 +344,8 @@ class Ledger:
     # ---- booking
 
     def deposit(self, account: str, amount: Decimal, memo: str = "deposit") -> Transaction:
-        """Credit a participant from the bank (the administrator funding an account)."""
+        """Credit a participant from the bank (the administrator funding an account);
+        ValueError unless ``amount`` is a positive amount (to the cent, bounded)."""
         cents = to_cents(amount)
         if cents <= 0:
             raise ValueError(f"a deposit must be positive, got {amount}")
@@ -326,6 +374,12 @@ class Ledger:
             booked = self._find(db, "deal", receipt.id)
             if booked is not None:
                 return booked
+            if self._voided(db, receipt.id, terms.site):
+                raise LedgerConflict(
+                    "receipt_voided",
+                    f"receipt {receipt.id} was voided by {terms.site} before it was booked "
+                    f"(reservation {terms.reservation_id} was not confirmed)",
+                )
             clash = db.execute(
                 "SELECT id FROM receipts WHERE site = ? AND reservation_id = ?",
                 (terms.site, terms.reservation_id),
@@ -336,6 +390,7 @@ class Ledger:
                     f"reservation {terms.reservation_id} at {terms.site} is booked by "
                     f"receipt {clash[0]}",
                 )
+            self._check_funds(db, terms.buyer, terms.price_cents)
             db.execute(
                 "INSERT INTO receipts (id, site, reservation_id, buyer, price_cents, "
                 "penalty_cents, document) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -353,19 +408,26 @@ class Ledger:
             entries = [(terms.buyer, -terms.price_cents), (terms.site, terms.price_cents)]
             return self._post(db, "deal", memo, entries, receipt.id, None)
 
-    def refund(self, cancellation: Cancellation) -> Transaction:
+    def refund(self, cancellation: Cancellation) -> Optional[Transaction]:
         """Book a cancellation signed by the site: the buyer gets the price back less the
-        penalty, which may not exceed the one the buyer agreed to in the deal."""
+        penalty, which may not exceed the one the buyer agreed to in the deal.
+
+        A cancellation with penalty 0 of a receipt not booked (yet) is a void: it is kept, the
+        receipt is refused from then on, and None is answered (nothing moved).
+        """
         try:
             penalty = to_cents(cancellation.penalty)
-        except ValueError as exc:
-            raise LedgerRefused("malformed_cancellation", str(exc)) from None
+        except BadMoney as exc:
+            raise LedgerRefused("malformed_cancellation", str(exc), "penalty") from None
         with self._transaction() as db:
             row = db.execute(
                 "SELECT site, reservation_id, buyer, price_cents, penalty_cents FROM receipts "
                 "WHERE id = ?",
                 (cancellation.receipt_id,),
             ).fetchone()
+            if row is None and penalty == 0:
+                self._keep_void(db, cancellation)
+                return None
             if row is None:
                 raise LedgerNotFound(
                     "unknown_receipt", f"no receipt {cancellation.receipt_id} is booked"
@@ -373,11 +435,7 @@ class Ledger:
             site, reservation_id, buyer, price, agreed = row
             if cancellation.site_signature.key_id != site:
                 raise LedgerRefused("signer_mismatch", "the cancellation is not signed by the site")
-            site_key = self._participant(db, site, "site")
-            if not signature_valid(
-                cancellation.signed_document(), cancellation.site_signature, site_key
-            ):
-                raise LedgerRefused("bad_site_signature", "the site's signature does not verify")
+            self._check_site_signature(db, cancellation, site)
             if not 0 <= penalty <= agreed:
                 raise LedgerRefused(
                     "penalty_not_agreed",
@@ -400,6 +458,59 @@ class Ledger:
             )
             entries = [(site, -refund), (buyer, refund)]
             return self._post(db, "refund", memo, entries, cancellation.receipt_id, document)
+
+    def _check_site_signature(
+        self, db: sqlite3.Connection, cancellation: Cancellation, site: str
+    ) -> None:
+        site_key = self._participant(db, site, "site")
+        document = cancellation.signed_document()
+        if not signature_valid(document, cancellation.site_signature, site_key):
+            raise LedgerRefused("bad_site_signature", "the site's signature does not verify")
+
+    def _keep_void(self, db: sqlite3.Connection, cancellation: Cancellation) -> None:
+        """Remember that the signing site voided a receipt it never had booked: the bank
+        knows no receipt to check the signer against, so it must be a registered site, and
+        only a receipt of that site is refused for it."""
+        site = cancellation.site_signature.key_id
+        self._check_site_signature(db, cancellation, site)
+        db.execute(
+            "INSERT OR IGNORE INTO voids (receipt_id, site, document) VALUES (?, ?, ?)",
+            (
+                cancellation.receipt_id,
+                site,
+                json.dumps(cancellation.to_json(), sort_keys=True),
+            ),
+        )
+
+    def _voided(self, db: sqlite3.Connection, receipt_id: str, site: str) -> bool:
+        row = db.execute(
+            "SELECT 1 FROM voids WHERE receipt_id = ? AND site = ?", (receipt_id, site)
+        ).fetchone()
+        return row is not None
+
+    def _check_funds(self, db: sqlite3.Connection, buyer: str, price_cents: int) -> None:
+        """InsufficientFunds unless ``buyer`` can pay ``price_cents`` within its credit."""
+        balance = self._balance_cents(db, buyer)
+        credit = self._credit_cents(db, buyer)
+        if balance - price_cents < -credit:
+            raise InsufficientFunds(
+                "insufficient_funds",
+                f"{buyer} cannot pay {from_cents(price_cents)}: its balance is "
+                f"{from_cents(balance)} and its credit {from_cents(credit)}; a deposit "
+                f"of {from_cents(price_cents - balance - credit)} would do"
+            )
+
+    def _balance_cents(self, db: sqlite3.Connection, account: str) -> int:
+        (cents,) = db.execute(
+            "SELECT COALESCE(SUM(amount_cents), 0) FROM entries WHERE account = ?", (account,)
+        ).fetchone()
+        return int(cents)
+
+    def _credit_cents(self, db: sqlite3.Connection, account: str) -> int:
+        row = db.execute(
+            "SELECT credit_cents FROM credit_limits WHERE account = ?", (account,)
+        ).fetchone()
+        return 0 if row is None else int(row[0])
 
     def _post(
         self,
@@ -467,11 +578,13 @@ class Ledger:
     def balance(self, account: str) -> Decimal:
         with self._transaction() as db:
             self._require_account(db, account)
-            (cents,) = db.execute(
-                "SELECT COALESCE(SUM(amount_cents), 0) FROM entries WHERE account = ?",
-                (account,),
-            ).fetchone()
-        return from_cents(int(cents))
+            return from_cents(self._balance_cents(db, account))
+
+    def credit(self, account: str) -> Decimal:
+        """How far below zero ``account`` may go to pay for a deal."""
+        with self._transaction() as db:
+            self._require_account(db, account)
+            return from_cents(self._credit_cents(db, account))
 
     def balances(self) -> Dict[str, Decimal]:
         """Every account's balance (accounts with no movement show 0.00); they sum to zero."""
@@ -490,20 +603,23 @@ class Ledger:
         with self._transaction() as db:
             self._require_account(db, account)
             rows = db.execute(
-                "SELECT t.id, t.at, t.kind, t.memo, e.amount_cents FROM entries e "
+                "SELECT t.id, t.at, t.kind, t.memo, e.amount_cents, t.receipt_id FROM entries e "
                 "JOIN transactions t ON t.id = e.transaction_id WHERE e.account = ? "
                 "ORDER BY t.id, e.rowid",
                 (account,),
             ).fetchall()
         lines, balance = [], 0
-        for transaction_id, at, kind, memo, cents in rows:
+        for transaction_id, at, kind, memo, cents, receipt_id in rows:
             balance += cents
-            lines.append(
-                StatementLine(
-                    transaction_id, at, kind, memo, from_cents(cents), from_cents(balance)
-                )
-            )
+            amount, after = from_cents(cents), from_cents(balance)
+            lines.append(StatementLine(transaction_id, at, kind, memo, amount, after, receipt_id))
         return lines
+
+    def movements(self, receipt_id: str) -> List[Transaction]:
+        """What was booked for a receipt: its deal, then its refund (none if never booked)."""
+        with self._transaction() as db:
+            found = [self._find(db, kind, receipt_id) for kind in ("deal", "refund")]
+        return [transaction for transaction in found if transaction is not None]
 
     def receipt(self, receipt_id: str) -> Receipt:
         """A booked receipt as it was received."""

@@ -18,9 +18,10 @@ import ssl
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict, Optional, Type
+from typing import Any, Callable, Dict, Optional, Type, TypeVar
 
 from siteagent.ledger.bank import (
+    InsufficientFunds,
     LedgerConflict,
     LedgerError,
     LedgerNotFound,
@@ -30,11 +31,14 @@ from siteagent.ledger.bank import (
 )
 from siteagent.protocol.documents import Cancellation, Receipt
 
+T = TypeVar("T")
+
 #: Seconds a booking may take: it is made while a buyer's confirm waits for its answer.
 TIMEOUT_S = 10.0
 
 #: The service's refusals, by status: the same error kinds the embedded ledger raises.
 REFUSALS: Dict[int, Type[LedgerError]] = {
+    402: InsufficientFunds,
     404: LedgerNotFound,
     409: LedgerConflict,
     422: LedgerRefused,
@@ -46,6 +50,8 @@ class RemoteLedger:
     system's trusted CAs when None)."""
 
     def __init__(self, url: str, ca: Optional[Path] = None, timeout: float = TIMEOUT_S) -> None:
+        if not url.startswith("https://"):
+            raise ValueError(f"a ledger service is reached over HTTPS only, not {url!r}")
         self.url = url.rstrip("/")
         self.timeout = timeout
         self._tls = ssl.create_default_context(cafile=None if ca is None else str(ca))
@@ -53,16 +59,17 @@ class RemoteLedger:
 
     def book(self, receipt: Receipt) -> Transaction:
         """Book a doubly signed receipt (the service checks both signatures)."""
-        return self._post("/v1/receipts", receipt.to_json())
+        return self._post("/v1/receipts", receipt.to_json(), Transaction.from_json)
 
-    def refund(self, cancellation: Cancellation) -> Transaction:
-        """Book the refund of a cancelled deal (the service checks the site's signature)."""
-        return self._post("/v1/refunds", cancellation.to_json())
+    def refund(self, cancellation: Cancellation) -> Optional[Transaction]:
+        """Book the refund of a cancelled deal (the service checks the site's signature);
+        None for a void of a receipt the service never booked."""
+        return self._post("/v1/refunds", cancellation.to_json(), refund_answer)
 
     def close(self) -> None:
         """Nothing to close: every request opens its own connection."""
 
-    def _post(self, path: str, document: Dict[str, Any]) -> Transaction:
+    def _post(self, path: str, document: Dict[str, Any], answer: Callable[[Any], T]) -> T:
         request = urllib.request.Request(
             self.url + path,
             data=json.dumps(document).encode(),
@@ -70,14 +77,21 @@ class RemoteLedger:
             method="POST",
         )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout, context=self._tls) as answer:
-                return Transaction.from_json(json.load(answer))
+            with urllib.request.urlopen(request, timeout=self.timeout, context=self._tls) as reply:
+                return answer(json.load(reply))
         except urllib.error.HTTPError as error:
             raise refusal(self.url, error) from None
         except (OSError, ValueError) as exc:  # refused, timed out, TLS failure, not JSON
             raise LedgerUnavailable(
                 "unavailable", f"the ledger service at {self.url} did not answer ({exc})"
             ) from None
+
+
+def refund_answer(data: Any) -> Optional[Transaction]:
+    """The service's answer to a refund: its transaction, or None for a void it kept."""
+    if isinstance(data, dict) and set(data) == {"voided"}:
+        return None
+    return Transaction.from_json(data)
 
 
 def refusal(url: str, error: urllib.error.HTTPError) -> LedgerError:

@@ -5,30 +5,40 @@ one bank instead, so that a buyer's balance is one figure wherever it bought. Th
 thin HTTP layer over :class:`~siteagent.ledger.Ledger`, which does all the checking:
 
 - ``POST /v1/receipts`` books a doubly signed receipt (both signatures verified against the
-  registered keys; the same receipt again answers the same transaction and moves nothing);
+  registered keys; the same receipt again answers the same transaction and moves nothing) if
+  its buyer can pay;
 - ``POST /v1/refunds`` books a cancellation signed by the deal's site;
 - ``GET /v1/accounts/{id}`` and ``GET /v1/accounts/{id}/statement``, ``GET /healthz``.
 
 Who has an account, and with which key, is the administrator's file (``ledger.participants``),
-not something a request can change: the service takes no credential, since a receipt proves
-itself by its two signatures and the bank trusts nobody's word for a payment. Errors are the
-agent's JSON errors, with the ledger's codes: 422 refused (bad signature, unknown signer),
-409 conflicting with what is booked, 404 unknown account or receipt.
+not something a request can change. Bookings take no credential, since a receipt proves itself
+by its two signatures and the bank trusts nobody's word for a payment. Reading an account does:
+a balance and the deals it paid for are its holder's business, so a read is signed (RFC 9421,
+as the agent's state-changing requests are; its body is empty) by the account's own key or by
+a site's (sites book the deals), checked by the agent's own
+:class:`~siteagent.security.authentication.Authenticator` against the keys the bank holds.
+Errors are the agent's JSON errors, with the ledger's codes: 422 refused (bad signature,
+unknown signer), 402 a buyer who cannot pay, 401 an unsigned read, 403 another's account, 409
+conflicting with what is booked, 404 unknown account or receipt.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Callable, Dict, TypeVar
+from typing import Any, Callable, Dict, Tuple, TypeVar
 
 import fastapi
 
+from siteagent.config.loading import default_public_names
 from siteagent.config.reading import ConfigError
-from siteagent.config.schema import Config
-from siteagent.ledger.bank import Ledger, LedgerRefused
+from siteagent.config.schema import Config, LedgerConfig
+from siteagent.ledger.bank import Ledger, LedgerForbidden, LedgerRefused
 from siteagent.ledger.participants import load_participants, register_all
-from siteagent.protocol.documents import Cancellation, Receipt
+from siteagent.protocol.documents import Cancellation, MalformedDocument, Receipt
+from siteagent.protocol.httpsig import authority
+from siteagent.security.authentication import Authenticator, NonceCache
+from siteagent.security.clients import AuthorizedClient
 from siteagent.serving import errors
 from siteagent.serving.server import ServiceError, run
 
@@ -41,8 +51,9 @@ T = TypeVar("T")
 RETRY_AFTER_S = 5
 
 
-def create_app(ledger: Ledger) -> fastapi.FastAPI:
-    """The ASGI application serving ``ledger``."""
+def create_app(ledger: Ledger, readers: Authenticator) -> fastapi.FastAPI:
+    """The ASGI application serving ``ledger``; ``readers`` authenticates account reads
+    (its clients are the participants, see :func:`participant_keys`)."""
     app = fastapi.FastAPI(
         title="siteagent ledger",
         description="The bank of a federation of site agents: books doubly signed receipts "
@@ -53,6 +64,26 @@ def create_app(ledger: Ledger) -> fastapi.FastAPI:
     )
     errors.install(app, lambda: RETRY_AFTER_S)
 
+    async def reader(request: fastapi.Request) -> AuthorizedClient:
+        """The participant that signed this read, or a 401 SecurityError."""
+        body = await request.body()
+        headers = list(request.headers.items())
+        return readers.authenticate(request.method, str(request.url), headers, body)
+
+    signed = fastapi.Depends(reader)
+
+    def readable(account: str, who: AuthorizedClient = signed) -> str:
+        """``account``, if ``who`` may read it: its holder, or a site."""
+        if who.key_id != account and ledger.kind_of(who.key_id) != "site":
+            raise LedgerForbidden(
+                "not_account_holder",
+                f"account {account!r} is not {who.key_id!r}'s: only its holder and the sites "
+                "may read it",
+            )
+        return account
+
+    account_read = fastapi.Depends(readable)
+
     @app.post("/v1/receipts", tags=["ledger"])
     def book(body: Dict[str, Any]) -> Dict[str, Any]:
         """Book a doubly signed receipt; the same receipt again answers its transaction."""
@@ -61,18 +92,26 @@ def create_app(ledger: Ledger) -> fastapi.FastAPI:
 
     @app.post("/v1/refunds", tags=["ledger"])
     def refund(body: Dict[str, Any]) -> Dict[str, Any]:
-        """Book a cancellation signed by the deal's site: the price less the penalty back."""
+        """Book a cancellation signed by the deal's site: the price less the penalty back. A
+        void (penalty 0) of a receipt not booked answers ``{"voided": receipt id}``: nothing
+        moved, and that receipt is refused from now on."""
         cancellation = parsed(Cancellation.from_json, body, "malformed_cancellation")
-        return checked(lambda: ledger.refund(cancellation).to_json(), "malformed_cancellation")
+        done = checked(lambda: ledger.refund(cancellation), "malformed_cancellation")
+        return {"voided": cancellation.receipt_id} if done is None else done.to_json()
 
     @app.get("/v1/accounts/{account}", tags=["ledger"])
-    def balance(account: str) -> Dict[str, Any]:
-        """An account's balance."""
-        return {"account": account, "balance": str(ledger.balance(account))}
+    def balance(account: str = account_read) -> Dict[str, Any]:
+        """An account's balance and credit (signed by its holder or a site)."""
+        return {
+            "account": account,
+            "balance": str(ledger.balance(account)),
+            "credit": str(ledger.credit(account)),
+        }
 
     @app.get("/v1/accounts/{account}/statement", tags=["ledger"])
-    def statement(account: str) -> Dict[str, Any]:
-        """An account's movements in booking order, each with the balance after it."""
+    def statement(account: str = account_read) -> Dict[str, Any]:
+        """An account's movements in booking order, each with the balance after it and the
+        receipt it books, if any (signed by its holder or a site)."""
         lines = ledger.statement(account)
         return {
             "account": account,
@@ -93,6 +132,8 @@ def parsed(parse: Callable[[Any], T], document: Any, code: str) -> T:
     """``parse(document)``, or the 422 refusal that says what is malformed."""
     try:
         return parse(document)
+    except MalformedDocument as exc:
+        raise LedgerRefused(code, str(exc), exc.field) from None
     except ValueError as exc:
         raise LedgerRefused(code, str(exc)) from None
 
@@ -104,6 +145,15 @@ def checked(operation: Callable[[], T], code: str) -> T:
         return operation()
     except ValueError as exc:
         raise LedgerRefused(code, f"the document cannot be canonicalized ({exc})") from None
+
+
+def participant_keys(ledger: Ledger) -> Dict[str, AuthorizedClient]:
+    """Who may sign a read: every participant, by the key the bank holds (the scheduler user
+    and account of an authorized client mean nothing at the bank)."""
+    return {
+        key_id: AuthorizedClient(key_id, public_key, user="")
+        for key_id, (_, public_key) in ledger.participants().items()
+    }
 
 
 def open_ledger(config: Config) -> Ledger:
@@ -125,17 +175,28 @@ def open_ledger(config: Config) -> Ledger:
     return ledger
 
 
-def reread_participants(ledger: Ledger, path: Path) -> None:
+def reread_participants(ledger: Ledger, path: Path, readers: Authenticator) -> None:
     """SIGHUP: open the accounts of participants added to the file since the start (a site
-    joining the federation needs no restart). A file that cannot be read is logged and the
-    accounts stay as they are; an account is never closed by leaving the file."""
+    joining the federation needs no restart), set the credits it gives, and let the new
+    participants read. A file that cannot be read is logged and the accounts stay as they
+    are; an account is never closed by leaving the file."""
     try:
         participants = load_participants(path)
     except ConfigError as exc:
         log.error("participants not re-read: %s", exc)
         return
     register_all(ledger, participants)
+    readers.clients = participant_keys(ledger)
     log.info("participants re-read from %s: %d", path, len(participants))
+
+
+def ledger_authorities(settings: LedgerConfig) -> Tuple[str, ...]:
+    """The authorities a signed read may name: the service's listen address, and the host of
+    ``ledger.url`` when the file names the address the agents reach it by (a DNS name)."""
+    names = default_public_names(settings.listen, settings.port)
+    if settings.url is None:
+        return names
+    return tuple(dict.fromkeys((*names, authority(settings.url))))
 
 
 def serve(config: Config) -> None:
@@ -147,14 +208,20 @@ def serve(config: Config) -> None:
     ledger = open_ledger(config)
     try:
         settings = config.ledger
-        app = create_app(ledger)
+        readers = Authenticator(
+            participant_keys(ledger),
+            ledger_authorities(settings),
+            max_age_s=config.security.signature_max_age_s,
+            nonces=NonceCache(config.security.nonces_per_client),
+        )
+        app = create_app(ledger, readers)
         server = NotifyingServer(https_config(app, settings.listen, settings.port, config.api))
         log.info(
             "ledger service on %s", url_of(settings.listen, settings.port, config.api.tls.enabled)
         )
         participants = settings.participants
         assert participants is not None  # open_ledger refused to open without it
-        run(server, lambda: reread_participants(ledger, participants))
+        run(server, lambda: reread_participants(ledger, participants, readers))
         if not server.started:
             raise ServiceError(
                 f"the ledger could not listen on {settings.listen}:{settings.port} (see the log "

@@ -2,12 +2,24 @@
 
 The marketplace paper's commit phase on one site, as one use case that every face calls (the
 API and ``siteagent reservations ...``), so that "confirmed" means one thing: the buyer signed
-the deal, the site countersigned it into a receipt, the receipt is kept and owed to the bank in
-the same transaction as the CONFIRMED state, and the bank booked it (or will: the agent's loop
-books what is owed). A cancel after a confirm likewise owes the site's signed refund in the same
-transaction as the CANCELLED state. The reservation lifecycle itself (what may move where, the
-batch system) is :mod:`siteagent.market.reservations`; this module adds the money and the
-signatures around it.
+the deal, the site countersigned it into a receipt, the bank booked it (and so found that the
+buyer can pay), and then the receipt was kept with the CONFIRMED state.
+
+The bank books *before* the reservation moves, because a confirm the buyer cannot pay (or that
+a silent bank cannot check) must change nothing. Each step is written down before the next
+system is touched: the receipt is kept in the store as owed, then booked, then marked booked,
+then the reservation moves TENTATIVE -> CONFIRMED (compare-and-set). When that move fails (the
+deadline passed, the buyer cancelled meanwhile) or the process dies before it, the receipt may
+be booked for a reservation that never became confirmed: it is **voided**, refunded in full by
+the site's signed cancellation with penalty 0 (:func:`~siteagent.protocol.documents.sign_void`,
+the same document from every path, so the bank books it once). The confirm voids it at once;
+the agent's loop (:meth:`Deals.settle`) voids any such receipt whose reservation is no longer
+live, and books whatever else is owed.
+
+A cancel after a confirm owes the site's signed refund in the same transaction as the CANCELLED
+state, and books it at once (or the loop does). The reservation lifecycle itself (what may move
+where, the batch system) is :mod:`siteagent.market.reservations`; this module adds the money
+and the signatures around it.
 """
 
 from __future__ import annotations
@@ -22,11 +34,22 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from siteagent.config.schema import Config
 from siteagent.core.errors import SiteagentError
 from siteagent.core.money import cancellation_penalty
-from siteagent.ledger.bank import Bookkeeper, Ledger, LedgerError, LedgerUnavailable, Transaction
+from siteagent.ledger.bank import (
+    Bookkeeper,
+    InsufficientFunds,
+    Ledger,
+    LedgerError,
+    LedgerUnavailable,
+)
 from siteagent.ledger.client import RemoteLedger
 from siteagent.ledger.participants import Participant, register_all
 from siteagent.market import bookkeeping
-from siteagent.market.reservations import ReservationManager, UnknownReservation
+from siteagent.market.reservations import (
+    LifecycleError,
+    ReservationManager,
+    UnknownReservation,
+    check_transition,
+)
 from siteagent.market.store import ReservationRecord, ReservationState, Store
 from siteagent.protocol.documents import (
     Receipt,
@@ -35,6 +58,7 @@ from siteagent.protocol.documents import (
     deal_document,
     sign_cancellation,
     sign_document,
+    sign_void,
     signature_valid,
 )
 from siteagent.protocol.keys import load_or_create_site_key
@@ -48,6 +72,9 @@ log = logging.getLogger("siteagent.ledger")
 #: Reservation states in which the site has signed (and keeps) a receipt.
 SIGNED = frozenset({S.CONFIRMED, S.ACTIVE, S.COMPLETED})
 
+#: What anybody may see of a reservation (see :meth:`Deal.public_json`).
+PUBLIC = ("id", "state", "start", "end", "size", "unit")
+
 
 class LedgerBookingFailed(SiteagentError):
     """The reservation moved, but the bank refused or did not answer the booking; it stays
@@ -57,12 +84,28 @@ class LedgerBookingFailed(SiteagentError):
         super().__init__(message, code=f"ledger_{code}")
 
 
+class PaymentRefused(SiteagentError):
+    """A confirm the bank did not book, so nothing changed: the reservation stays TENTATIVE
+    until its deadline. ``insufficient_funds`` (402) when the buyer cannot pay, else the bank's
+    code prefixed ``ledger_`` (``ledger_unavailable``, 503: retry the confirm)."""
+
+    def __init__(self, refusal: LedgerError) -> None:
+        if isinstance(refusal, InsufficientFunds):
+            code, advice = refusal.code, "deposit, then confirm again before the deadline"
+        elif isinstance(refusal, LedgerUnavailable):
+            code, advice = f"ledger_{refusal.code}", "retry the confirm"
+        else:
+            code, advice = f"ledger_{refusal.code}", "the reservation stays unconfirmed"
+        message = f"the bank did not book the deal ({refusal}); nothing changed: {advice}"
+        super().__init__(message, code=code, retry_after_s=refusal.retry_after_s)
+
+
 @dataclass(frozen=True)
 class Deal:
     """A reservation as its buyer sees it: the record, the deal to sign, and the receipt once
-    confirmed; ``outcome`` is what the request that produced it did (after a confirm, the
-    bank's ``ledger_transaction``, None without a bank; after a cancel also the ``penalty``
-    kept and the site's signed ``cancellation``)."""
+    confirmed; ``outcome`` holds the site's signed ``cancellation`` of one cancelled after its
+    confirm, and what the request that produced it did (after a confirm, the bank's
+    ``ledger_transaction``, None without a bank; after a cancel also the ``penalty`` kept)."""
 
     record: ReservationRecord
     deal: Dict[str, Any]
@@ -70,15 +113,27 @@ class Deal:
     outcome: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> Dict[str, Any]:
-        """The reservation as the API answers it (``ReservationView`` in the OpenAPI)."""
+        """The reservation as the API answers its buyer (``ReservationView`` in the OpenAPI)."""
         view = self.record.to_dict()
         del view["accept_key"]  # the client's own idempotency key: nobody else's business
         return {**view, "deal": self.deal, "receipt": self.receipt, **self.outcome}
 
+    def public_json(self) -> Dict[str, Any]:
+        """What anybody may see (``PublicReservationView``): where it stands and what it holds
+        when; not who bought it, for which scheduler user, at what price, nor the signatures."""
+        view = self.record.to_dict()
+        return {key: view[key] for key in PUBLIC}
+
+    def view_for(self, reader: Optional[str]) -> Dict[str, Any]:
+        """The whole reservation for its buyer (``reader``, the key id that signed the
+        request), the public part for anybody else (None: an unsigned request)."""
+        return self.to_json() if reader == self.record.client else self.public_json()
+
 
 class Deals:
-    """The deal use cases of one site: its store and lifecycle manager, its signing key, and
-    the bank it books in (None: no bookkeeping)."""
+    """The deal use cases of one site: its store and lifecycle manager, its signing key, the
+    bank it books in (None: no bookkeeping), and the credit its clients get in an embedded
+    bank."""
 
     def __init__(
         self,
@@ -86,11 +141,13 @@ class Deals:
         site_key: Ed25519PrivateKey,
         site_key_id: str,
         ledger: Optional[Bookkeeper],
+        credit: Decimal = Decimal(0),
     ) -> None:
         self.manager = manager
         self.site_key = site_key
         self.site_key_id = site_key_id
         self.ledger = ledger
+        self.credit = credit
 
     @property
     def store(self) -> Store:
@@ -103,12 +160,16 @@ class Deals:
 
     def open_accounts(self, clients: Iterable[AuthorizedClient]) -> None:
         """Open accounts in an embedded bank for this site and ``clients`` (a no-op for those
-        that exist), so that any receipt the site signs can be booked. A bank service keeps its
-        own participants file: a site opens no accounts there."""
+        that exist), each client with :attr:`credit`, so that any receipt the site signs can
+        be booked. A bank service keeps its own participants file: a site opens no accounts
+        there."""
         if not isinstance(self.ledger, Ledger):
             return
         site = Participant(self.site_key_id, "site", self.site_key.public_key())
-        users = [Participant(client.key_id, "user", client.public_key) for client in clients]
+        users = [
+            Participant(client.key_id, "user", client.public_key, self.credit)
+            for client in clients
+        ]
         register_all(self.ledger, [site, *users])
 
     # ---- the buyer's requests
@@ -128,30 +189,49 @@ class Deals:
     def confirm(
         self, reservation_id: str, body: Any, client: AuthorizedClient, idempotency_key: str
     ) -> Deal:
-        """Check the buyer signed exactly this reservation's deal, countersign it, and book it.
+        """Check the buyer signed exactly this reservation's deal, countersign it, have the
+        bank book it (PaymentRefused, changing nothing, if it does not), then confirm.
 
-        A confirm of a reservation that is signed already answers the receipt kept (the first
-        one the site signed), and books it if it is still owed: retrying is safe.
+        A confirm of a reservation that is signed already (a retry, with the same idempotency
+        key or another) answers the reservation as it is now, with the receipt kept (the first
+        one the site signed) and, if it was cancelled since, its cancellation: retrying is safe.
         """
         record = self.manager.owned(reservation_id, client.key_id)
         expected = self.deal_document(record)
         now = int(self.manager.clock())
         receipt = countersign(body, expected, client, self.site_key, self.site_key_id, now)
+        paid: Dict[str, Any] = {}
         if record.state not in SIGNED or self.store.receipt(reservation_id) is None:
-            record = self.manager.confirm(
-                reservation_id, client.key_id, idempotency_key, receipt=receipt.to_json()
-            )
-        booked = self._book(reservation_id, bookkeeping.RECEIPT)
-        return self.deal_of(record, {"ledger_transaction": booked})
+            try:
+                self.manager.confirm(
+                    reservation_id,
+                    client.key_id,
+                    idempotency_key,
+                    receipt=receipt.to_json(),
+                    pay=lambda record, receipt: self._pay(record, receipt, paid),
+                )
+            except LifecycleError:
+                self._void_unconfirmed(reservation_id)
+                raise
+            except PaymentRefused:
+                self._refuse_if_moved(reservation_id)
+                raise
+        booked = paid.get("transaction") or self._book(reservation_id, bookkeeping.RECEIPT)
+        return self.deal_of(self._current(reservation_id), {"ledger_transaction": booked})
 
     def cancel(self, reservation_id: str, client: str, idempotency_key: str) -> Deal:
         """Cancel: free while tentative; once confirmed the agreed penalty is kept, and the
-        rest refunded by the site's signed cancellation, booked at the bank."""
+        rest refunded by the site's signed cancellation, booked at the bank. A receipt a
+        confirm in flight may have had booked is voided."""
         self.manager.owned(reservation_id, client)
         record = self.manager.cancel(reservation_id, client, idempotency_key, refund=self._refund)
+        self._void_unconfirmed(reservation_id)
         penalty = record.penalty if record.penalty is not None else Decimal(0)
-        cancellation = self.store.booking(reservation_id, bookkeeping.REFUND)
-        booked = None if cancellation is None else self._book(reservation_id, bookkeeping.REFUND)
+        cancellation = None
+        booked = None
+        if self.store.receipt(reservation_id) is not None:
+            cancellation = self.store.booking(reservation_id, bookkeeping.REFUND)
+            booked = self._book(reservation_id, bookkeeping.REFUND)
         outcome = {
             "penalty": str(penalty),
             "cancellation": cancellation,
@@ -159,21 +239,30 @@ class Deals:
         }
         return self.deal_of(record, outcome)
 
+    def settle(self) -> bookkeeping.CatchUp:
+        """The agent loop's part: void every receipt booked (or perhaps booked) for a
+        reservation that is no longer live and was never confirmed, then book what is owed."""
+        if self.ledger is None:
+            return bookkeeping.CatchUp()
+        bookkeeping.owe_voids(self.store, self._void)
+        return bookkeeping.book_owed(self.store, self.ledger)
+
     # ---- what a reservation's deal is
 
     def deal_of(
         self, record: ReservationRecord, outcome: Optional[Mapping[str, Any]] = None
     ) -> Deal:
-        """``record`` with its deal and its receipt (if confirmed)."""
+        """``record`` with its deal, its receipt (if confirmed) and its cancellation (if
+        cancelled after that)."""
         receipt = self.store.receipt(record.id)
-        return Deal(record, self.deal_document(record), receipt, outcome or {})
+        found: Dict[str, Any] = {}
+        if receipt is not None and record.state is S.CANCELLED:
+            found["cancellation"] = self.store.booking(record.id, bookkeeping.REFUND)
+        return Deal(record, self.deal_document(record), receipt, {**found, **(outcome or {})})
 
     def show(self, reservation_id: str) -> Deal:
         """A reservation of this site, with its deal and receipt."""
-        record = self.store.get_reservation(reservation_id)
-        if record is None:
-            raise UnknownReservation(f"no reservation {reservation_id!r} at this site")
-        return self.deal_of(record)
+        return self.deal_of(self._current(reservation_id))
 
     def deal_document(self, record: ReservationRecord) -> Dict[str, Any]:
         """The deal a buyer signs to confirm ``record``, built from the site's own records."""
@@ -185,6 +274,55 @@ class Deals:
         return deal_document(site, buyer, record.id, offer, record.total, penalty)
 
     # ---- helpers
+
+    def _current(self, reservation_id: str) -> ReservationRecord:
+        record = self.store.get_reservation(reservation_id)
+        if record is None:
+            raise UnknownReservation(f"no reservation {reservation_id!r} at this site")
+        return record
+
+    def _pay(
+        self, record: ReservationRecord, receipt: Mapping[str, Any], paid: Dict[str, Any]
+    ) -> Mapping[str, Any]:
+        """A confirm's payment (:data:`~siteagent.market.reservations.Pay`): keep the receipt
+        as owed (the first one signed, if a confirm of this reservation was tried before),
+        then have the bank book it; the bank's transaction goes into ``paid``."""
+        kept = self.store.owe(record.id, bookkeeping.RECEIPT, receipt)
+        if self.ledger is not None:
+            try:
+                done = bookkeeping.book(
+                    self.store, self.ledger, record.id, bookkeeping.RECEIPT, kept
+                )
+            except LedgerUnavailable as exc:  # perhaps booked: kept, voided if never confirmed
+                raise PaymentRefused(exc) from None
+            except LedgerError as exc:  # refused, so not booked: nothing to keep
+                self.store.forget_unbooked(record.id, bookkeeping.RECEIPT)
+                raise PaymentRefused(exc) from None
+            paid["transaction"] = None if done is None else done.to_json()
+        return kept
+
+    def _refuse_if_moved(self, reservation_id: str) -> None:
+        """A payment refused because the reservation moved meanwhile (a cancel voided the
+        receipt before the bank booked it) is answered with why it cannot be confirmed."""
+        current = self._current(reservation_id)
+        if current.state is not S.TENTATIVE:
+            check_transition(current, S.CONFIRMED)
+
+    def _void(self, receipt: Mapping[str, Any]) -> Dict[str, Any]:
+        """The void of a receipt: its full refund, the same document whoever makes it."""
+        return sign_void(Receipt.from_json(receipt), self.site_key, self.site_key_id).to_json()
+
+    def _void_unconfirmed(self, reservation_id: str) -> None:
+        """Void a receipt of ``reservation_id`` kept by a confirm that did not confirm it, if
+        it is no longer live, and try to book the void now (else the agent's loop will)."""
+        if self.ledger is None:
+            return
+        if not bookkeeping.owe_voids(self.store, self._void, reservation_id):
+            return
+        try:
+            bookkeeping.book_one(self.store, self.ledger, reservation_id, bookkeeping.REFUND)
+        except LedgerError as exc:
+            log.warning("void of reservation %s not booked yet: %s", reservation_id, exc)
 
     def _refund(self, record: ReservationRecord, penalty: Decimal, at: int) -> Dict[str, Any]:
         """The signed cancellation of a confirmed ``record``, owed with its CANCELLED state."""
@@ -202,7 +340,7 @@ class Deals:
         if self.ledger is None:
             return None
         try:
-            done: Transaction = bookkeeping.book_one(self.store, self.ledger, reservation_id, kind)
+            done = bookkeeping.book_one(self.store, self.ledger, reservation_id, kind)
         except LedgerError as exc:
             what = "could not reach" if isinstance(exc, LedgerUnavailable) else "refused"
             raise LedgerBookingFailed(
@@ -210,7 +348,7 @@ class Deals:
                 f"the reservation was updated but the ledger {what} the booking ({exc}); "
                 "retry the same request to book it",
             ) from None
-        return done.to_json()
+        return None if done is None else done.to_json()
 
 
 def open_deals(
@@ -218,9 +356,10 @@ def open_deals(
 ) -> Deals:
     """The deals of the site ``config`` describes: its signing key (made on first start), and
     its bank (embedded, or the client of the bank service ``ledger.url`` names), with accounts
-    opened in an embedded bank for the site and ``clients``."""
+    opened in an embedded bank for the site and ``clients`` (with ``ledger.default_credit``)."""
     site_key = load_or_create_site_key(config.security.site_key)
-    deals = Deals(manager, site_key, config.site.name, open_ledger(config))
+    ledger = open_ledger(config)
+    deals = Deals(manager, site_key, config.site.name, ledger, config.ledger.default_credit)
     deals.open_accounts(clients)
     return deals
 

@@ -86,6 +86,11 @@ log = logging.getLogger("siteagent.reservations")
 #: the price less ``penalty``, made for (the record, penalty, cancellation time).
 Refund = Callable[[ReservationRecord, Decimal, int], Mapping[str, Any]]
 
+#: What confirming a reservation costs its buyer, paid once every check passed and before
+#: the move: given (the record, the receipt signed), it has the bank book the deal and
+#: answers the receipt to keep; it raises (changing nothing here) when the bank refuses.
+Pay = Callable[[ReservationRecord, Mapping[str, Any]], Mapping[str, Any]]
+
 S = ReservationState
 
 #: How long an offer nobody accepted is kept after it expired (seconds): a late accept is still
@@ -341,10 +346,17 @@ class ReservationManager:
         idempotency_key: str,
         *,
         receipt: Mapping[str, Any],
+        pay: Optional[Pay] = None,
     ) -> ReservationRecord:
         """The owner commits a TENTATIVE reservation before its deadline: CONFIRMED, with its
         ``receipt`` (the doubly signed deal, see :mod:`siteagent.market.deals`) kept and owed to
-        the ledger in the same transaction."""
+        the ledger in the same transaction.
+
+        With ``pay``, the deal is paid for after every check and before the move, and the
+        receipt it answers is the one kept: a confirm the bank refuses changes nothing, and
+        one whose move then fails (the deadline passed, the owner cancelled meanwhile) leaves
+        a paid receipt of a reservation never confirmed, which the caller voids.
+        """
         _require_identity(client, idempotency_key)
         operation = f"confirm {reservation_id}"
         record = self.owned(reservation_id, client)
@@ -372,6 +384,9 @@ class ReservationManager:
                 f"reservation {record.id} ({record.name}) no longer exists in the batch system "
                 "(deleted outside the agent?) and is marked LOST; accept a new offer"
             )
+        if pay is not None:
+            receipt = pay(record, receipt)
+            now = self.clock()  # paying took time: the deadline is checked again below
         try:
             confirmed = self.store.transition(
                 record.id,

@@ -49,10 +49,18 @@ from siteagent.core.waits import QueueWait
 #: Seconds a writer waits for another process's transaction before giving up.
 BUSY_TIMEOUT_S = 30.0
 
-#: What the site owes its ledger, by kind: the receipt of a confirmed deal, the refund of a
-#: cancelled one.
+#: What the site owes its ledger, by kind: the receipt of a deal (kept before the bank books
+#: it, see bookkeeping.py), the refund of a cancelled one (or the void of one never confirmed).
 RECEIPT = "receipt"
 REFUND = "refund"
+
+#: The bookings the agent's loop books: refunds, and the receipts of reservations that became
+#: confirmed (a receipt kept for a confirm that has not moved the reservation yet is the
+#: confirm's own to book, or to void).
+_OWED = (
+    "booked_at IS NULL AND (kind = 'refund' OR EXISTS "
+    "(SELECT 1 FROM receipts WHERE receipts.reservation_id = ledger_bookings.reservation_id))"
+)
 
 
 class StoreError(SiteagentError):
@@ -706,6 +714,49 @@ class Store:
 
     # ---- bookings owed to the ledger
 
+    def owe(self, reservation_id: str, kind: str, document: Mapping[str, Any]) -> Dict[str, Any]:
+        """Owe the ledger a receipt or refund of a reservation; the first one of its kind is
+        kept, and is what this answers (a confirm retried books the receipt signed first)."""
+        with self._write() as db:
+            _owe_booking(db, reservation_id, kind, document)
+            row = db.execute(
+                "SELECT document FROM ledger_bookings WHERE reservation_id = ? AND kind = ?",
+                (reservation_id, kind),
+            ).fetchone()
+        kept: Dict[str, Any] = json.loads(row[0])
+        return kept
+
+    def forget_unbooked(self, reservation_id: str, kind: str) -> None:
+        """Forget a receipt or refund owed but not booked: the bank refused it for good."""
+        with self._write() as db:
+            db.execute(
+                "DELETE FROM ledger_bookings WHERE reservation_id = ? AND kind = ? "
+                "AND booked_at IS NULL",
+                (reservation_id, kind),
+            )
+
+    def unconfirmed_receipts(
+        self, reservation_id: Optional[str] = None
+    ) -> List[Tuple[ReservationRecord, Dict[str, Any]]]:
+        """Receipts kept for a confirm that did not (or not yet) confirm their reservation,
+        and not voided yet: (the reservation, the receipt), oldest first; only
+        ``reservation_id``'s if given."""
+        sql = (
+            "SELECT reservation_id, document FROM ledger_bookings b WHERE kind = 'receipt' "
+            "AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.reservation_id = b.reservation_id) "
+            "AND NOT EXISTS (SELECT 1 FROM ledger_bookings v "
+            "WHERE v.reservation_id = b.reservation_id AND v.kind = 'refund')"
+        )
+        params: Tuple[str, ...] = ()
+        if reservation_id is not None:
+            sql, params = sql + " AND reservation_id = ?", (reservation_id,)
+        found = []
+        for rid, document in self._read(sql + " ORDER BY seq", params):
+            record = self.get_reservation(rid)
+            if record is not None:  # a booking always refers to a reservation
+                found.append((record, json.loads(document)))
+        return found
+
     def mark_booked(self, reservation_id: str, kind: str, at: float) -> None:
         with self._write() as db:
             db.execute(
@@ -733,14 +784,15 @@ class Store:
         return sum(os.path.getsize(name) for name in files if os.path.exists(name))
 
     def count_bookings_owed(self) -> int:
-        return int(self._read("SELECT COUNT(*) FROM ledger_bookings WHERE booked_at IS NULL")[0][0])
+        return int(self._read(f"SELECT COUNT(*) FROM ledger_bookings WHERE {_OWED}")[0][0])
 
     def bookings_owed(self) -> List[Tuple[str, str, Dict[str, Any]]]:
         """(reservation id, kind, document) not booked yet, oldest first: a refund always
-        comes after its receipt."""
+        comes after its receipt. Receipts of reservations not confirmed are left out (see
+        :data:`_OWED`)."""
         rows = self._read(
-            "SELECT reservation_id, kind, document FROM ledger_bookings "
-            "WHERE booked_at IS NULL ORDER BY seq"
+            f"SELECT reservation_id, kind, document FROM ledger_bookings WHERE {_OWED} "
+            "ORDER BY seq"
         )
         return [(rid, kind, json.loads(document)) for rid, kind, document in rows]
 

@@ -14,16 +14,24 @@ import base64
 import hashlib
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Mapping, Optional
 
 import rfc8785
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from siteagent.core.model import Offer, Request
-from siteagent.core.money import CENT
+from siteagent.core.money import CENT, BadMoney, written_amount
 from siteagent.protocol import httpsig
 from siteagent.protocol.keys import check_key_id
+
+
+class MalformedDocument(ValueError):
+    """A document that is not one of these; ``field`` names the part at fault, if one does."""
+
+    def __init__(self, message: str, field: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def canonical_json(document: Any) -> bytes:
@@ -211,21 +219,25 @@ class Cancellation:
 
     @classmethod
     def from_json(cls, data: Any) -> Cancellation:
+        """Parse a cancellation; MalformedDocument (a ValueError) names the field at fault."""
         if not isinstance(data, Mapping):
-            raise ValueError("a cancellation is a JSON object")
+            raise MalformedDocument("a cancellation is a JSON object")
+        missing = [key for key in ("receipt_id", "penalty", "cancelled_at") if key not in data]
+        if missing:
+            raise MalformedDocument(f"the cancellation has no {missing[0]}", missing[0])
         try:
-            penalty = Decimal(str(data["penalty"]))
-            cancelled_at = data["cancelled_at"]
-            if not isinstance(cancelled_at, int) or isinstance(cancelled_at, bool):
-                raise ValueError("cancelled_at must be epoch seconds")
-            return cls(
-                str(data["receipt_id"]),
-                penalty,
-                cancelled_at,
-                Signed.from_json(data.get("site_signature")),
-            )
-        except (KeyError, ArithmeticError) as exc:
-            raise ValueError(f"malformed cancellation: {exc}") from None
+            penalty = written_amount(data["penalty"])
+        except BadMoney as exc:
+            raise MalformedDocument(f"penalty: {exc}", "penalty") from None
+        cancelled_at = data["cancelled_at"]
+        if not isinstance(cancelled_at, int) or isinstance(cancelled_at, bool):
+            raise MalformedDocument("cancelled_at must be epoch seconds", "cancelled_at")
+        return cls(
+            str(data["receipt_id"]),
+            penalty,
+            cancelled_at,
+            Signed.from_json(data.get("site_signature")),
+        )
 
 
 def cancellation_document(receipt_id: str, penalty: Decimal, cancelled_at: int) -> Dict[str, Any]:
@@ -241,3 +253,11 @@ def sign_cancellation(
 ) -> Cancellation:
     document = cancellation_document(receipt.id, penalty, at)
     return Cancellation(receipt.id, penalty, at, sign_document(document, site_key, site_id))
+
+
+def sign_void(receipt: Receipt, site_key: Ed25519PrivateKey, site_id: str) -> Cancellation:
+    """The void of a receipt whose reservation was never confirmed: its full refund (penalty
+    0), dated at the receipt's own ``confirmed_at`` so that whoever makes it (the confirm
+    that failed, a cancel, the agent's loop after a crash) makes the very same document, and
+    the bank books it once (Ed25519 signatures are deterministic)."""
+    return sign_cancellation(receipt, Decimal(0), receipt.confirmed_at, site_key, site_id)

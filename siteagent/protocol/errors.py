@@ -11,14 +11,18 @@ from __future__ import annotations
 from typing import Dict, Mapping, Tuple
 
 #: The bank's own codes (``siteagent ledger serve`` answers them; an agent whose booking the bank
-#: refused answers ``ledger_`` + the code with 502, see :data:`STATUS`).
+#: refused answers ``ledger_`` + the code with 502, or 503 when the bank did not answer, see
+#: :data:`STATUS`; a confirm the buyer cannot pay is ``insufficient_funds`` at both, 402).
 LEDGER_CODES: Mapping[str, int] = {
+    "insufficient_funds": 402,
+    "not_account_holder": 403,
     "unknown_account": 404,
     "unknown_receipt": 404,
     "reserved_account": 409,
     "participant_conflict": 409,
     "reservation_already_booked": 409,
     "already_refunded": 409,
+    "receipt_voided": 409,
     "malformed_receipt": 422,
     "malformed_cancellation": 422,
     "unknown_participant": 422,
@@ -93,6 +97,7 @@ def _table() -> Dict[str, int]:
     table = {code: status for status, codes in _BY_STATUS for code in codes}
     table.update(LEDGER_CODES)
     table.update({f"ledger_{code}": 502 for code in LEDGER_CODES})
+    table["ledger_unavailable"] = 503  # passes by itself: the agent retries, so may the buyer
     return table
 
 

@@ -15,7 +15,7 @@ and leave absent fields out, so that what a buyer signs is exactly what the site
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, Dict, List, Literal, Optional
+from typing import Annotated, Any, Dict, List, Literal, Optional
 
 from pydantic import (
     BaseModel,
@@ -28,6 +28,7 @@ from pydantic import (
     model_serializer,
 )
 
+from siteagent.core import money
 from siteagent.core.model import Offer, Slot
 
 #: The latest epoch second a request may name (year 2242): far beyond any plan's horizon.
@@ -36,8 +37,16 @@ MAX_TIME = 2**33
 MAX_WALLTIME_S = 366 * 86400
 #: The widest request: more cores than any machine has.
 MAX_CORES = 10**7
-#: Money bounds (per core-hour): a virtual currency, but still a finite one.
-MAX_PRICE = Decimal(10**9)
+#: A price per core-hour in a request: bounded as every price is (:data:`money.PRICE`).
+Price = Annotated[
+    Decimal,
+    Field(
+        ge=0,
+        max_digits=money.PRICE.max_digits,
+        decimal_places=money.PRICE.places,
+        allow_inf_nan=False,
+    ),
+]
 
 OFFER_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 
@@ -63,9 +72,7 @@ class QuoteRequest(Strict):
         None, ge=1, le=MAX_CORES, description="node count (with or instead of cores)"
     )
     cores_per_node: Optional[StrictInt] = Field(None, ge=1, le=MAX_CORES)
-    max_price: Optional[Decimal] = Field(
-        None, ge=0, le=MAX_PRICE, allow_inf_nan=False, description="per core-hour"
-    )
+    max_price: Optional[Price] = Field(None, description="per core-hour")
     deadline: Optional[StrictInt] = Field(
         None, ge=0, le=MAX_TIME, description="latest end (epoch seconds)"
     )
@@ -82,9 +89,7 @@ class QuoteRequest(Strict):
     cpu_speed_mhz: Optional[StrictInt] = Field(None, ge=1, le=10**6)
     disk_gb: Optional[StrictInt] = Field(None, ge=1, le=10**9)
     round: StrictInt = Field(1, ge=1, le=1000, description="reverse-auction round (1 = first call)")
-    best_price: Optional[Decimal] = Field(
-        None, ge=0, le=MAX_PRICE, allow_inf_nan=False, description="best price so far"
-    )
+    best_price: Optional[Price] = Field(None, description="best price so far")
     alpha: StrictFloat = Field(
         0.5, ge=0.0, le=1.0, description="which offer to mark chosen: 0 earliest, 1 cheapest"
     )
@@ -377,15 +382,11 @@ class LedgerTransaction(Answer):
     entries: List[LedgerEntry]
 
 
-class ReservationView(Answer):
-    """A reservation as its buyer sees it: where it stands, the deal to sign, its receipt
-    once confirmed; after a confirm or a cancel the bank's transaction (null without a
-    bank), after a cancel the penalty kept and the site's signed cancellation."""
+class PublicReservationView(Answer):
+    """What anybody may see of a reservation (``GET /v1/reservations/{id}`` unsigned, or
+    signed by another client than its buyer): where it stands and what it holds when."""
 
     id: str
-    name: str = Field(description="the reservation's name in the batch system")
-    offer_id: str
-    client: str
     state: Literal[
         "REQUESTED",
         "TENTATIVE",
@@ -401,6 +402,17 @@ class ReservationView(Answer):
     end: int
     size: int
     unit: Literal["core", "node"]
+
+
+class ReservationView(PublicReservationView):
+    """A reservation as its buyer sees it: where it stands, the deal to sign, its receipt
+    once confirmed; after a confirm or a cancel the bank's transaction (null without a
+    bank), after a cancel the penalty kept and the site's signed cancellation (kept in the
+    reservation's view from then on)."""
+
+    name: str = Field(description="the reservation's name in the batch system")
+    offer_id: str
+    client: str
     users: List[str]
     accounts: List[str]
     unit_price: Money

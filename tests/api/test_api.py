@@ -10,18 +10,19 @@ import threading
 import time
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 from fastapi.routing import APIRoute
 
 from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
 from siteagent.core.waits import QueueWait
+from siteagent.ledger.bank import Ledger, LedgerUnavailable, Transaction
 from siteagent.market.quoting import ACCEPT_LEAD_S
 from siteagent.pricing import Pricing
 from siteagent.protocol import documents, keys, signing
-from siteagent.protocol.documents import Receipt
-from testbed.api_harness import World, make_world
+from siteagent.protocol.documents import Cancellation, Receipt
+from testbed.api_harness import World, running_world
 from testbed.parties import Party
 
 DAY = 86400
@@ -29,13 +30,8 @@ DAY = 86400
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
-    made = make_world(tmp_path)
-    ledger = made.ledger
-    yield made
-    made.http.close()
-    made.app.state.quotes.close()
-    ledger.close()
-    made.site.close()
+    with running_world(tmp_path) as made:
+        yield made
 
 
 def quote(world: World, party: Party, **fields: Any) -> Dict[str, Any]:
@@ -194,7 +190,7 @@ def test_quote_accept_confirm_books_a_doubly_signed_receipt(world: World) -> Non
     assert world.ledger.balance("alice@laptop") == -price
     assert world.ledger.balance("hpc1") == price
     assert world.ledger.receipt(receipt.id).to_json() == confirmed["receipt"]
-    shown = world.http.get(f"/v1/reservations/{reservation['id']}").json()
+    shown = world.signed(world.alice, "GET", f"/v1/reservations/{reservation['id']}").json()
     assert shown["state"] == "CONFIRMED" and shown["receipt"] == confirmed["receipt"]
     assert "accept_key" not in shown
 
@@ -205,6 +201,109 @@ def test_a_retried_confirm_returns_the_same_receipt_and_books_once(world: World)
     again = confirm(world, world.alice, reservation)
     assert again.status_code == 200 and again.json()["receipt"] == first["receipt"]
     assert world.ledger.balance("alice@laptop") == -Decimal(reservation["total"])
+
+
+def test_a_confirm_the_buyer_cannot_pay_is_402_and_changes_nothing(world: World) -> None:
+    bob = world.bob
+    world.ledger.register(bob.key_id, "user", bob.key.public_key())  # no credit
+    reservation = reserve(world, bob)
+    price = reservation["deal"]["price"]
+    before = world.counts()
+    answer = confirm(world, bob, reservation)
+    assert answer.status_code == 402, answer.text
+    detail = error(answer)
+    assert detail["code"] == "insufficient_funds"
+    assert f"cannot pay {price}" in detail["message"]
+    assert "balance is 0.00 and its credit 0.00" in detail["message"]
+    assert world.counts() == before
+    assert world.ledger.balance(bob.key_id) == 0
+    shown = world.signed(bob, "GET", f"/v1/reservations/{reservation['id']}").json()
+    assert shown["state"] == "TENTATIVE" and shown["receipt"] is None
+    world.ledger.deposit(bob.key_id, Decimal(price))
+    answer = confirm(world, bob, reservation)  # paid for now
+    assert answer.status_code == 200 and answer.json()["state"] == "CONFIRMED", answer.text
+    assert world.ledger.balance(bob.key_id) == 0
+
+
+class SilentBank:
+    """The embedded bank behind a ledger service that does not answer while ``down``."""
+
+    def __init__(self, inner: Ledger) -> None:
+        self.inner = inner
+        self.down = True
+
+    def book(self, receipt: Receipt) -> Transaction:
+        if self.down:
+            raise LedgerUnavailable("unavailable", "the ledger service did not answer")
+        return self.inner.book(receipt)
+
+    def refund(self, cancellation: Cancellation) -> Optional[Transaction]:
+        if self.down:
+            raise LedgerUnavailable("unavailable", "the ledger service did not answer")
+        return self.inner.refund(cancellation)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_a_confirm_the_bank_does_not_answer_is_503_and_confirms_nothing(world: World) -> None:
+    bank = SilentBank(world.ledger)
+    world.context.deals.ledger = bank
+    reservation = reserve(world, world.alice)
+    answer = confirm(world, world.alice, reservation)
+    assert answer.status_code == 503 and error(answer)["code"] == "ledger_unavailable"
+    assert "nothing changed" in error(answer)["message"] and answer.headers["Retry-After"]
+    shown = world.signed(world.alice, "GET", f"/v1/reservations/{reservation['id']}").json()
+    assert shown["state"] == "TENTATIVE" and shown["receipt"] is None
+    assert world.context.deals.settle().booked == 0  # the loop books no unconfirmed receipt
+    bank.down = False
+    answer = confirm(world, world.alice, reservation)
+    assert answer.status_code == 200 and answer.json()["state"] == "CONFIRMED", answer.text
+    assert bank.inner.balance("alice@laptop") == -Decimal(reservation["total"])
+
+
+def test_a_confirm_retried_after_a_cancel_answers_the_cancelled_reservation(
+    world: World,
+) -> None:
+    reservation = reserve(world, world.alice, cores=16, walltime=7200)
+    key = {"Idempotency-Key": "confirm-once"}
+    body = documents.confirm_body(reservation["deal"], world.alice.key, world.alice.key_id)
+    path = f"/v1/reservations/{reservation['id']}/confirm"
+    first = world.signed(world.alice, "POST", path, body, extra=key).json()
+    cancelled = world.signed(world.alice, "DELETE", f"/v1/reservations/{reservation['id']}")
+    assert cancelled.status_code == 200
+    again = world.signed(world.alice, "POST", path, body, extra=key)
+    assert again.status_code == 200, again.text
+    answered = again.json()
+    assert answered["state"] == "CANCELLED" and answered["receipt"] == first["receipt"]
+    assert answered["cancellation"] == cancelled.json()["cancellation"]
+    assert answered["penalty"] == cancelled.json()["penalty"]
+    penalty = Decimal(answered["penalty"])
+    assert world.ledger.balance("alice@laptop") == -penalty  # nothing booked again
+
+
+def test_a_confirm_that_lost_the_race_to_a_cancel_voids_what_it_paid(world: World) -> None:
+    """The bank booked the deal, and the buyer cancelled before the reservation moved: the
+    confirm is refused, and the charge refunded in full by the site's void."""
+    reservation = reserve(world, world.alice)
+    deals = world.context.deals
+    bank = world.ledger
+
+    class CancelledMeanwhile(SilentBank):
+        def book(self, receipt: Receipt) -> Transaction:
+            done = self.inner.book(receipt)
+            deals.ledger = bank
+            deals.cancel(reservation["id"], world.alice.key_id, "cancel-meanwhile")
+            return done
+
+    deals.ledger = CancelledMeanwhile(bank)
+    answer = confirm(world, world.alice, reservation)
+    assert answer.status_code == 409 and error(answer)["code"] == "illegal_transition"
+    lines = bank.statement("alice@laptop")
+    price = Decimal(reservation["total"])
+    assert [(line.kind, line.amount) for line in lines] == [("deal", -price), ("refund", price)]
+    assert lines[0].receipt_id == lines[1].receipt_id
+    assert deals.settle().booked == 0  # voided once
 
 
 def test_an_accept_retried_with_its_key_gives_the_same_reservation(world: World) -> None:
@@ -242,6 +341,24 @@ def test_cancelling_a_tentative_reservation_is_free(world: World) -> None:
     assert answer.status_code == 200
     assert answer.json()["penalty"] == "0.00" and answer.json()["cancellation"] is None
     assert world.ledger.balance("alice@laptop") == 0
+
+
+def test_a_reservation_s_details_are_its_buyer_s_and_the_rest_public(world: World) -> None:
+    reservation = reserve(world, world.alice)
+    confirm(world, world.alice, reservation)
+    path = f"/v1/reservations/{reservation['id']}"
+    owner = world.signed(world.alice, "GET", path)
+    assert owner.status_code == 200, owner.text
+    assert owner.json()["receipt"]["deal"] == reservation["deal"]
+    assert owner.json()["users"] == ["alice"] and owner.json()["total"] == reservation["total"]
+    public = {"id", "state", "start", "end", "size", "unit"}
+    for answer in (world.http.get(path), world.signed(world.bob, "GET", path)):
+        assert answer.status_code == 200, answer.text
+        assert set(answer.json()) == public
+        assert answer.json() == {key: owner.json()[key] for key in public}
+        assert "alice" not in answer.text
+    forged = world.signed(Party(world.alice.key_id), "GET", path)  # alice's id, not her key
+    assert forged.status_code == 401 and error(forged)["code"] == "bad_signature"
 
 
 def test_an_unknown_offer_or_reservation_is_404(world: World) -> None:

@@ -25,7 +25,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from testbed.api_harness import World, make_world
+from testbed.api_harness import World, running_world
 from testbed.fakes import Trusting
 
 #: Examples per operation and mode: enough to reach every validator, quick (< 60 s in all).
@@ -34,15 +34,9 @@ EXAMPLES = 60
 
 @pytest.fixture
 def world(tmp_path: Path) -> Iterator[World]:
-    made = make_world(tmp_path)
-    ledger = made.ledger
-    alice = made.alice.client("alice", "proj1")
-    made.context.authenticator = Trusting(alice)
-    yield made
-    made.http.close()
-    made.app.state.quotes.close()
-    ledger.close()
-    made.site.close()
+    with running_world(tmp_path) as made:
+        made.context.authenticator = Trusting(made.alice.client("alice", "proj1"))
+        yield made
 
 
 def operations(world: World) -> List[Any]:

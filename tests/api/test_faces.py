@@ -38,6 +38,7 @@ from siteagent.market.deals import Deals
 from siteagent.market.site import open_site
 from siteagent.protocol.documents import Receipt, confirm_body, signature_valid
 from siteagent.protocol.keys import load_private_key, parse_public_key
+from siteagent.protocol.signing import sign_request
 from siteagent.security.clients import AuthorizedClient
 from siteagent.serve import assemble
 from testbed.fakes import Trusting
@@ -177,6 +178,12 @@ def signed_confirm(http: TestClient, reservation: Dict[str, Any], key: Ed25519Pr
     return http.post(f"/v1/reservations/{reservation['id']}/confirm", json=body)
 
 
+def owner_read(http: TestClient, path: str, key: Ed25519PrivateKey, key_id: str) -> Any:
+    """A GET signed by the buyer: the owner's view, receipt included."""
+    headers = sign_request("GET", f"http://testserver{path}", b"", key, key_id)
+    return http.get(path, headers=headers).json()
+
+
 @pytest.fixture
 def shared(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -236,7 +243,7 @@ def test_confirming_on_the_command_line_books_the_receipt_as_the_api_does(
         assert (transaction["kind"], transaction["receipt_id"]) == ("deal", receipt.id)
         entries = {e["account"]: e["amount"] for e in transaction["entries"]}
         assert entries == {buyer: f"-{answer['total']}", site_name: answer["total"]}
-    shown = [http.get(f"/v1/reservations/{a['id']}").json() for a in answers]
+    shown = [owner_read(http, f"/v1/reservations/{a['id']}", key, buyer) for a in answers]
     assert [s["receipt"] for s in shown] == [a["receipt"] for a in answers]
     capsys.readouterr()
     assert main(["ledger", "balance", buyer, "--json", *site_options]) == 0

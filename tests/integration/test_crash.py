@@ -17,8 +17,11 @@ idempotency key (a command), and the lifecycle's promises are checked within one
 interval and a cycle's time once the agent is up (``testbed/promises.py: violations``; a
 restarted agent must run its first cycle within a minute): no reservation with the agent's
 prefix exists in the batch system without a TENTATIVE/CONFIRMED/ACTIVE record; no reservation
-ever confirmed is lost; every unconfirmed one is gone within its deadline plus that grace. In
-this setting nobody deletes reservations behind the agent's back, so nothing may be LOST.
+ever confirmed is lost; every unconfirmed one is gone within its deadline plus that grace; in
+the agent's bank, every confirmed reservation's deal is booked and no buyer paid for one that
+was never confirmed (a confirm killed between the bank's booking and the move to CONFIRMED is
+voided once the reservation expires). In this setting nobody deletes reservations behind the
+agent's back, so nothing may be LOST.
 
 The seed is printed and in every failure message; set ``SITEAGENT_CRASH_SEED`` to replay a
 campaign's choices (process timing still varies from run to run).
@@ -38,6 +41,7 @@ from typing import Callable, Counter, Dict, List, Optional, Set, Tuple
 
 import pytest
 
+from siteagent.ledger.bank import Ledger
 from siteagent.market.store import ReservationRecord, ReservationState
 from testbed.offers import earliest_start, record_offer
 from testbed.promises import violations
@@ -59,6 +63,8 @@ ACCEPT_POINTS = (
 )
 CONFIRM_POINTS = (
     "backend.list_reservations:1:after",
+    "store.owe:1:after",  # the receipt kept, the bank not asked yet
+    "store.mark_booked:1:before",  # booked at the bank, the reservation not moved
     "store.transition:1:before",
     "store.transition:1:after",  # confirmed, the answer never sent
 )
@@ -94,6 +100,7 @@ class Campaign:
         self.store = site.open_store()
         self.backend = site.open_backend()
         self.manager = site.manager(self.store, self.backend)  # only to record offers
+        self.ledger = Ledger(site.state_dir / "ledger.sqlite3")  # the agent's embedded bank
         self.clock = site.clock(self.backend)
         self.start_agent()
         self.kills: Counter[str] = collections.Counter()
@@ -247,6 +254,7 @@ class Campaign:
             self.confirmed,
             self.cancelled,
             self.agent_up_since or 0.0,
+            self.ledger,
         )
         lost = [r.id for r in self.records(S.LOST)]
         return found + ([f"reservations LOST: {lost}"] if lost else [])

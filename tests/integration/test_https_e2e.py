@@ -3,9 +3,11 @@ on the real Slurm test cluster.
 
 A buyer with an authorized Ed25519 key signs every request (RFC 9421) and trusts only the
 agent's self-signed certificate. quote -> accept -> confirm ends in a doubly signed receipt
-booked in the agent's ledger; quote -> accept -> no confirm ends with the reservation expired
-and gone from the batch system. The test reads the ledger from the state directory and the
-batch system through a backend of its own, as another process would, while the agent runs.
+booked in the agent's ledger (within the embedded bank's default credit; without credit the
+confirm is refused, 402, and nothing changes), which only the buyer's signed GET shows;
+quote -> accept -> no confirm ends with the reservation expired and gone from the batch
+system. The test reads the ledger from the state directory and the batch system through a
+backend of its own, as another process would, while the agent runs.
 """
 
 from __future__ import annotations
@@ -86,8 +88,38 @@ def test_quote_accept_confirm_ends_in_the_ledger(site: RunningAgent) -> None:
         assert ledger.receipt(receipt.id).to_json() == confirmed["receipt"]
     finally:
         ledger.close()
-    status, shown = buyer.request("GET", f"/v1/reservations/{reservation['id']}")
+    status, shown = buyer.request("GET", f"/v1/reservations/{reservation['id']}", signed=True)
     assert status == 200 and shown["state"] == "CONFIRMED"
+    assert shown["receipt"] == confirmed["receipt"]
+    status, public = buyer.request("GET", f"/v1/reservations/{reservation['id']}")
+    assert status == 200
+    assert public == {key: shown[key] for key in ("id", "state", "start", "end", "size", "unit")}
+
+
+@pytest.fixture
+def no_credit(tmp_path: Path) -> Iterator[RunningAgent]:
+    """An agent on the replay whose embedded bank grants its clients no credit."""
+    settings = {"ledger": {"default_credit": "0.00"}}
+    yield from run_agent(tmp_path, ReplayBatch(BUSY_JOBS), settings)
+
+
+def test_a_confirm_the_buyer_cannot_pay_is_refused_and_changes_nothing(
+    no_credit: RunningAgent,
+) -> None:
+    buyer = no_credit.buyer
+    reservation = buyer.reserve()
+    path = f"/v1/reservations/{reservation['id']}"
+    body = documents.confirm_body(reservation["deal"], buyer.party.key, buyer.party.key_id)
+    status, refused = buyer.request("POST", f"{path}/confirm", body)
+    assert status == 402 and refused["error"]["code"] == "insufficient_funds", refused
+    assert f"cannot pay {reservation['deal']['price']}" in refused["error"]["message"]
+    status, shown = buyer.request("GET", path, signed=True)
+    assert shown["state"] == "TENTATIVE" and shown["receipt"] is None
+    ledger = Ledger(no_credit.state_dir / "ledger.sqlite3")
+    try:
+        assert ledger.balance("alice@laptop") == 0 and ledger.statement("alice@laptop") == []
+    finally:
+        ledger.close()
 
 
 def test_an_unconfirmed_reservation_expires_and_leaves_the_batch_system(

@@ -2,10 +2,13 @@
 (`siteagent serve`, replay backend) whose ledger.url names it.
 
 quote -> accept -> confirm over HTTPS ends with the price moved between the buyer's and the
-site's accounts in the separate ledger service. With the ledger stopped, a confirm still
-confirms and keeps the receipt but answers 502; once the ledger is back, the same confirm
-retried books it. A cancel books the refund less the penalty there. SIGHUP opens the accounts
-of participants added to the file.
+site's accounts in the separate ledger service, within the buyer's credit of the participants
+file: a buyer without credit is refused (402) and nothing changes, until SIGHUP re-reads a
+credit for it. With the ledger stopped, a confirm is refused (503) and changes nothing; once
+the ledger is back, the same confirm books and confirms. A cancel books the refund less the
+penalty there (the agent's loop books it if the ledger was down). Accounts are read with
+signed GETs, by their holder or a site only. SIGHUP opens the accounts of participants added
+to the file.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import signal
 import subprocess
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 import yaml
@@ -49,22 +52,36 @@ class Process:
         assert stop(self.process) == 0, self.log.read_text(errors="replace")
 
 
+#: What alice may owe the bank (the participants file); carol has no credit.
+CREDIT = Decimal("500.00")
+
+
 class Federation:
-    """The ledger service and one agent booking there; alice buys."""
+    """The ledger service and one agent booking there; alice buys on credit, carol has none."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.tmp_path = tmp_path
         self.alice = Party("alice@laptop")
+        self.carol = Party("carol@lab")
         site_key = keys.load_or_create_site_key(tmp_path / "site.key")
         self.site_key = tmp_path / "site.key"
+        self.site = Party("hpc1", site_key)
         alice_key = keys.public_key_text(self.alice.key.public_key())
+        carol_key = keys.public_key_text(self.carol.key.public_key())
         site_public = keys.public_key_text(site_key.public_key())
         self.participants = participants = tmp_path / "participants.yaml"
         participants.write_text(
             yaml.safe_dump(
                 {
                     "sites": {"hpc1": {"public_key": site_public}},
-                    "clients": {self.alice.key_id: {"public_key": alice_key, "user": "alice"}},
+                    "clients": {
+                        self.alice.key_id: {
+                            "public_key": alice_key,
+                            "user": "alice",
+                            "credit": str(CREDIT),
+                        },
+                        self.carol.key_id: {"public_key": carol_key, "user": "carol"},
+                    },
                 }
             ),
             encoding="utf-8",
@@ -77,19 +94,17 @@ class Federation:
                 "ledger": {"participants": str(participants), "port": self.ledger_port},
             },
         )
-        self.bank = Buyer(
-            f"https://127.0.0.1:{self.ledger_port}",
-            tmp_path / "bank" / "tls" / "server.crt",
-            self.alice,
-        )
+        bank_url = f"https://127.0.0.1:{self.ledger_port}"
+        bank_cert = tmp_path / "bank" / "tls" / "server.crt"
+        self.bank = Buyer(bank_url, bank_cert, self.site)  # the site reads any account
+        self.alice_at_bank = Buyer(bank_url, bank_cert, self.alice)
         self.ledger = self.start_ledger()
         clients = tmp_path / "authorized_clients.yaml"
-        clients.write_text(
-            yaml.safe_dump(
-                {"clients": {self.alice.key_id: {"public_key": alice_key, "user": "alice"}}}
-            ),
-            encoding="utf-8",
-        )
+        authorized = {
+            self.alice.key_id: {"public_key": alice_key, "user": "alice"},
+            self.carol.key_id: {"public_key": carol_key, "user": "alice"},
+        }
+        clients.write_text(yaml.safe_dump({"clients": authorized}), encoding="utf-8")
         port = free_port()
         agent_config = self._write(
             "siteagent.yaml",
@@ -106,9 +121,10 @@ class Federation:
                 "ledger": {"url": self.bank.url, "ca": str(self.bank.cert)},
             },
         )
-        self.buyer = Buyer(
-            f"https://127.0.0.1:{port}", tmp_path / "agent" / "tls" / "server.crt", self.alice
-        )
+        agent_url = f"https://127.0.0.1:{port}"
+        agent_cert = tmp_path / "agent" / "tls" / "server.crt"
+        self.buyer = Buyer(agent_url, agent_cert, self.alice)
+        self.carol_buyer = Buyer(agent_url, agent_cert, self.carol)
         self.agent = Process(["serve", "--config", str(agent_config)], tmp_path / "agent.log")
         self.agent.wait_healthy("the agent", self.buyer)
 
@@ -125,25 +141,36 @@ class Federation:
         return process
 
     def balance(self, account: str) -> Decimal:
-        status, answer = self.bank.request("GET", f"/v1/accounts/{account}")
+        """An account's balance, read by the site (a signed GET)."""
+        status, answer = self.bank.request("GET", f"/v1/accounts/{account}", signed=True)
         assert status == 200, answer
         return Decimal(answer["balance"])
 
-    def reserve_later(self) -> Dict[str, Any]:
+    def reserve_later(self, buyer: Optional[Buyer] = None) -> Dict[str, Any]:
         """A TENTATIVE reservation starting in two hours (one can cancel until it starts)."""
-        status, quoted = self.buyer.request("POST", "/v1/quotes", {"cores": 8, "walltime": 3600})
+        buyer = buyer or self.buyer
+        status, quoted = buyer.request("POST", "/v1/quotes", {"cores": 8, "walltime": 3600})
         assert status == 200, quoted
         request = {"cores": 8, "walltime": 3600, "earliest_start": quoted["now"] + 7200}
-        status, quoted = self.buyer.request("POST", "/v1/quotes", request)
+        status, quoted = buyer.request("POST", "/v1/quotes", request)
         assert status == 200 and quoted["offers"], quoted
         offer = {"offer_id": quoted["offers"][0]["offer_id"]}
-        status, reservation = self.buyer.request("POST", "/v1/reservations", offer)
+        status, reservation = buyer.request("POST", "/v1/reservations", offer)
         assert status == 201, reservation
         return reservation
 
-    def confirm(self, reservation: Dict[str, Any]) -> Any:
-        body = documents.confirm_body(reservation["deal"], self.alice.key, self.alice.key_id)
-        return self.buyer.request("POST", f"/v1/reservations/{reservation['id']}/confirm", body)
+    def confirm(self, reservation: Dict[str, Any], buyer: Optional[Buyer] = None) -> Any:
+        buyer = buyer or self.buyer
+        key, key_id = buyer.party.key, buyer.party.key_id
+        body = documents.confirm_body(reservation["deal"], key, key_id)
+        return buyer.request("POST", f"/v1/reservations/{reservation['id']}/confirm", body)
+
+    def shown(self, reservation: Dict[str, Any]) -> Dict[str, Any]:
+        """The reservation as its buyer (alice) sees it: a signed GET."""
+        path = f"/v1/reservations/{reservation['id']}"
+        status, answer = self.buyer.request("GET", path, signed=True)
+        assert status == 200, answer
+        return answer
 
 
 @pytest.fixture
@@ -168,30 +195,105 @@ def test_a_confirmed_deal_moves_balances_in_the_ledger_service(federation: Feder
     assert federation.balance("alice@laptop") == -price
     assert federation.balance("hpc1") == price
     assert not (federation.tmp_path / "agent" / "ledger.sqlite3").exists()  # nothing embedded
-    status, statement = federation.bank.request("GET", "/v1/accounts/hpc1/statement")
+    status, statement = federation.bank.request("GET", "/v1/accounts/hpc1/statement", signed=True)
     assert status == 200 and [line["kind"] for line in statement["lines"]] == ["deal"]
 
 
-def test_a_receipt_outlives_a_ledger_outage_and_is_booked_when_it_is_back(
+def test_a_confirm_while_the_ledger_is_down_changes_nothing_until_it_is_back(
     federation: Federation,
 ) -> None:
-    """The confirm answers 502 while the ledger is down; nobody retries, and the agent's loop
-    books the receipt once the ledger answers again. A late retry books nothing twice."""
+    """The bank books before the reservation moves: while it is down a confirm is refused
+    (503, Retry-After) and the reservation stays tentative; once it is back, the same confirm
+    books the price once and confirms."""
     reservation = federation.buyer.reserve()
     federation.ledger.stop()
-    status, answer = federation.confirm(reservation)
-    assert status == 502 and answer["error"]["code"] == "ledger_unavailable", answer
-    status, shown = federation.buyer.request("GET", f"/v1/reservations/{reservation['id']}")
-    assert shown["state"] == "CONFIRMED" and shown["receipt"] is not None  # kept by the agent
+    answer = federation.buyer.call(
+        "POST",
+        f"/v1/reservations/{reservation['id']}/confirm",
+        documents.confirm_body(reservation["deal"], federation.alice.key, "alice@laptop"),
+    )
+    assert answer.status == 503 and answer.json()["error"]["code"] == "ledger_unavailable"
+    assert int(answer.headers["retry-after"]) > 0
+    shown = federation.shown(reservation)
+    assert shown["state"] == "TENTATIVE" and shown["receipt"] is None
 
     federation.ledger = federation.start_ledger()
+    assert federation.balance("alice@laptop") == 0  # the loop books no unconfirmed receipt
+    status, confirmed = federation.confirm(reservation)
+    assert status == 200 and confirmed["state"] == "CONFIRMED", confirmed
     price = Decimal(reservation["deal"]["price"])
-    wait_until("the agent to book the owed receipt",
-               lambda: federation.balance("alice@laptop") == -price)
+    assert federation.balance("alice@laptop") == -price
+
+
+def test_a_refund_outlives_a_ledger_outage_and_is_booked_when_it_is_back(
+    federation: Federation,
+) -> None:
+    """A cancel while the ledger is down is done (the refund owed, 503 to say it is not
+    booked yet); nobody retries, and the agent's loop books the refund once the ledger is
+    back."""
+    later = federation.reserve_later()
+    status, confirmed = federation.confirm(later)
+    assert status == 200, confirmed
+    federation.ledger.stop()
+    status, answer = federation.buyer.request("DELETE", f"/v1/reservations/{later['id']}")
+    assert status == 503 and answer["error"]["code"] == "ledger_unavailable", answer
+    shown = federation.shown(later)
+    assert shown["state"] == "CANCELLED" and shown["cancellation"] is not None
+
+    federation.ledger = federation.start_ledger()
+    penalty = Decimal(shown["cancellation"]["penalty"])
+    wait_until(
+        "the agent to book the owed refund",
+        lambda: federation.balance("alice@laptop") == -penalty,
+    )
+
+
+def test_a_buyer_without_credit_is_refused_until_the_bank_grants_it(
+    federation: Federation,
+) -> None:
+    carol = federation.carol_buyer
+    reservation = federation.reserve_later(carol)
+    status, refused = federation.confirm(reservation, carol)
+    assert status == 402 and refused["error"]["code"] == "insufficient_funds", refused
+    price = reservation["deal"]["price"]
+    assert f"cannot pay {price}" in refused["error"]["message"]
+    assert "its credit 0.00" in refused["error"]["message"]
+    path = f"/v1/reservations/{reservation['id']}"
+    assert carol.request("GET", path, signed=True)[1]["state"] == "TENTATIVE"
+    assert federation.balance("carol@lab") == 0
+
+    document = yaml.safe_load(federation.participants.read_text(encoding="utf-8"))
+    document["clients"]["carol@lab"]["credit"] = price
+    federation.participants.write_text(yaml.safe_dump(document), encoding="utf-8")
+    federation.ledger.process.send_signal(signal.SIGHUP)
+    wait_until(
+        "the bank to grant carol's credit",
+        lambda: federation.bank.request("GET", "/v1/accounts/carol@lab", signed=True)[1].get(
+            "credit"
+        )
+        == price,
+    )
+    status, confirmed = federation.confirm(reservation, carol)
+    assert status == 200 and confirmed["state"] == "CONFIRMED", confirmed
+    assert federation.balance("carol@lab") == -Decimal(price)
+
+
+def test_accounts_are_read_by_their_holder_and_the_sites_only(federation: Federation) -> None:
+    reservation = federation.buyer.reserve()
     status, confirmed = federation.confirm(reservation)
     assert status == 200, confirmed
-    assert confirmed["receipt"] == shown["receipt"]  # the receipt signed first is the one booked
-    assert federation.balance("alice@laptop") == -price
+    statement = "/v1/accounts/alice@laptop/statement"
+    unsigned = federation.bank.call("GET", statement)
+    assert unsigned.status == 401 and unsigned.json()["error"]["code"] == "unsigned"
+    assert b"reservation" not in unsigned.body
+    for reader in (federation.alice_at_bank, federation.bank):
+        status, lines = reader.request("GET", statement, signed=True)
+        assert status == 200, lines
+        assert [line["receipt_id"] for line in lines["lines"]] == [confirmed["receipt"]["id"]]
+    status, refused = federation.alice_at_bank.request("GET", "/v1/accounts/hpc1", signed=True)
+    assert status == 403 and refused["error"]["code"] == "not_account_holder", refused
+    status, own = federation.alice_at_bank.request("GET", "/v1/accounts/alice@laptop", signed=True)
+    assert status == 200 and own["credit"] == str(CREDIT), own
 
 
 def test_a_cancelled_deal_is_refunded_in_the_ledger_service(federation: Federation) -> None:
@@ -204,7 +306,9 @@ def test_a_cancelled_deal_is_refunded_in_the_ledger_service(federation: Federati
     assert 0 <= penalty < price
     assert federation.balance("alice@laptop") == -penalty
     assert federation.balance("hpc1") == penalty
-    status, statement = federation.bank.request("GET", "/v1/accounts/alice@laptop/statement")
+    status, statement = federation.bank.request(
+        "GET", "/v1/accounts/alice@laptop/statement", signed=True
+    )
     moves = [(line["kind"], Decimal(line["amount"])) for line in statement["lines"]]
     assert moves == [("deal", -price), ("refund", price - penalty)]
 
@@ -214,10 +318,10 @@ def test_sighup_opens_the_accounts_of_new_participants(federation: Federation) -
     joining = keys.public_key_text(Party("hpc2").key.public_key())
     document["sites"]["hpc2"] = {"public_key": joining}
     federation.participants.write_text(yaml.safe_dump(document), encoding="utf-8")
-    assert federation.bank.request("GET", "/v1/accounts/hpc2")[0] == 404
+    assert federation.bank.request("GET", "/v1/accounts/hpc2", signed=True)[0] == 404
     federation.ledger.process.send_signal(signal.SIGHUP)
     wait_until(
         "the new site's account",
-        lambda: federation.bank.request("GET", "/v1/accounts/hpc2")[0] == 200,
+        lambda: federation.bank.request("GET", "/v1/accounts/hpc2", signed=True)[0] == 200,
     )
     assert federation.ledger.process.poll() is None

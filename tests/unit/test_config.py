@@ -224,10 +224,13 @@ def test_tls_files_given_are_used_not_generated(tmp_path: Path) -> None:
             "security: {authorized_clients: nope.yaml}",
             "security.authorized_clients: expected an existing file",
         ),
-        ("ledger: {url: 'ftp://bank'}", "ledger.url: expected an http:// or https:// URL"),
+        ("ledger: {url: 'ftp://bank'}", "ledger.url: expected an https:// URL"),
+        ("ledger: {url: 'http://bank:8444'}", "ledger.url: expected an https:// URL"),
         ("ledger: {ca: nope.pem}", "ledger.ca: expected an existing file"),
         ("ledger: {participants: nope.yaml}", "ledger.participants: expected an existing file"),
         ("ledger: {port: 0}", "ledger.port: expected a TCP port number from 1 to 65535, got 0"),
+        ("ledger: {default_credit: -1}", "ledger.default_credit: expected an amount"),
+        ("ledger: {default_credit: '1e99'}", "ledger.default_credit: expected an amount"),
         ("ledger: {listen: 'not an address!'}", "ledger.listen: expected an IP address or host"),
         ("state_dir: 5", "state_dir: expected a file path, got 5"),
     ],
@@ -242,6 +245,7 @@ def test_every_error_names_the_path_and_the_expectation(
 def test_the_ledger_service_keys(tmp_path: Path, data_home: Path) -> None:
     defaults = loading.load().ledger
     assert (defaults.ca, defaults.participants) == (None, None)
+    assert defaults.default_credit == Decimal("1000.00")  # the embedded bank's clients
     assert (defaults.listen, defaults.port) == ("127.0.0.1", 8444)
     (tmp_path / "bank-ca.pem").write_text("x")
     (tmp_path / "participants.yaml").write_text("sites: {}")
@@ -250,10 +254,12 @@ def test_the_ledger_service_keys(tmp_path: Path, data_home: Path) -> None:
           url: https://bank.example.org:8444
           ca: bank-ca.pem
           participants: participants.yaml
+          default_credit: "250.00"
           listen: 0.0.0.0
           port: 9444
         """
     ledger = loading.load(write(tmp_path, text)).ledger
+    assert ledger.default_credit == Decimal("250.00")
     assert ledger.ca == tmp_path / "bank-ca.pem"  # relative to the file
     assert ledger.participants == tmp_path / "participants.yaml"
     assert (ledger.listen, ledger.port) == ("0.0.0.0", 9444)
@@ -277,7 +283,8 @@ def test_unknown_keys_are_refused_with_a_hint(tmp_path: Path) -> None:
 
 def test_an_unknown_key_far_from_any_lists_the_keys(tmp_path: Path) -> None:
     assert problems(tmp_path, "ledger: {zzz: 1}") == [
-        "ledger.zzz: unknown key; expected one of: path, url, ca, participants, listen, port"
+        "ledger.zzz: unknown key; expected one of: path, url, ca, default_credit, participants, "
+        "listen, port"
     ]
 
 

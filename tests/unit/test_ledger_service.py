@@ -31,13 +31,22 @@ from siteagent.ledger.bank import (
 )
 from siteagent.ledger.client import RemoteLedger
 from siteagent.ledger.participants import load_participants
-from siteagent.ledger.service import create_app, open_ledger
-from siteagent.protocol import documents, keys
+from siteagent.ledger.service import (
+    create_app,
+    ledger_authorities,
+    open_ledger,
+    participant_keys,
+    reread_participants,
+)
+from siteagent.market import deals
+from siteagent.protocol import documents, keys, signing
 from siteagent.protocol.documents import Signed
-from testbed.parties import NOW, Party, receipt
+from siteagent.security.authentication import Authenticator
+from testbed.parties import NOW, Party, deal, receipt
 from testbed.processes import free_port
 
 PRICE = Decimal("43.40")  # testbed.parties.offer: 16 cores x 2 h x 1.25 + fee 3.4
+BASE = "http://testserver"
 
 
 @pytest.fixture
@@ -51,13 +60,15 @@ def alice() -> Party:
 
 
 def participants_file(path: Path, site: Party, alice: Party) -> Path:
-    """The administrator's file: the site, and alice in the authorized-clients format."""
+    """The administrator's file: the site, and alice in the authorized-clients format with a
+    credit of 100.00."""
     document = {
         "sites": {site.key_id: {"public_key": keys.public_key_text(site.key.public_key())}},
         "clients": {
             alice.key_id: {
                 "public_key": keys.public_key_text(alice.key.public_key()),
                 "user": "alice",
+                "credit": "100.00",
             }
         },
     }
@@ -86,11 +97,17 @@ def ledger(service_config: Path) -> Iterator[Ledger]:
 
 @pytest.fixture
 def http(ledger: Ledger) -> TestClient:
-    return TestClient(create_app(ledger))
+    return TestClient(create_app(ledger, Authenticator(participant_keys(ledger), ["testserver"])))
 
 
-def balance(http: TestClient, account: str) -> Decimal:
-    answer = http.get(f"/v1/accounts/{account}")
+def read(http: TestClient, path: str, reader: Party) -> Any:
+    """A signed GET, as a participant reads an account."""
+    headers = signing.sign_request("GET", BASE + path, b"", reader.key, reader.key_id)
+    return http.get(path, headers=headers)
+
+
+def balance(http: TestClient, account: str, reader: Party) -> Decimal:
+    answer = read(http, f"/v1/accounts/{account}", reader)
     assert answer.status_code == 200, answer.text
     return Decimal(answer.json()["balance"])
 
@@ -110,10 +127,10 @@ def test_a_receipt_posted_moves_the_price(http: TestClient, site: Party, alice: 
     assert answer.status_code == 200, answer.text
     transaction = answer.json()
     assert transaction["kind"] == "deal" and transaction["receipt_id"] == booked.id
-    assert balance(http, alice.key_id) == -PRICE
-    assert balance(http, site.key_id) == PRICE
-    assert balance(http, "bank") == 0
-    statement = http.get(f"/v1/accounts/{alice.key_id}/statement").json()
+    assert balance(http, alice.key_id, site) == -PRICE
+    assert balance(http, site.key_id, site) == PRICE
+    assert balance(http, "bank", site) == 0
+    statement = read(http, f"/v1/accounts/{alice.key_id}/statement", alice).json()
     assert statement["balance"] == "-43.40"
     assert [(line["kind"], line["amount"]) for line in statement["lines"]] == [("deal", "-43.40")]
 
@@ -125,8 +142,9 @@ def test_booking_the_same_receipt_again_has_one_effect(
     first = http.post("/v1/receipts", json=document)
     again = http.post("/v1/receipts", json=document)
     assert again.status_code == 200 and again.json() == first.json()
-    assert balance(http, alice.key_id) == -PRICE
-    assert len(http.get(f"/v1/accounts/{alice.key_id}/statement").json()["lines"]) == 1
+    assert balance(http, alice.key_id, site) == -PRICE
+    statement = read(http, f"/v1/accounts/{alice.key_id}/statement", alice).json()
+    assert len(statement["lines"]) == 1
 
 
 @pytest.mark.parametrize("signature", ["user_signature", "site_signature"])
@@ -138,8 +156,8 @@ def test_a_bad_signature_is_refused_and_nothing_booked(
     forged = replace(booked, **{signature: Signed(key_id, bytes(64))})
     detail = error(http.post("/v1/receipts", json=forged.to_json()), 422)
     assert detail["code"] == f"bad_{signature}"
-    assert balance(http, alice.key_id) == 0 and balance(http, site.key_id) == 0
-    assert http.get(f"/v1/accounts/{alice.key_id}/statement").json()["lines"] == []
+    assert balance(http, alice.key_id, site) == 0 and balance(http, site.key_id, site) == 0
+    assert read(http, f"/v1/accounts/{alice.key_id}/statement", site).json()["lines"] == []
 
 
 def test_a_receipt_from_a_stranger_is_refused(http: TestClient, site: Party) -> None:
@@ -151,6 +169,34 @@ def test_a_receipt_from_a_stranger_is_refused(http: TestClient, site: Party) -> 
 def test_a_malformed_receipt_is_a_422(http: TestClient, body: Any) -> None:
     detail = error(http.post("/v1/receipts", json=body), 422)
     assert detail["code"] in ("malformed_receipt", "invalid_request") and detail["message"]
+
+
+@pytest.mark.parametrize("field", ["price", "cancellation_penalty"])
+@pytest.mark.parametrize("amount", ["43.40\n", "1e999999999", "43.4", "1234567890123.00"])
+def test_a_deal_whose_amounts_are_not_written_money_is_refused(
+    http: TestClient, site: Party, alice: Party, field: str, amount: str
+) -> None:
+    """Signed properly, but its price (or penalty) is not written as the protocol says."""
+    document = deal(site, alice)
+    document[field] = amount
+    body = documents.confirm_body(document, alice.key, alice.key_id)
+    signed = deals.countersign(body, document, alice.client(), site.key, site.key_id, NOW)
+    detail = error(http.post("/v1/receipts", json=signed.to_json()), 422)
+    assert (detail["code"], detail["field"]) == ("malformed_receipt", f"deal.{field}")
+    assert balance(http, alice.key_id, site) == 0
+
+
+@pytest.mark.parametrize("penalty", ["1e999999999", "0.34\n", "-0.34", 0.34, "1234567890123.00"])
+def test_a_refund_whose_penalty_is_not_written_money_is_a_422_naming_it(
+    http: TestClient, site: Party, alice: Party, penalty: Any
+) -> None:
+    booked = receipt(site, alice)
+    http.post("/v1/receipts", json=booked.to_json())
+    cancellation = documents.sign_cancellation(booked, Decimal(0), NOW, site.key, site.key_id)
+    forged = {**cancellation.to_json(), "penalty": penalty}
+    detail = error(http.post("/v1/refunds", json=forged), 422)
+    assert (detail["code"], detail["field"]) == ("malformed_cancellation", "penalty")
+    assert balance(http, alice.key_id, site) == -PRICE
 
 
 def test_a_deal_without_canonical_json_is_refused_not_a_500(
@@ -182,10 +228,10 @@ def test_a_refund_returns_the_price_less_the_penalty(
     )
     answer = http.post("/v1/refunds", json=cancellation.to_json())
     assert answer.status_code == 200 and answer.json()["kind"] == "refund", answer.text
-    assert balance(http, alice.key_id) == Decimal("-0.34")
-    assert balance(http, site.key_id) == Decimal("0.34")
+    assert balance(http, alice.key_id, site) == Decimal("-0.34")
+    assert balance(http, site.key_id, site) == Decimal("0.34")
     again = http.post("/v1/refunds", json=cancellation.to_json())
-    assert again.json() == answer.json() and balance(http, alice.key_id) == Decimal("-0.34")
+    assert again.json() == answer.json() and balance(http, alice.key_id, site) == Decimal("-0.34")
 
 
 def test_a_refund_signed_by_another_key_is_refused(
@@ -198,18 +244,115 @@ def test_a_refund_signed_by_another_key_is_refused(
     assert error(http.post("/v1/refunds", json=forged.to_json()), 422)["code"] == (
         "bad_site_signature"
     )
-    assert balance(http, alice.key_id) == -PRICE
+    assert balance(http, alice.key_id, site) == -PRICE
+
+
+def test_a_receipt_the_buyer_cannot_pay_is_a_402_and_books_nothing(
+    http: TestClient, site: Party, alice: Party
+) -> None:
+    http.post("/v1/receipts", json=receipt(site, alice).to_json())
+    http.post("/v1/receipts", json=receipt(site, alice, "r-2").to_json())  # -86.80 of 100.00
+    detail = error(http.post("/v1/receipts", json=receipt(site, alice, "r-3").to_json()), 402)
+    assert detail["code"] == "insufficient_funds"
+    assert "balance is -86.80 and its credit 100.00" in detail["message"]
+    assert balance(http, alice.key_id, site) == -2 * PRICE
+
+
+def test_a_void_of_an_unbooked_receipt_is_kept_and_refuses_it(
+    http: TestClient, site: Party, alice: Party
+) -> None:
+    late = receipt(site, alice)
+    void = documents.sign_void(late, site.key, site.key_id).to_json()
+    answer = http.post("/v1/refunds", json=void)
+    assert answer.status_code == 200 and answer.json() == {"voided": late.id}
+    assert ledger_client.refund_answer(answer.json()) is None  # what the agent makes of it
+    assert error(http.post("/v1/receipts", json=late.to_json()), 409)["code"] == "receipt_voided"
+    assert balance(http, alice.key_id, site) == 0
 
 
 def test_unknown_accounts_and_receipts_are_404(http: TestClient, site: Party, alice: Party) -> None:
-    assert error(http.get("/v1/accounts/nobody"), 404)["code"] == "unknown_account"
-    assert error(http.get("/v1/accounts/nobody/statement"), 404)["code"] == "unknown_account"
+    assert error(read(http, "/v1/accounts/nobody", site), 404)["code"] == "unknown_account"
+    nobody = read(http, "/v1/accounts/nobody/statement", site)
+    assert error(nobody, 404)["code"] == "unknown_account"
     unbooked = documents.sign_cancellation(
-        receipt(site, alice), Decimal(0), NOW, site.key, site.key_id
+        receipt(site, alice), Decimal("0.34"), NOW, site.key, site.key_id
     )
     assert error(http.post("/v1/refunds", json=unbooked.to_json()), 404)["code"] == (
         "unknown_receipt"
     )
+
+
+def test_an_account_is_read_by_its_holder_or_a_site_only(
+    http: TestClient, site: Party, alice: Party
+) -> None:
+    booked = receipt(site, alice)
+    http.post("/v1/receipts", json=booked.to_json())
+    path = f"/v1/accounts/{alice.key_id}/statement"
+    unsigned = http.get(path)
+    assert error(unsigned, 401)["code"] == "unsigned" and "Accept-Signature" in unsigned.headers
+    assert error(http.get(f"/v1/accounts/{alice.key_id}"), 401)["code"] == "unsigned"
+    assert error(read(http, path, Party("eve@nowhere")), 401)["code"] == "unknown_key"
+    assert error(read(http, path, Party(alice.key_id)), 401)["code"] == "bad_signature"
+    for reader in (alice, site):
+        lines = read(http, path, reader).json()["lines"]
+        assert [line["receipt_id"] for line in lines] == [booked.id]
+    assert read(http, f"/v1/accounts/{alice.key_id}", alice).json() == {
+        "account": alice.key_id,
+        "balance": "-43.40",
+        "credit": "100.00",
+    }
+
+
+def test_a_participant_cannot_read_another_s_account(
+    ledger: Ledger, site: Party, alice: Party
+) -> None:
+    bob = Party("bob@desk")
+    ledger.register(bob.key_id, "user", bob.key.public_key())
+    http = TestClient(create_app(ledger, Authenticator(participant_keys(ledger), ["testserver"])))
+    for path in (f"/v1/accounts/{alice.key_id}", f"/v1/accounts/{alice.key_id}/statement"):
+        detail = error(read(http, path, bob), 403)
+        assert detail["code"] == "not_account_holder" and alice.key_id in detail["message"]
+    assert error(read(http, "/v1/accounts/nobody", bob), 403)["code"] == "not_account_holder"
+    assert balance(http, bob.key_id, bob) == 0
+
+
+def test_participants_added_on_sighup_may_read_their_accounts(
+    ledger: Ledger, tmp_path: Path, site: Party, alice: Party
+) -> None:
+    readers = Authenticator(participant_keys(ledger), ["testserver"])
+    http = TestClient(create_app(ledger, readers))
+    bob = Party("bob@desk")
+    assert error(read(http, f"/v1/accounts/{bob.key_id}", bob), 401)["code"] == "unknown_key"
+    path = participants_file(tmp_path / "participants.yaml", site, alice)
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    document["clients"][bob.key_id] = {"public_key": keys.public_key_text(bob.key.public_key())}
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    reread_participants(ledger, path, readers)
+    assert balance(http, bob.key_id, bob) == 0
+
+
+def test_a_read_signed_for_another_authority_is_refused(http: TestClient, alice: Party) -> None:
+    """A read signed for another bank (or an agent) cannot be replayed here."""
+    path = f"/v1/accounts/{alice.key_id}"
+    headers = signing.sign_request(
+        "GET", "http://bank.elsewhere.org" + path, b"", alice.key, alice.key_id
+    )
+    replayed = http.get(path, headers={**headers, "Host": "bank.elsewhere.org"})
+    assert error(replayed, 401)["code"] == "wrong_authority"
+    assert error(http.get(path, headers=headers), 401)["code"] == "bad_signature"
+    assert balance(http, alice.key_id, alice) == 0
+
+
+def test_the_ledger_answers_to_its_listen_address_and_the_url_agents_reach_it_by(
+    tmp_path: Path,
+) -> None:
+    settings = loading.parse(
+        {"state_dir": str(tmp_path), "ledger": {"listen": "127.0.0.1", "port": 8444}}
+    ).ledger
+    assert "127.0.0.1:8444" in ledger_authorities(settings)
+    named = replace(settings, url="https://Bank.Example.org:8444/")
+    assert ledger_authorities(named)[-1] == "bank.example.org:8444"
+    assert "127.0.0.1:8444" in ledger_authorities(named)
 
 
 def test_health(http: TestClient) -> None:
@@ -245,6 +388,18 @@ def test_participants_file_errors_name_the_key_path(tmp_path: Path, site: Party)
     assert found[3] == "sites.hpc3: expected public_key"
 
 
+def test_a_client_s_credit_is_read_from_the_participants_file(
+    ledger: Ledger, tmp_path: Path, site: Party, alice: Party
+) -> None:
+    assert ledger.credit(alice.key_id) == Decimal("100.00")
+    assert ledger.credit(site.key_id) == 0
+    path = tmp_path / "bad.yaml"
+    entry = {"public_key": keys.public_key_text(alice.key.public_key()), "credit": "1e99"}
+    path.write_text(yaml.safe_dump({"clients": {alice.key_id: entry}}), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"clients\.alice@laptop\.credit: expected an amount"):
+        load_participants(path)
+
+
 def test_serving_needs_a_participants_file(tmp_path: Path) -> None:
     from siteagent.serving.server import ServiceError
 
@@ -256,9 +411,14 @@ def test_serving_needs_a_participants_file(tmp_path: Path) -> None:
 
 
 def test_a_ledger_service_that_does_not_answer_is_unavailable(site: Party, alice: Party) -> None:
-    remote = RemoteLedger(f"http://127.0.0.1:{free_port()}", timeout=2)
+    remote = RemoteLedger(f"https://127.0.0.1:{free_port()}", timeout=2)
     with pytest.raises(LedgerUnavailable, match="did not answer"):
         remote.book(receipt(site, alice))
+
+
+def test_a_ledger_service_is_reached_over_https_only() -> None:
+    with pytest.raises(ValueError, match="HTTPS only"):
+        RemoteLedger("http://bank.example.org:8444")
 
 
 # --------------------------------------------------------------------------- the commands
@@ -290,8 +450,10 @@ def test_commands_refuse_unknown_accounts_and_bad_amounts(
     assert main(["ledger", "balance", "nobody", *options]) == 1
     assert "no account 'nobody'" in capsys.readouterr().err
     assert main(["ledger", "deposit", "nobody", "5.00", *options]) == 1
-    assert main(["ledger", "deposit", "hpc1", "0.001", *options]) == 1
-    assert "not a whole number of cents" in capsys.readouterr().err
+    assert "no account 'nobody'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # refused as the argument is read (see test_money)
+        main(["ledger", "deposit", "hpc1", "0.001", *options])
+    assert "at most 12 digits before the point and 2 after" in capsys.readouterr().err
 
 
 def refused_with(status: int, body: bytes) -> Exception:
