@@ -21,11 +21,6 @@ from typing import Any, Callable, List, Optional, Type
 
 from starlette.types import Message, Receive
 
-#: Default limits: generous for any request this API takes (a quote or a confirm is under
-#: 2 KiB with its signature), small enough that a flood of maximal requests costs little.
-DEFAULT_MAX_HEADER_BYTES = 16 * 1024
-DEFAULT_MAX_BODY_BYTES = 16 * 1024
-
 _CONTENT_LENGTH = re.compile(rb"^content-length:[ \t]*([0-9]{1,18})[ \t]*\r?$", re.I | re.M)
 _CHUNKED = re.compile(rb"^transfer-encoding:[^\r\n]*chunked", re.I | re.M)
 _LAST_CHUNK = b"\r\n0\r\n\r\n"
