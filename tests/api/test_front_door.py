@@ -108,6 +108,19 @@ def test_a_signature_made_for_another_site_is_refused(world: World) -> None:
     assert answer.status_code == 401 and error(answer)["code"] == "wrong_authority"
 
 
+def test_a_host_with_a_port_out_of_range_is_refused(world: World) -> None:
+    """A forged signature over ``@authority`` with ``Host: 127.0.0.1:99999`` is a 401, never a
+    500. Starlette 0.36 builds the request's URL from that Host (a port no URL can hold:
+    malformed); newer releases fall back to the server's own name, which was not signed."""
+    body = json.dumps({"cores": 8, "walltime": 60}).encode()
+    url = "https://127.0.0.1:99999/v1/quotes"
+    headers = signing.sign_request("POST", url, body, world.alice.key, world.alice.key_id)
+    headers["Host"] = "127.0.0.1:99999"
+    answer = world.http.post("/v1/quotes", content=body, headers=headers)
+    assert answer.status_code == 401, answer.text
+    assert error(answer)["code"] in ("malformed_signature", "bad_signature")
+
+
 def test_rates_are_per_client_429_with_retry_after(tmp_path: Path) -> None:
     rates = {"quotes": {"per_second": 0.01, "burst": 3}}
     world = make_world(tmp_path, api={"rate_limits": rates})
