@@ -4,8 +4,8 @@
 One place decides how a siteagent service listens: uvicorn with the site's TLS policy (TLS 1.2
 or newer, a self-signed certificate for localhost made on first start), our logging left
 alone, requests in flight given :data:`GRACEFUL_SHUTDOWN_S` to finish on a stop while idle
-connections are dropped at once (:func:`dropped_when_closed`), and systemd told ``STOPPING=1``
-when the stop begins.
+connections are closed at once and dropped within :data:`CLOSE_GRACE_S`
+(:func:`dropped_when_closed`), and systemd told ``STOPPING=1`` when the stop begins.
 """
 
 from __future__ import annotations
