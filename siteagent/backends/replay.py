@@ -126,9 +126,16 @@ class SwfReplayBackend(Backend):
         self.speed = speed
         self._clock = clock
         self._lock = threading.Lock()
+        workload = Workload(self.trace, cores, skip_invalid=True)
+        self.cores, first_submit = _read_through(workload)
+        if first_submit is None:
+            raise ValueError(
+                f"{self.trace}: no job in the trace can be simulated on {self.cores} cores"
+            )
         anchor = Anchor(
             trace=None if self.trace == bundled_trace() else os.path.abspath(self.trace),
-            cores=cores,
+            # the header's size is stored as "not given", so that naming it is the same cluster
+            cores=None if self.cores == workload.header.max_procs else self.cores,
             policy=Policy(policy).value,
             speed=float(speed),
             offset_s=offset_s,
@@ -137,11 +144,6 @@ class SwfReplayBackend(Backend):
         self._journal = None if state_file is None else _Journal(state_file, anchor)
         if self._journal is not None:
             anchor = self._journal.anchor
-        self.cores, first_submit = _read_through(Workload(self.trace, cores, skip_invalid=True))
-        if first_submit is None:
-            raise ValueError(
-                f"{self.trace}: no job in the trace can be simulated on {self.cores} cores"
-            )
         self._trace_start = first_submit
         self._reservations: Dict[str, BatchReservation] = {}
         self._simulator = Simulator(self._looped_tasks(cores), self.cores, policy)

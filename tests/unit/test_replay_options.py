@@ -84,6 +84,15 @@ def test_a_saved_cluster_keeps_its_size_and_refuses_another(
         SwfReplayBackend.open(state, cores=8, clock=clock)
 
 
+def test_naming_the_header_s_size_is_the_same_cluster_as_leaving_it_out(
+    tmp_path: Path, trace: str, clock: FakeClock
+) -> None:
+    state = str(tmp_path / "state" / REPLAY_STATE_FILE)
+    SwfReplayBackend.open(state, trace, offset_s=0, clock=clock).close()
+    assert SwfReplayBackend.open(state, cores=4, clock=clock).cores == 4
+    SwfReplayBackend.open(state, clock=clock).close()
+
+
 def test_the_configuration_sets_trace_offset_and_cores(tmp_path: Path, trace: str) -> None:
     """The offset counts from the trace's first submit: 30 s in, jobs 1 and 2 both run."""
     config = tmp_path / "siteagent.yaml"
