@@ -34,7 +34,9 @@ Opener = Callable[[Any, Shared], Backend]
 def _replay(options: ReplayOptions, shared: Shared) -> Backend:
     """The simulated cluster kept in the state directory."""
     state_file = str(shared.state_dir / REPLAY_STATE_FILE)
-    return SwfReplayBackend.open(state_file, options.trace, options.speed, options.offset_s)
+    return SwfReplayBackend.open(
+        state_file, options.trace, options.speed, options.offset_s, cores=options.cores
+    )
 
 
 def _slurm(options: SlurmConfig, shared: Shared) -> Backend:

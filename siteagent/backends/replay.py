@@ -7,8 +7,11 @@ are rectangles the simulated scheduler honours.
 
 Times: the simulated cluster lives in trace time. The backend shows it shifted so that at
 start-up the snapshot's ``now`` is the wall clock; with ``speed`` N it then runs N times faster
-than the wall clock (simulated now = (wall now - start) x speed + offset into the log).
-When the trace runs out it starts over, shifted past its own end, so an agent never idles.
+than the wall clock (simulated now = (wall now - start) x speed + offset, the offset counted
+from the trace's first submit). When the trace runs out it starts over, shifted past its own
+end, so an agent never idles. The cluster has the trace header's MaxProcs cores unless
+``cores`` says otherwise; jobs wider than the cluster are skipped, like lines that are not
+jobs, and reported in one warning per pass over the trace (the first at start).
 
 **A state file makes it behave like a real batch system** (``state_file``, kept in the agent's
 state directory): the cluster outlives the processes that look at it, and several processes
@@ -41,7 +44,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 from importlib import resources
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from siteagent.backends.base import Backend, BackendError, BackendUnavailable, ReservationRefused
 from siteagent.core.defaults import DEFAULT_REPLAY_OFFSET_S, DEFAULT_REPLAY_SPEED
@@ -78,6 +81,7 @@ class ReplayOptions:
     trace: Optional[str] = None
     speed: Optional[float] = None
     offset_s: Optional[int] = None
+    cores: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -122,9 +126,16 @@ class SwfReplayBackend(Backend):
         self.speed = speed
         self._clock = clock
         self._lock = threading.Lock()
+        workload = Workload(self.trace, cores, skip_invalid=True)
+        self.cores, first_submit = _read_through(workload)
+        if first_submit is None:
+            raise ValueError(
+                f"{self.trace}: no job in the trace can be simulated on {self.cores} cores"
+            )
         anchor = Anchor(
             trace=None if self.trace == bundled_trace() else os.path.abspath(self.trace),
-            cores=cores,
+            # the header's size is stored as "not given", so that naming it is the same cluster
+            cores=None if self.cores == workload.header.max_procs else self.cores,
             policy=Policy(policy).value,
             speed=float(speed),
             offset_s=offset_s,
@@ -133,13 +144,7 @@ class SwfReplayBackend(Backend):
         self._journal = None if state_file is None else _Journal(state_file, anchor)
         if self._journal is not None:
             anchor = self._journal.anchor
-        probe = Workload(self.trace, cores=cores, skip_invalid=True)
-        self.cores = probe.cores
-        first = next(probe.tasks(), None)
-        probe.close()
-        if first is None:
-            raise ValueError(f"{self.trace}: no job in the trace can be simulated")
-        self._trace_start = first.submit
+        self._trace_start = first_submit
         self._reservations: Dict[str, BatchReservation] = {}
         self._simulator = Simulator(self._looped_tasks(cores), self.cores, policy)
         self._sim_origin = self._trace_start + offset_s
@@ -159,6 +164,7 @@ class SwfReplayBackend(Backend):
         speed: Optional[float] = None,
         offset_s: Optional[int] = None,
         clock: Callable[[], float] = time.time,
+        cores: Optional[int] = None,
     ) -> SwfReplayBackend:
         """The simulated cluster kept in ``state_file``, or a new one there if there is none.
 
@@ -171,6 +177,7 @@ class SwfReplayBackend(Backend):
                 trace,
                 DEFAULT_REPLAY_SPEED if speed is None else speed,
                 DEFAULT_REPLAY_OFFSET_S if offset_s is None else offset_s,
+                cores=cores,
                 clock=clock,
                 state_file=state_file,
             )
@@ -178,7 +185,7 @@ class SwfReplayBackend(Backend):
             trace if trace is not None else saved.trace,
             saved.speed if speed is None else speed,
             saved.offset_s if offset_s is None else offset_s,
-            cores=saved.cores,
+            cores=saved.cores if cores is None else cores,
             policy=Policy(saved.policy),
             clock=clock,
             state_file=state_file,
@@ -340,6 +347,22 @@ class SwfReplayBackend(Backend):
                 yield task
             workload.close()
             shift = last_submit - self._trace_start + LOOP_GAP_S
+
+
+def _read_through(workload: Workload) -> Tuple[int, Optional[int]]:
+    """The cluster's size and the first job's submit time (None: no job can be simulated).
+
+    The whole trace is read, not just its first job, so that the lines it skips are reported
+    when the agent starts rather than once the first pass has run out, days later.
+    """
+    first_submit: Optional[int] = None
+    try:
+        for task in workload.tasks():
+            if first_submit is None:
+                first_submit = task.submit
+    finally:
+        workload.close()
+    return workload.cores, first_submit
 
 
 class _Journal:

@@ -122,8 +122,9 @@ def _statement(args: argparse.Namespace) -> int:
             return
         rows = [{**line, "at": options.local_time(line["at"])} for line in lines]
         title = f"{args.account}: balance {balance}, {len(lines)} movement(s)"
-        columns = ["transaction_id", "at", "kind", "amount", "balance", "memo"]
-        console.print_table(rows, columns, title, headers={"transaction_id": "#"})
+        columns = ["transaction_id", "at", "kind", "amount", "balance", "receipt_id", "memo"]
+        headers = {"transaction_id": "#", "receipt_id": "receipt"}
+        console.print_table(rows, columns, title, headers=headers)
 
     return _with_ledger(args, show)
 

@@ -135,8 +135,15 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--offset",
         type=int,
         metavar="SECONDS",
-        help="start this far into the trace, so the queue has built up (default 2 days, or "
-        "the saved cluster's)",
+        help="start this long after the trace's first submit, so the queue has built up "
+        "(default 2 days, or the saved cluster's)",
+    )
+    sub.add_argument(
+        "--cores",
+        type=int,
+        metavar="N",
+        help="the replayed cluster's size (default: the trace header's MaxProcs, or the saved "
+        "cluster's)",
     )
     sub.add_argument(
         "--policy",
@@ -233,7 +240,9 @@ def _serve_config(args: argparse.Namespace) -> Config:
         swf = dataclasses.replace(swf, speed=args.speed)
     if args.offset is not None:
         swf = dataclasses.replace(swf, offset=args.offset)
-    given = {"trace": args.trace, "speed": args.speed, "offset": args.offset}
+    if args.cores is not None:
+        swf = dataclasses.replace(swf, cores=args.cores)
+    given = {"trace": args.trace, "speed": args.speed, "offset": args.offset, "cores": args.cores}
     explicit.update(f"backend.swf.{key}" for key, value in given.items() if value is not None)
     planner = loaded.planner
     if args.policy is not None:

@@ -1,10 +1,13 @@
 """``siteagent keys`` and ``siteagent check-config``: setting an agent up before serving.
 
-``keys`` makes what a test or a first deployment needs (a self-signed server certificate and
-a client's Ed25519 key pair) and prints the authorized-clients entry that admits the client.
-``check-config`` validates a configuration file the way ``serve`` will at start (the files it
-names included: those others may write are refused), and shows the effective settings, so that
-a mistake is found before a restart, not by it.
+``keys`` makes what a first deployment needs before anything starts, and prints the entries
+that admit it: a self-signed server certificate (an agent's, or the bank's, which the agents
+of a federation must name as ``ledger.ca`` before their configuration checks), a client's
+Ed25519 key pair with its authorized-clients entry, and a site's own key (the one ``serve``
+would make on first start) with its entry in the bank's participants file. ``check-config``
+validates a configuration file the way ``serve`` will at start (the files it names included:
+those others may write are refused), and shows the effective settings, so that a mistake is
+found before a restart, not by it.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import yaml
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from siteagent.cli import console
+from siteagent.cli import console, options
 from siteagent.config import loading, reading, schema
 from siteagent.config.reading import scheduler_user
 from siteagent.core.files import UnsafeFile, check_not_writable_by_others
 from siteagent.protocol.keys import (
     check_key_id,
+    load_or_create_site_key,
     private_key_pem,
     public_key_text,
     write_private,
@@ -42,15 +46,28 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def _add_keys(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sub = commands.add_parser(
         "keys",
-        help="make a self-signed TLS certificate and a client Ed25519 key pair (for testing)",
+        help="make TLS certificates, client key pairs and the site key before a first start",
         description=(
-            "Write DIR/server.crt and DIR/server.key (a self-signed certificate for the given "
-            "host names), and DIR/client.key and DIR/client.pub (an Ed25519 key pair a client "
-            "signs its requests with). Private keys are written mode 0600. Prints the "
-            "authorized-clients entry that lets the client reserve as USER."
+            "With DIR: write DIR/server.crt and DIR/server.key (a self-signed certificate for "
+            "the --host names: an agent's, or a bank's, whose server.crt its agents name as "
+            "ledger.ca), and DIR/client.key and DIR/client.pub (an Ed25519 key pair a buyer "
+            "signs its requests with), and print the authorized-clients entry that lets the "
+            "client reserve as USER; --tls or --client writes only those. With --site: make "
+            "the site's own key (security.site_key of --config) if it is missing, as `serve` "
+            "does on first start, and print the site's entry for the bank's participants "
+            "file. Private keys are written mode 0600."
         ),
     )
-    sub.add_argument("dir", metavar="DIR", help="directory to write the files to")
+    sub.add_argument("dir", metavar="DIR", nargs="?", help="directory to write the files to")
+    sub.add_argument(
+        "--tls", action="store_true", help="write only the TLS certificate and its key"
+    )
+    sub.add_argument("--client", action="store_true", help="write only the client's key pair")
+    sub.add_argument(
+        "--site",
+        action="store_true",
+        help="the site key of --config instead (made if missing) and its participants entry",
+    )
     sub.add_argument(
         "--host",
         action="append",
@@ -65,6 +82,7 @@ def _add_keys(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )
     sub.add_argument("--force", action="store_true", help="replace files that exist")
     sub.add_argument("--json", action="store_true", help="print one JSON object")
+    options.add_site_options(sub)
     sub.set_defaults(command=_keys)
 
 
@@ -84,52 +102,106 @@ def _add_check_config(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def _keys(args: argparse.Namespace) -> int:
+    if args.site:
+        if args.dir or args.tls or args.client:
+            raise ValueError(
+                "--site makes the key of --config's security.site_key: give no DIR, --tls or "
+                "--client"
+            )
+        return _site_key(args)
+    if args.dir is None:
+        raise ValueError("give DIR to write the files to (or --site for the site's key)")
     directory = Path(args.dir)
-    files = {name: directory / name for name in ("server.crt", "server.key", "client.key")}
-    files["client.pub"] = directory / "client.pub"
+    names: List[str] = []
+    if args.tls or not args.client:
+        names += ["server.crt", "server.key"]
+    if args.client or not args.tls:
+        names += ["client.key", "client.pub"]
+    files = {name: directory / name for name in names}
     existing = [str(path) for path in files.values() if path.exists()]
     if existing and not args.force:
         raise ValueError(f"{', '.join(existing)} already exist; --force replaces them")
+    client = _client_entry(args) if "client.key" in files else None
+    report: Dict[str, Any] = {"files": {name: str(path) for name, path in files.items()}}
+    written: List[Tuple[Path, str]] = []
+    if "server.crt" in files:
+        hosts = tuple(args.host or tls.LOCAL_HOSTS)
+        tls.write_self_signed(files["server.crt"], files["server.key"], hosts, args.force)
+        report["hosts"] = list(hosts)
+        written += [
+            (files["server.crt"], "TLS certificate for " + ", ".join(hosts)),
+            (files["server.key"], "its private key"),
+        ]
+    if client is not None:
+        key_id, entry = client
+        client_key = Ed25519PrivateKey.generate()
+        write_private(files["client.key"], private_key_pem(client_key), args.force)
+        entry["public_key"] = public_key_text(client_key.public_key())
+        write_public(files["client.pub"], (entry["public_key"] + "\n").encode(), args.force)
+        report["client"] = {"key_id": key_id, **entry}
+        report["authorized_clients"] = yaml.safe_dump(
+            {"clients": {key_id: entry}}, sort_keys=False
+        )
+        written += [
+            (files["client.key"], f"client {key_id}'s Ed25519 private key"),
+            (files["client.pub"], "its public key"),
+        ]
+    if args.json:
+        console.print_json(report)
+        return 0
+    _print_written(written)
+    if client is not None:
+        console.stdout.print("Add the client to the authorized-clients file:\n")
+        console.stdout.print(report["authorized_clients"], highlight=False, markup=False)
+    return 0
+
+
+def _client_entry(args: argparse.Namespace) -> Tuple[str, Dict[str, Any]]:
+    """The client's key id and its authorized-clients entry (public key to come), checked as
+    the authorized-clients file will check them."""
     user = _checked(scheduler_user, args.user or getpass.getuser(), "--user")
     key_id = check_key_id(args.key_id or f"{user}@{loading.default_site_name()}")
+    entry: Dict[str, Any] = {"public_key": "", "user": user}
     if args.account:
-        _checked(reading.name, args.account, "--account")
-    hosts = tuple(args.host or tls.LOCAL_HOSTS)
-    tls.write_self_signed(files["server.crt"], files["server.key"], hosts, args.force)
-    client_key = Ed25519PrivateKey.generate()
-    write_private(files["client.key"], private_key_pem(client_key), args.force)
-    public = public_key_text(client_key.public_key())
-    write_public(files["client.pub"], (public + "\n").encode(), args.force)
-    entry: Dict[str, Any] = {"public_key": public, "user": user}
-    if args.account:
-        entry["account"] = args.account
-    snippet = yaml.safe_dump({"clients": {key_id: entry}}, sort_keys=False)
+        entry["account"] = _checked(reading.name, args.account, "--account")
+    return key_id, entry
+
+
+def _site_key(args: argparse.Namespace) -> int:
+    """The site's own key, made where ``serve`` would make it on first start (by the same
+    function), so that the bank's participants file can list the site before it starts."""
+    loaded = options.load_config(args)
+    path, site = loaded.security.site_key, loaded.site.name
+    made = not path.exists()
+    public = public_key_text(load_or_create_site_key(path).public_key())
+    participants = yaml.safe_dump({"sites": {site: {"public_key": public}}}, sort_keys=False)
     if args.json:
         console.print_json(
             {
-                "files": {name: str(path) for name, path in files.items()},
-                "hosts": list(hosts),
-                "client": {"key_id": key_id, **entry},
-                "authorized_clients": snippet,
+                "site": site,
+                "file": str(path),
+                "made": made,
+                "public_key": public,
+                "participants": participants,
             }
         )
         return 0
+    status = "made now" if made else "kept: it existed"
+    _print_written([(path, f"site {site}'s Ed25519 private key ({status})")])
+    console.stdout.print("Add the site to the bank's participants file (ledger.participants):\n")
+    console.stdout.print(participants, highlight=False, markup=False)
+    return 0
+
+
+def _print_written(files: List[Tuple[Path, str]]) -> None:
     console.print_table(
         [
             {"file": str(path), "what": what, "mode": f"{path.stat().st_mode & 0o777:o}"}
-            for path, what in (
-                (files["server.crt"], "TLS certificate for " + ", ".join(hosts)),
-                (files["server.key"], "its private key"),
-                (files["client.key"], f"client {key_id}'s Ed25519 private key"),
-                (files["client.pub"], "its public key"),
-            )
+            for path, what in files
         ],
         ["file", "what", "mode"],
-        title="Keys written",
+        title="Keys",
     )
-    console.stdout.print("Add the client to the authorized-clients file:\n")
-    console.stdout.print(snippet, highlight=False, markup=False)
-    return 0
 
 
 def _checked(convert: Callable[[Any], str], value: str, option: str) -> str:

@@ -70,12 +70,14 @@ class SiteConfig:
 
 @dataclass(frozen=True)
 class SwfOptions:
-    """The replay backend: ``trace`` (None: the bundled SDSC-SP2 slice), replay speed, and how
-    far into the trace to start (seconds), so that the queue has built up."""
+    """The replay backend: ``trace`` (None: the bundled SDSC-SP2 slice), replay speed, how far
+    after the trace's first submit to start (seconds), so that the queue has built up, and the
+    simulated cluster's size (None: the trace header's MaxProcs)."""
 
     trace: Optional[Path] = None
     speed: float = DEFAULT_REPLAY_SPEED
     offset: int = DEFAULT_REPLAY_OFFSET_S
+    cores: Optional[int] = None
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,7 @@ def replay_options(config: Config) -> ReplayOptions:
         _text(options.trace) if "backend.swf.trace" in explicit else None,
         options.speed if "backend.swf.speed" in explicit else None,
         options.offset if "backend.swf.offset" in explicit else None,
+        options.cores if "backend.swf.cores" in explicit else None,
     )
 
 

@@ -3,17 +3,19 @@
 
 One place decides how a siteagent service listens: uvicorn with the site's TLS policy (TLS 1.2
 or newer, a self-signed certificate for localhost made on first start), our logging left
-alone, requests in flight given :data:`GRACEFUL_SHUTDOWN_S` to finish on a stop, and systemd
-told ``STOPPING=1`` when the stop begins.
+alone, requests in flight given :data:`GRACEFUL_SHUTDOWN_S` to finish on a stop while idle
+connections are closed at once and dropped within :data:`CLOSE_GRACE_S`
+(:func:`dropped_when_closed`), and systemd told ``STOPPING=1`` when the stop begins.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import signal
 from types import FrameType
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Type
 
 import uvicorn
 
@@ -25,6 +27,7 @@ from siteagent.serving.limits import HeadMeter, guarded
 
 log = logging.getLogger("siteagent.serving")
 
+
 class ServiceError(SiteagentError):
     """A service could not start (the address is taken, a file it needs is missing); the
     message says what to change."""
@@ -34,6 +37,13 @@ class ServiceError(SiteagentError):
 
 #: How long in-flight requests may take to finish once a stop is asked for.
 GRACEFUL_SHUTDOWN_S = 30.0
+
+#: How long a connection the server closed during a stop may take to finish its TLS close
+#: (the peer's close_notify) before it is dropped.
+CLOSE_GRACE_S = 1.0
+
+#: How often a connection still serving a request during a stop is looked at again.
+CLOSE_POLL_S = 0.1
 
 
 class NotifyingServer(uvicorn.Server):
@@ -67,14 +77,47 @@ def https_config(app: Any, listen: str, port: int, api: ApiConfig) -> uvicorn.Co
         ssl_keyfile=str(tls.key) if tls.enabled else None,
     )
     server.load()
-    server.http_protocol_class = guarded(
-        server.http_protocol_class,
-        lambda: HeadMeter(api.max_header_bytes, api.max_body_bytes),
+    server.http_protocol_class = dropped_when_closed(
+        guarded(
+            server.http_protocol_class,
+            lambda: HeadMeter(api.max_header_bytes, api.max_body_bytes),
+        )
     )
     if tls.enabled:
         # the site's TLS policy (security/tls.py), not uvicorn's defaults, which vary by version
         server.ssl = tls_policy.server_ssl_context(tls.cert, tls.key)
     return server
+
+
+def dropped_when_closed(protocol: Type[asyncio.Protocol]) -> Type[Any]:
+    """``protocol`` (uvicorn's HTTP protocol class) with each connection dropped soon after a
+    stop has closed it.
+
+    On a stop uvicorn closes idle connections at once, and the others once their response is
+    sent, then waits for every connection to be gone (up to :data:`GRACEFUL_SHUTDOWN_S`). Over
+    TLS a closed connection is not gone yet: asyncio sends close_notify and waits up to 30 s
+    for the peer's, which a client keeping an idle keep-alive connection open does not send
+    until it next reads. So each connection the stop closed gets :data:`CLOSE_GRACE_S` to
+    finish that exchange and is then aborted; requests in flight are left to finish.
+    """
+
+    class DroppedWhenClosed(protocol):  # type: ignore[valid-type, misc]
+        def shutdown(self) -> None:
+            super().shutdown()
+            self._drop_once_closed()
+
+        def _drop_once_closed(self) -> None:
+            transport: asyncio.Transport = self.transport
+            loop = asyncio.get_running_loop()
+            if transport.is_closing():
+                loop.call_later(CLOSE_GRACE_S, transport.abort)
+            else:
+                loop.call_later(CLOSE_POLL_S, self._drop_once_closed)
+
+    DroppedWhenClosed.__name__ = DroppedWhenClosed.__qualname__ = (
+        f"DroppedWhenClosed{protocol.__name__}"
+    )
+    return DroppedWhenClosed
 
 
 def url_of(host: str, port: int, tls: bool) -> str:

@@ -6,7 +6,8 @@ so the reader streams: it keeps one line in hand, never a list of records. Plain
 files are told apart by their first bytes, not their names.
 
 A line that is not 18 numbers is a :class:`SwfError` naming the file, the line and the field,
-unless the caller asked to skip such lines, in which case they are counted by reason.
+unless the caller asked to skip such lines, in which case they are counted by reason and the
+first one is kept (its line number and what is wrong), for the caller to report.
 """
 
 from __future__ import annotations
@@ -161,8 +162,9 @@ class SwfReader:
 
     The file is read in blocks of about a megabyte and split into lines in C, so the cost per
     line is the parsing and nothing else. ``skip_malformed`` turns malformed lines into counted
-    skips (``skipped``) instead of errors. ``progress`` is how far through the (compressed) file
-    reading has got, from the file position: it costs nothing and needs no first pass.
+    skips (``skipped``, the first in ``first_skipped``) instead of errors. ``progress`` is how
+    far through the (compressed) file reading has got, from the file position: it costs
+    nothing and needs no first pass.
     """
 
     BLOCK = 1 << 20
@@ -171,6 +173,8 @@ class SwfReader:
         self.path = os.fspath(path)
         self.skip_malformed = skip_malformed
         self.skipped: Dict[str, int] = collections.Counter()
+        #: (line number, what is wrong) of the first line skipped, None while none was
+        self.first_skipped: Optional[Tuple[int, str]] = None
         self._size = max(os.path.getsize(self.path), 1)
         self._content, self._raw = _open_binary(self.path)
         self._blocks = self._read_blocks()
@@ -244,6 +248,8 @@ class SwfReader:
         if not self.skip_malformed:
             raise SwfError(self.path, line_no, reason)
         self.skipped[reason.split(":")[0]] += 1
+        if self.first_skipped is None:
+            self.first_skipped = (line_no, reason)
 
     def __iter__(self) -> Iterator[SwfRecord]:
         """Full records, every field checked and converted."""

@@ -2,8 +2,9 @@
 
 The rules, fixed so that two correct simulators agree job for job: a job's processors are field
 5 if > 0, else field 8; records with no processors, negative run time or submit time, or more
-processors than the cluster are skipped (counted by reason); the estimate is field 9 if > 0,
-else the run time; a job runs min(run time, estimate).
+processors than the cluster are skipped (counted by reason, and reported in one warning once
+the whole trace is read); the estimate is field 9 if > 0, else the run time; a job runs
+min(run time, estimate).
 
 Load is raised the ways the papers do: inter-arrival times scaled by a factor, and a second
 copy of the trace shifted by one week whose jobs are each admitted with probability p.
@@ -12,12 +13,15 @@ copy of the trace shifted by one week whose jobs are each admitted with probabil
 from __future__ import annotations
 
 import collections
+import logging
 import random
 from dataclasses import dataclass
-from typing import Deque, Dict, Iterator, Optional
+from typing import Deque, Dict, Iterator, Optional, Tuple
 
 from siteagent.core.scheduling import Task
 from siteagent.sim.swf import SwfJob, SwfReader
+
+log = logging.getLogger("siteagent.sim.workload")
 
 WEEK_S = 7 * 86400
 
@@ -51,9 +55,12 @@ class Workload:
     """Tasks from an SWF file in arrival order, with the skip and load rules applied.
 
     ``skip_invalid`` skips records the simulator cannot run (and malformed lines), counting
-    them in ``skipped`` by reason; without it the first such record is an error that names the
-    file, line and reason. ``dropped`` counts overlay jobs not admitted. ``exact_estimates``
-    takes each job's run time as its estimate (the thesis' "accurate estimates" experiments).
+    them in ``skipped`` by reason and logging one warning with the count and the first one's
+    line and reason when the trace has been read to its end (a line that vanishes without a
+    word is a job the administrator believes is replayed); without it the first such record
+    is an error that names the file, line and reason. ``dropped`` counts overlay jobs not
+    admitted. ``exact_estimates`` takes each job's run time as its estimate (the thesis'
+    "accurate estimates" experiments).
     """
 
     def __init__(
@@ -73,13 +80,15 @@ class Workload:
         if cores is None:
             if not header_cores:
                 raise ValueError(
-                    f"{path}: the header has no MaxProcs; give the cluster size (--cores)"
+                    f"{path}: the header has no MaxProcs; give the cluster size (--cores, "
+                    "or backend.swf.cores for the replay backend)"
                 )
             cores = header_cores
         if cores <= 0:
             raise ValueError(f"cluster size must be positive, got {cores}")
         self.cores = cores
         self.skipped: Dict[str, int] = collections.Counter()
+        self._first_unsimulable: Optional[Tuple[int, str]] = None
         self.dropped = 0
         self.header = self._reader.header
 
@@ -95,6 +104,13 @@ class Workload:
         reasons = collections.Counter(self.skipped)
         reasons.update(self._reader.skipped)
         return dict(reasons)
+
+    @property
+    def first_skipped(self) -> Optional[Tuple[int, str]]:
+        """(line number, why) of the first line skipped, malformed or not simulable."""
+        skipped = [self._reader.first_skipped, self._first_unsimulable]
+        found = [first for first in skipped if first is not None]
+        return min(found) if found else None
 
     def close(self) -> None:
         self._reader.close()
@@ -141,6 +157,7 @@ class Workload:
                     self.dropped += 1
             yield Task(order, procs, estimate, submit, run if run < estimate else estimate, record)
             order += 1
+        self._report_skipped()
         while shifted:
             task = shifted.popleft()
             task.key = order
@@ -170,3 +187,22 @@ class Workload:
                 "(use --skip-invalid to skip records that cannot be simulated)"
             )
         self.skipped[reason] += 1
+        if self._first_unsimulable is None:
+            self._first_unsimulable = (self._reader.line, f"job {record.job}: {reason}")
+
+    def _report_skipped(self) -> None:
+        """One warning for the whole trace: how many lines were skipped, why, and the first."""
+        first = self.first_skipped
+        if first is None:
+            return
+        reasons = ", ".join(
+            f"{count} {reason}" for reason, count in sorted(self.skipped_by_reason().items())
+        )
+        log.warning(
+            "%s: %d line(s) skipped as they cannot be simulated (%s); the first is line %d: %s",
+            self.path,
+            self.skipped_total,
+            reasons,
+            first[0],
+            first[1],
+        )

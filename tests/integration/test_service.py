@@ -7,6 +7,7 @@ The test plays systemd's part: it binds the notification socket, starts the agen
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import signal
 import socket
@@ -164,6 +165,22 @@ def test_sigterm_stops_cleanly_and_the_next_start_finds_the_same_cluster(
         timeout=60,
     )
     assert json.loads(again.stdout)["capacity"] == now["capacity"]
+
+
+def test_sigterm_does_not_wait_for_an_idle_keep_alive_connection(service: Service) -> None:
+    """A client that keeps its connection open after a request, idle but still running, used
+    to hold the stop for 30 s (the TLS close waited for the client's close_notify)."""
+    wait_until("READY=1", lambda: service.said("READY=1"))
+    context = ssl.create_default_context(cafile=str(service.state / "tls" / "server.crt"))
+    idle = http.client.HTTPSConnection("127.0.0.1", service.port, context=context, timeout=30)
+    idle.request("GET", "/healthz")
+    answer = idle.getresponse()
+    assert answer.status == 200 and answer.getheader("connection") != "close"
+    answer.read()
+    started = time.monotonic()
+    assert stop(service.process) == 0
+    assert time.monotonic() - started < 10, "the stop waited for the idle connection"
+    idle.close()
 
 
 def drain(sock: socket.socket) -> List[str]:

@@ -203,6 +203,8 @@ def test_tls_files_given_are_used_not_generated(tmp_path: Path) -> None:
             "pricing: {cancellation_penalty: -0.1}",
             "pricing.cancellation_penalty: expected a factor",
         ),
+        ("backend: {swf: {cores: 0}}", "backend.swf.cores: expected a positive integer, got 0"),
+        ("backend: {swf: {offset: -1}}", "backend.swf.offset: expected"),
         ("reservations: {confirm_timeout_s: 0}", "reservations.confirm_timeout_s: expected a pos"),
         ("reservations: {name_prefix: '-x'}", "reservations.name_prefix: expected a prefix"),
         ("api: {port: 99999}", "api.port: expected a TCP port number from 1 to 65535, got 99999"),

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from siteagent.cli.main import main
 from siteagent.config.reading import ConfigError
 from siteagent.core.model import Request
+from siteagent.ledger.participants import load_participants
 from siteagent.market.deals import countersign
 from siteagent.protocol import documents, httpsig, signing
 from siteagent.protocol.errors import status_of
@@ -801,6 +802,56 @@ def test_keys_command_refuses_a_user_name_the_clients_file_would_refuse(
 ) -> None:
     assert main(["keys", str(tmp_path), "--user", "Not A User"]) == 1
     assert "--user" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_keys_command_writes_only_the_certificate_or_only_the_client_when_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bank's certificate made before its first start (its agents name it as ledger.ca),
+    and a buyer's key pair, each alone."""
+    bank = tmp_path / "bank-tls"
+    assert main(["keys", str(bank), "--tls", "--host", "bank.example.org", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert sorted(path.name for path in bank.iterdir()) == ["server.crt", "server.key"]
+    assert "client" not in report and report["hosts"] == ["bank.example.org"]
+    assert handshake(bank / "server.crt", bank / "server.key", "bank.example.org")
+    buyer = tmp_path / "alice"
+    assert main(["keys", str(buyer), "--client", "--user", "alice", "--key-id", "alice@x"]) == 0
+    assert sorted(path.name for path in buyer.iterdir()) == ["client.key", "client.pub"]
+    assert "alice@x" in capsys.readouterr().out
+
+
+def test_keys_command_makes_the_site_key_serve_would_and_prints_its_participants_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "siteagent.yaml"
+    config.write_text(f"state_dir: {tmp_path / 'state'}\nsite: {{name: hpc1}}\n")
+    assert main(["keys", "--site", "--config", str(config), "--json"]) == 0
+    made = json.loads(capsys.readouterr().out)
+    key_file = tmp_path / "state" / "site.key"  # security.site_key's default
+    assert made["made"] is True and made["file"] == str(key_file) and mode(key_file) == 0o600
+    site_key = load_or_create_site_key(key_file)  # what serve signs with
+    assert made["public_key"] == public_key_text(site_key.public_key())
+    # the printed entry is a working participants file
+    (tmp_path / "participants.yaml").write_text(made["participants"])
+    [site] = load_participants(tmp_path / "participants.yaml")
+    assert (site.key_id, site.kind) == ("hpc1", "site")
+    assert public_key_text(site.public_key) == made["public_key"]
+    # again: the key is kept, never replaced
+    assert main(["keys", "--site", "--config", str(config)]) == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "kept" in shown and made["public_key"] in shown and "participants" in shown
+    assert public_key_text(load_private_key(key_file).public_key()) == made["public_key"]
+
+
+def test_keys_command_site_takes_no_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["keys", str(tmp_path), "--site"]) == 1
+    assert "--site" in capsys.readouterr().err
+    assert main(["keys"]) == 1
+    assert "DIR" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
 
 

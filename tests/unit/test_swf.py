@@ -429,6 +429,53 @@ def test_workload_skip_invalid_also_counts_malformed_lines(tmp_path: Path) -> No
     assert workload.skipped_by_reason() == {"bad field": 1}
 
 
+def test_workload_reports_what_it_skipped_in_one_warning_once_read_through(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    records = [
+        GOOD,
+        _line(f9="x"),  # line 5: the first skipped
+        " ".join(map(str, swf_row(3, 6, -1, 2))),
+        " ".join(map(str, swf_row(4, 7, 10, 5))),
+        " ".join(map(str, swf_row(5, 8, 10, 1))),
+    ]
+    path = tmp_path / "w.swf"
+    path.write_text("; Version: 2.2\n; Computer: test\n; MaxProcs: 4\n" + "\n".join(records))
+    workload = Workload(str(path), skip_invalid=True)
+    tasks = workload.tasks()
+    next(tasks)
+    assert not caplog.records  # not before the whole trace is read
+    assert len(list(tasks)) == 1
+    [warning] = caplog.records
+    assert warning.levelname == "WARNING"
+    assert warning.getMessage() == (
+        f"{path}: 3 line(s) skipped as they cannot be simulated (1 bad field, 1 more processors "
+        "than the cluster's 4, 1 negative run time); the first is line 5: bad field: field 9 "
+        "(requested time) is 'x', not an integer"
+    )
+    assert workload.first_skipped == (
+        5,
+        "bad field: field 9 (requested time) is 'x', not an integer",
+    )
+
+
+def test_workload_first_skipped_is_the_first_in_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "w.swf"
+    rows = [swf_row(1, 0, 10, 1), swf_row(2, 5, -1, 2)]
+    path.write_text(swf_text(rows, ["; MaxProcs: 4"]) + _line(f9="x") + "\n")
+    workload = Workload(str(path), skip_invalid=True)
+    assert len(list(workload.tasks())) == 1
+    assert workload.first_skipped == (3, "job 2: negative run time")
+
+
+def test_a_clean_trace_reads_without_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = write_swf(tmp_path / "w.swf", [swf_row(1, 0, 10, 1)], max_procs=4)
+    assert len(list(Workload(str(path), skip_invalid=True).tasks())) == 1
+    assert not caplog.records
+
+
 def test_workload_skips_a_negative_submit_time_even_first(tmp_path: Path) -> None:
     """Submit -1 is "unknown": the rules skip negative submit times wherever they are."""
     rows = [swf_row(1, -1, 10, 1), swf_row(2, 0, 10, 1), swf_row(3, -1, 10, 1)]
