@@ -331,6 +331,20 @@ class SlurmTestCluster:
         if _pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
 
+    def pause_controller(self) -> None:
+        """Freeze slurmctld (SIGSTOP): connections are accepted and never answered, as by a
+        controller that hangs. :meth:`resume_controller` thaws it."""
+        pid = self._pid_from("slurmctld.pid")
+        if pid is None:
+            raise ClusterError("no slurmctld to pause")
+        os.kill(pid, signal.SIGSTOP)
+
+    def resume_controller(self) -> None:
+        """Thaw a slurmctld :meth:`pause_controller` froze."""
+        pid = self._pid_from("slurmctld.pid")
+        if pid is not None:
+            os.kill(pid, signal.SIGCONT)
+
     def start_controller(self) -> None:
         """Start slurmctld again and wait until every node is idle or busy (not ``unk``)."""
         self._daemon(["slurmctld", "-f", str(self.conf)])
