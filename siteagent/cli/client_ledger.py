@@ -4,11 +4,16 @@ the federation's bank (the sites file's ``ledger`` section), read with signed GE
 from __future__ import annotations
 
 import argparse
+from typing import Callable, Tuple, TypeVar
+
+from pydantic import BaseModel
 
 from siteagent.cli import client_common, console
 from siteagent.cli.options import local_time
 from siteagent.client.connection import SiteConnection
 from siteagent.client.ledger import Account
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,14 +37,15 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         sub.set_defaults(command=command)
 
 
-def _account(args: argparse.Namespace) -> Account:
-    return Account(SiteConnection(client_common.registry(args).bank()))
+def _read(args: argparse.Namespace, read: Callable[[Account], M]) -> Tuple[Account, M]:
+    """``read`` of the buyer's account at the sites file's bank, the connection closed."""
+    account = Account(SiteConnection(client_common.registry(args).bank()))
+    with account.connection:
+        return account, read(account)
 
 
 def _balance(args: argparse.Namespace) -> int:
-    account = _account(args)
-    with account.connection:
-        balance = account.balance()
+    account, balance = _read(args, Account.balance)
     if args.json:
         console.print_json(balance.model_dump())
         return 0
@@ -51,9 +57,7 @@ def _balance(args: argparse.Namespace) -> int:
 
 
 def _statement(args: argparse.Namespace) -> int:
-    account = _account(args)
-    with account.connection:
-        statement = account.statement()
+    account, statement = _read(args, Account.statement)
     if args.json:
         console.print_json(statement.model_dump())
         return 0

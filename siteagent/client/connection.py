@@ -195,12 +195,9 @@ class SiteConnection:
         raw = self.request("POST", reservation_path(tentative.reservation_id, "/confirm"), body)
         self.parsed(ReservationView, raw)
         if raw.get("receipt") is None:
-            raise BadAnswer(
-                self.site.name,
-                "invalid_answer",
+            raise self.bad(
                 f"the confirm of {tentative.reservation_id} answered no receipt "
-                f"(state {raw.get('state')})",
-                200,
+                f"(state {raw.get('state')})"
             )
         return self.verified_receipt(raw["receipt"], tentative.deal)
 

@@ -282,7 +282,7 @@ class _Reader:
                 "give exactly one of ca (the file of certificates the site's must chain to) "
                 "and pin (sha256// and the SHA-256 of its certificate)",
             )
-        ca = self.file(fields["ca"], f"{where}.ca") if "ca" in fields else None
+        ca = self.certificates(fields["ca"], f"{where}.ca") if "ca" in fields else None
         pin = self.pin(fields["pin"], f"{where}.pin") if "pin" in fields else None
         key_id = self.key_id(fields["key_id"], f"{where}.key_id") if "key_id" in fields else None
         private_key = (
@@ -333,6 +333,16 @@ class _Reader:
         if not isinstance(value, str) or not value:
             raise self.fail(where, "expected a file's path")
         return self.path.parent / Path(value).expanduser()
+
+    def certificates(self, value: Any, where: str) -> Path:
+        """A CA file, which must exist now: without it no site of the file can be trusted."""
+        path = self.file(value, where)
+        if not path.is_file():
+            raise self.fail(
+                where,
+                f"no such file {path}: copy the site's CA (or its self-signed server.crt) there",
+            )
+        return path
 
     def key_id(self, value: Any, where: str) -> str:
         try:
