@@ -156,8 +156,8 @@ def load_registry(path: Optional[Path] = None) -> Registry:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise RegistryError(
-            f"{path}: no such sites file: write one (see `siteagent-client --help`), or name "
-            f"yours with --sites FILE or ${SITES_ENV}"
+            f"{path}: no such sites file: write one (the README's \"Buying compute\" section "
+            f"shows its format), or name yours with --sites FILE or ${SITES_ENV}"
         ) from None
     except OSError as exc:
         raise RegistryError(f"{path}: cannot read it ({exc.strerror})") from None
