@@ -1,0 +1,206 @@
+"""Multi-objective provisioning over the sites' advertised slots (Singh, thesis ch. 4).
+
+A resource plan is a subset of the slots every site advertises (``GET /v1/slots``), encoded as
+one bit per slot (ch. 4.5, "Solution representation"). A plan is judged by two costs at once:
+its allocation cost AC, what the slots it uses cost by the thesis' Table 1, and its scheduling
+cost SC, the workflow's makespan on them. The makespan comes from scheduling the workflow on
+the plan's slots: tasks in HEFT order, each on the site whose slots let it finish first, no
+earlier than its parents' outputs can arrive (Figure 2's fit with an earliest start), the slots
+it takes cut to what is left (Figure 3). A plan on which some task fits nowhere is infeasible.
+
+The thesis evolves the Pareto set with MOGA (Fonseca and Fleming); here it is pymoo's NSGA-II,
+the same kind of search (a population ranked by domination, kept diverse) with the thesis'
+operators: two-point crossover and bit-flip mutation with probability 1/n per bit. Defaults
+are the thesis' own (ch. 4.7, p. 55 of the dissertation): "The population size in MOGA was
+100 while the number of iterations was limited to 10". The user's trade-off α then picks one
+plan of the set by eq. 15, each cost normalised over the set (:mod:`siteagent.core.tradeoff`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+from pymoo.algorithms.moo.nsga2 import NSGA2
+from pymoo.core.problem import ElementwiseProblem
+from pymoo.operators.crossover.pntx import TwoPointCrossover
+from pymoo.operators.mutation.bitflip import BitflipMutation
+from pymoo.optimize import minimize
+
+from siteagent.client.greedy import data_ready
+from siteagent.client.heft import rank_order, upward_ranks
+from siteagent.client.plans import Network, Placement, Plan, PlanningError
+from siteagent.client.tasks import TaskGraph, task_of
+from siteagent.core import tradeoff
+from siteagent.core.model import Slot
+from siteagent.core.slots import fit_request, remainder
+from siteagent.protocol.models import SiteAttributes, SlotList
+
+#: The thesis' MOGA settings (ch. 4.7): 100 plans per generation, 10 generations.
+DEFAULT_POPULATION = 100
+DEFAULT_GENERATIONS = 10
+
+
+@dataclass(frozen=True)
+class SlotPlan:
+    """One plan of the Pareto set: the slots its genome selects (site, slot) and the schedule
+    of the workflow on them, whose placements say what is held and paid (a selected slot no
+    task uses costs nothing)."""
+
+    slots: Tuple[Tuple[str, Slot], ...]
+    plan: Plan
+
+
+@dataclass(frozen=True)
+class ParetoSet:
+    """The non-dominated plans found, cheapest first."""
+
+    plans: Tuple[SlotPlan, ...]
+
+    def choose(self, alpha: float) -> SlotPlan:
+        """The plan minimising α·norm(AC) + (1−α)·norm(SC) over the set (thesis eq. 15)."""
+        costs = [float(p.plan.cost) for p in self.plans]
+        makespans = [float(p.plan.makespan) for p in self.plans]
+        return self.plans[tradeoff.choose(costs, makespans, alpha)]
+
+
+def advertised(slot_lists: Mapping[str, SlotList]) -> List[Tuple[str, Slot]]:
+    """Every site's advertised slots as one list (the thesis' global set Â)."""
+    return [
+        (
+            site,
+            Slot(
+                s.start,
+                s.duration,
+                s.cores,
+                Decimal(str(s.unit_price)),
+                Decimal(str(s.fee)),
+                s.divisible,
+                s.extensible,
+            ),
+        )
+        for site, answer in slot_lists.items()
+        for s in answer.slots
+    ]
+
+
+def schedule(
+    graph: TaskGraph,
+    order: Sequence[str],
+    sites: Sequence[SiteAttributes],
+    chosen: Sequence[Tuple[str, Slot]],
+    network: Network,
+    now: int,
+) -> Optional[Plan]:
+    """The workflow scheduled on the ``chosen`` slots, each task where it finishes first (the
+    cheaper on a tie); None if some task fits nowhere."""
+    free: Dict[str, List[Slot]] = {site.name: [] for site in sites}
+    for site_name, slot in chosen:
+        free.setdefault(site_name, []).append(slot)
+    placed: Dict[str, Placement] = {}
+    for node in order:
+        task = task_of(graph, node)
+        if task.structural:
+            ready = max((placed[p].finish for p in graph.predecessors(node)), default=now)
+            placed[node] = Placement(node, None, ready, ready, Decimal(0))
+            continue
+        best: Optional[Tuple[int, Decimal, str, Any, int]] = None
+        for site in sites:
+            walltime = task.walltime(site)
+            if walltime is None or not free[site.name]:
+                continue
+            earliest = max((now, *data_ready(graph, node, site.name, placed, network)))
+            if best is not None and earliest + walltime > best[0]:
+                continue  # it cannot finish there as early as where it already fits
+            fit = fit_request(free[site.name], task.cores, walltime, earliest)
+            if fit is not None:
+                option = (fit.start + walltime, fit.cost, site.name, fit, walltime)
+                if best is None or option[:2] < best[:2]:
+                    best = option
+        if best is None:
+            return None
+        finish, cost, site_name, fit, walltime = best
+        _take(free[site_name], fit.parts, task.cores, fit.start, fit.start + walltime)
+        placed[node] = Placement(node, site_name, fit.start, finish, cost)
+    return Plan(tuple(placed.values()), now)
+
+
+def _take(
+    free: List[Slot], parts: Sequence[Tuple[Slot, int]], cores: int, start: int, end: int
+) -> None:
+    """Replace each slot the task took part of by what is left of it."""
+    needed = cores
+    for slot, _ in parts:
+        used = min(slot.cores, needed)
+        needed -= used
+        del free[next(i for i, s in enumerate(free) if s is slot)]
+        free.extend(remainder(slot, used, start, end))
+
+
+class _SlotProblem(ElementwiseProblem):  # type: ignore[misc]  # pymoo is untyped
+    """Minimise (AC, SC) over bit vectors; a plan on which some task fits nowhere violates
+    its one constraint by the number of tasks."""
+
+    def __init__(self, evaluate: Any, bits: int, tasks: int) -> None:
+        super().__init__(n_var=bits, n_obj=2, n_ieq_constr=1, xl=0, xu=1, vtype=bool)
+        self._evaluate_plan = evaluate
+        self._tasks = tasks
+
+    def _evaluate(self, x: Any, out: Dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        plan = self._evaluate_plan(x)
+        if plan is None:
+            out["F"] = [math.inf, math.inf]
+            out["G"] = [float(self._tasks)]
+        else:
+            out["F"] = [float(plan.cost), float(plan.makespan)]
+            out["G"] = [0.0]
+
+
+def pareto_plans(
+    graph: TaskGraph,
+    sites: Sequence[SiteAttributes],
+    slot_lists: Mapping[str, SlotList],
+    network: Network,
+    now: int,
+    population: int = DEFAULT_POPULATION,
+    generations: int = DEFAULT_GENERATIONS,
+    seed: Optional[int] = None,
+) -> ParetoSet:
+    """The Pareto set of plans over the sites' advertised slots; PlanningError if no subset
+    of them holds the workflow."""
+    candidates = advertised(slot_lists)
+    if not candidates:
+        raise PlanningError("the sites advertise no slots")
+    order = rank_order(graph, upward_ranks(graph, sites, network))
+
+    def plan_of(bits: Any) -> Optional[Plan]:
+        chosen = [c for c, keep in zip(candidates, bits) if keep]
+        return schedule(graph, order, sites, chosen, network, now)
+
+    rng = np.random.default_rng(seed)
+    first = rng.random((population, len(candidates))) < 0.5
+    first[0, :] = True  # every slot: feasible whenever any plan is
+    algorithm = NSGA2(
+        pop_size=population,
+        sampling=first,
+        crossover=TwoPointCrossover(),
+        mutation=BitflipMutation(prob=1.0, prob_var=1.0 / len(candidates)),
+        eliminate_duplicates=True,
+    )
+    problem = _SlotProblem(plan_of, len(candidates), graph.number_of_nodes())
+    result = minimize(problem, algorithm, ("n_gen", generations), seed=seed, verbose=False)
+    if result.X is None:
+        raise PlanningError("no subset of the advertised slots holds the workflow")
+    found: Dict[Tuple[Decimal, int], SlotPlan] = {}
+    for bits in np.atleast_2d(result.X):
+        plan = plan_of(bits)
+        if plan is None:
+            continue
+        chosen = tuple(c for c, keep in zip(candidates, bits) if keep)
+        key = (plan.cost, plan.makespan)
+        if key not in found or len(chosen) < len(found[key].slots):
+            found[key] = SlotPlan(chosen, plan)
+    return ParetoSet(tuple(found[key] for key in sorted(found)))
