@@ -9,8 +9,10 @@ earlier than its parents' outputs can arrive (Figure 2's fit with an earliest st
 it takes cut to what is left (Figure 3). A plan on which some task fits nowhere is infeasible.
 
 The thesis evolves the Pareto set with MOGA (Fonseca and Fleming); here it is pymoo's NSGA-II,
-the same kind of search (a population ranked by domination, kept diverse) with the thesis'
-operators: two-point crossover and bit-flip mutation with probability 1/n per bit. Defaults
+the same kind of search (a population ranked by domination, kept diverse, here by crowding
+distance and tournaments rather than MOGA's fitness sharing and proportionate selection) with
+the thesis' operators: two-point crossover and bit-flip mutation with probability 1/n per bit.
+Defaults
 are the thesis' own (ch. 4.7, p. 55 of the dissertation): "The population size in MOGA was
 100 while the number of iterations was limited to 10". The user's trade-off α then picks one
 plan of the set by eq. 15, each cost normalised over the set (:mod:`siteagent.core.tradeoff`).
@@ -30,10 +32,9 @@ from pymoo.operators.crossover.pntx import TwoPointCrossover
 from pymoo.operators.mutation.bitflip import BitflipMutation
 from pymoo.optimize import minimize
 
-from siteagent.client.greedy import data_ready
 from siteagent.client.heft import rank_order, upward_ranks
 from siteagent.client.plans import Network, Placement, Plan, PlanningError
-from siteagent.client.tasks import TaskGraph, task_of
+from siteagent.client.tasks import TaskGraph, edge_bytes, task_of
 from siteagent.core import tradeoff
 from siteagent.core.model import Slot
 from siteagent.core.slots import fit_request, remainder
@@ -87,57 +88,105 @@ def advertised(slot_lists: Mapping[str, SlotList]) -> List[Tuple[str, Slot]]:
     ]
 
 
-def schedule(
-    graph: TaskGraph,
-    order: Sequence[str],
-    sites: Sequence[SiteAttributes],
-    chosen: Sequence[Tuple[str, Slot]],
-    network: Network,
-    now: int,
-) -> Optional[Plan]:
-    """The workflow scheduled on the ``chosen`` slots, each task where it finishes first (the
-    cheaper on a tie); None if some task fits nowhere."""
-    free: Dict[str, List[Slot]] = {site.name: [] for site in sites}
-    for site_name, slot in chosen:
-        free.setdefault(site_name, []).append(slot)
-    placed: Dict[str, Placement] = {}
-    for node in order:
-        task = task_of(graph, node)
-        if task.structural:
-            ready = max((placed[p].finish for p in graph.predecessors(node)), default=now)
-            placed[node] = Placement(node, None, ready, ready, Decimal(0))
-            continue
-        best: Optional[Tuple[int, Decimal, str, Any, int]] = None
-        for site in sites:
-            walltime = task.walltime(site)
-            if walltime is None or not free[site.name]:
+class SlotScheduler:
+    """Schedules the workflow on any set of slots (one call per plan the search judges):
+    tasks in HEFT order, each where it finishes first (the cheaper on a tie). What does not
+    depend on the slots is worked out once: the order, each task's walltime on each site,
+    and the transfer time of each edge between two sites."""
+
+    def __init__(
+        self, graph: TaskGraph, sites: Sequence[SiteAttributes], network: Network, now: int
+    ) -> None:
+        self.now = now
+        self.sites = [site.name for site in sites]
+        self.order = rank_order(graph, upward_ranks(graph, sites, network))
+        self.tasks = {node: task_of(graph, node) for node in graph.nodes}
+        self.walltimes = {
+            node: {site.name: task.walltime(site) for site in sites}
+            for node, task in self.tasks.items()
+        }
+        self.inbound = {
+            node: [
+                (parent, network.transfer_s(edge_bytes(graph, parent, node), same_site=False))
+                for parent in graph.predecessors(node)
+            ]
+            for node in graph.nodes
+        }
+        # a piece shorter than every task's walltime there can never hold one
+        self.shortest = {name: self._shortest_walltime(name) for name in self.sites}
+
+    def _shortest_walltime(self, site: str) -> int:
+        walltimes = [
+            w
+            for w in (self.walltimes[n][site] for n, t in self.tasks.items() if not t.structural)
+            if w is not None
+        ]
+        return min(walltimes, default=0)
+
+    def plan(self, chosen: Sequence[Tuple[str, Slot]]) -> Optional[Plan]:
+        """The schedule on the ``chosen`` (site, slot) pairs; None if some task fits nowhere."""
+        free: Dict[str, List[Slot]] = {name: [] for name in self.sites}
+        for site_name, slot in chosen:
+            if slot.extensible or slot.duration >= self.shortest[site_name]:
+                free[site_name].append(slot)
+        placed: Dict[str, Placement] = {}
+        for node in self.order:
+            task = self.tasks[node]
+            if task.structural:
+                ready = max((placed[p].finish for p, _ in self.inbound[node]), default=self.now)
+                placed[node] = Placement(node, None, ready, ready, Decimal(0))
                 continue
-            earliest = max((now, *data_ready(graph, node, site.name, placed, network)))
-            if best is not None and earliest + walltime > best[0]:
-                continue  # it cannot finish there as early as where it already fits
-            fit = fit_request(free[site.name], task.cores, walltime, earliest)
-            if fit is not None:
-                option = (fit.start + walltime, fit.cost, site.name, fit, walltime)
-                if best is None or option[:2] < best[:2]:
-                    best = option
-        if best is None:
-            return None
-        finish, cost, site_name, fit, walltime = best
-        _take(free[site_name], fit.parts, task.cores, fit.start, fit.start + walltime)
-        placed[node] = Placement(node, site_name, fit.start, finish, cost)
-    return Plan(tuple(placed.values()), now)
+            best: Optional[Tuple[int, Decimal, str, Any, int]] = None
+            for name in self.sites:
+                walltime = self.walltimes[node][name]
+                if walltime is None or not free[name]:
+                    continue
+                earliest = self._ready(node, name, placed)
+                if best is not None and earliest + walltime > best[0]:
+                    continue  # it cannot finish there as early as where it already fits
+                fit = fit_request(free[name], task.cores, walltime, earliest)
+                if fit is not None:
+                    option = (fit.start + walltime, fit.cost, name, fit, walltime)
+                    if best is None or option[:2] < best[:2]:
+                        best = option
+            if best is None:
+                return None
+            finish, cost, name, fit, walltime = best
+            self._take(free[name], name, fit.parts, task.cores, fit.start, fit.start + walltime)
+            placed[node] = Placement(node, name, fit.start, finish, cost)
+        return Plan(tuple(placed.values()), self.now)
 
+    def _ready(self, node: str, site: str, placed: Dict[str, Placement]) -> int:
+        """When all the parents' outputs can be on ``site`` (as :func:`greedy.data_ready`,
+        with the transfers worked out once)."""
+        ready = self.now
+        for parent, transfer in self.inbound[node]:
+            before = placed[parent]
+            arrives = before.finish + (0 if before.site in (site, None) else transfer)
+            ready = max(ready, arrives)
+        return ready
 
-def _take(
-    free: List[Slot], parts: Sequence[Tuple[Slot, int]], cores: int, start: int, end: int
-) -> None:
-    """Replace each slot the task took part of by what is left of it."""
-    needed = cores
-    for slot, _ in parts:
-        used = min(slot.cores, needed)
-        needed -= used
-        del free[next(i for i, s in enumerate(free) if s is slot)]
-        free.extend(remainder(slot, used, start, end))
+    def _take(
+        self,
+        free: List[Slot],
+        site: str,
+        parts: Sequence[Tuple[Slot, int]],
+        cores: int,
+        start: int,
+        end: int,
+    ) -> None:
+        """Replace each slot the task took part of by what is left of it that could still
+        hold a task."""
+        needed = cores
+        for slot, _ in parts:
+            used = min(slot.cores, needed)
+            needed -= used
+            del free[next(i for i, s in enumerate(free) if s is slot)]
+            free.extend(
+                piece
+                for piece in remainder(slot, used, start, end)
+                if piece.extensible or piece.duration >= self.shortest[site]
+            )
 
 
 class _SlotProblem(ElementwiseProblem):  # type: ignore[misc]  # pymoo is untyped
@@ -174,15 +223,17 @@ def pareto_plans(
     candidates = advertised(slot_lists)
     if not candidates:
         raise PlanningError("the sites advertise no slots")
-    order = rank_order(graph, upward_ranks(graph, sites, network))
+    scheduler = SlotScheduler(graph, sites, network, now)
 
     def plan_of(bits: Any) -> Optional[Plan]:
-        chosen = [c for c, keep in zip(candidates, bits) if keep]
-        return schedule(graph, order, sites, chosen, network, now)
+        return scheduler.plan([c for c, keep in zip(candidates, bits) if keep])
 
+    # the thesis' random first plans (each slot in or out with even odds), and one with every
+    # slot, the likeliest to hold the whole workflow, so that the search starts from a
+    # feasible plan whenever the slots allow one
     rng = np.random.default_rng(seed)
     first = rng.random((population, len(candidates))) < 0.5
-    first[0, :] = True  # every slot: feasible whenever any plan is
+    first[0, :] = True
     algorithm = NSGA2(
         pop_size=population,
         sampling=first,

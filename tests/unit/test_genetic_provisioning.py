@@ -9,11 +9,10 @@ from typing import Any, Dict
 from siteagent.client.genetic import (
     DEFAULT_GENERATIONS,
     DEFAULT_POPULATION,
+    SlotScheduler,
     advertised,
     pareto_plans,
-    schedule,
 )
-from siteagent.client.heft import rank_order, upward_ranks
 from siteagent.client.plans import Network
 from siteagent.client.tasks import Task, task_graph
 from siteagent.protocol.models import SlotList
@@ -61,17 +60,16 @@ def test_the_thesis_defaults() -> None:
 def test_a_plan_pays_an_indivisible_slot_once_and_schedules_on_its_leftovers() -> None:
     """Both tasks fit in the fast hole at 0 side by side: the hole is paid whole once (2
     cores x 2 h x 5 = 20) and the second task runs on what the first left of it, free."""
-    graph = two_tasks()
-    order = rank_order(graph, upward_ranks(graph, SITES, NET))
-    plan = schedule(graph, order, SITES, advertised(SLOTS), NET, now=0)
+    scheduler = SlotScheduler(two_tasks(), SITES, NET, now=0)
+    plan = scheduler.plan(advertised(SLOTS))
     assert plan is not None
     assert {(p.site, p.start, p.finish) for p in plan.placements} == {("fast", 0, H)}
     assert sorted(p.cost for p in plan.placements) == [D("0.00"), D("20.00")]
     assert (plan.cost, plan.makespan) == (D("20.00"), H)
     cheap_only = [c for c in advertised(SLOTS) if c[0] == "cheap"]
-    on_cheap = schedule(graph, order, SITES, cheap_only, NET, now=0)
+    on_cheap = scheduler.plan(cheap_only)
     assert on_cheap is not None and (on_cheap.cost, on_cheap.makespan) == (D("2.00"), 4 * H)
-    assert schedule(graph, order, SITES, [], NET, now=0) is None  # nowhere to run
+    assert scheduler.plan([]) is None  # nowhere to run
 
 
 def test_the_pareto_set_holds_both_trade_offs_and_alpha_picks_among_them() -> None:
@@ -103,8 +101,7 @@ def test_dependencies_and_transfers_hold_on_slots() -> None:
         "two": slot_list(slot(0, 48, 2, "1", True)),
     }
     sites = [attributes("one"), attributes("two")]
-    order = rank_order(graph, upward_ranks(graph, sites, NET))
-    plan = schedule(graph, order, sites, advertised(lists), NET, now=0)
+    plan = SlotScheduler(graph, sites, NET, now=0).plan(advertised(lists))
     assert plan is not None
     a, b = plan.placement("a"), plan.placement("b")
     assert (a.site, a.start, a.finish) == ("one", 0, H)  # a tie in finish and cost: the first
