@@ -461,6 +461,16 @@ class ReservationView(PublicReservationView):
     cancellation: Optional[CancellationDocument] = None
 
 
+class WaitBoundView(Answer):
+    """With probability ``confidence``, at least a fraction ``quantile`` of the bin's jobs
+    wait at most ``upper_bound_s`` seconds (QBETS' binomial bound over the bin's most recent
+    waits); ``null`` when the bin holds too few waits to say so."""
+
+    quantile: float
+    confidence: float
+    upper_bound_s: Optional[int]
+
+
 class WaitBinView(Answer):
     """Waits of jobs with ``cores[0] <= cores <= cores[1]`` and a walltime limit in
     ``(walltime_s[0], walltime_s[1]]``; ``null`` bounds mean no bound, ``null`` figures no
@@ -472,6 +482,10 @@ class WaitBinView(Answer):
     mean_wait_s: Optional[float]
     median_wait_s: Optional[float]
     p90_wait_s: Optional[int]
+    wait_bounds: List[WaitBoundView] = Field(
+        default_factory=list,
+        description="upper bounds on quantiles of the wait (empty from older agents)",
+    )
 
 
 class WaitHistory(Answer):
@@ -481,6 +495,9 @@ class WaitHistory(Answer):
     jobs: int
     skipped: int
     source: str
+    bound_window_jobs: Optional[int] = Field(
+        None, description="how many of each bin's most recent waits its bounds are taken over"
+    )
     since: Optional[int] = Field(None, description="the epoch seconds ``since`` meant, if given")
 
 

@@ -657,6 +657,30 @@ def test_history_waits_are_binned_by_cores_and_walltime(world: World) -> None:
     assert later["jobs"] == 2 and later["since"] == 2200
 
 
+def test_history_waits_publish_upper_bounds_on_the_quantiles_of_each_bin(world: World) -> None:
+    """Ten waits of 10..100 s: the median's 95% bound is the 9th smallest (P(Binomial(10, 1/2)
+    <= 8) = 0.989 is the first to reach 0.95); the 95th percentile's needs 59 waits."""
+    world.site.store.record_waits(
+        [
+            QueueWait(job_id=str(w), cores=2, walltime=600, submit=10_000 + i, start=10_000 + i + w)
+            for i, w in enumerate([70, 10, 100, 40, 20, 90, 30, 60, 50, 80])
+        ]
+    )
+    table = world.http.get("/v1/history/waits").json()
+    (filled,) = [b for b in table["bins"] if b["jobs"]]
+    bounds = {b["quantile"]: b["upper_bound_s"] for b in filled["wait_bounds"]}
+    assert bounds == {0.5: 90, 0.75: None, 0.9: None, 0.95: None}
+    assert {b["confidence"] for b in filled["wait_bounds"]} == {0.95}
+    assert table["bound_window_jobs"] == 500
+    schemas = world.http.get("/v1/openapi.json").json()["components"]["schemas"]
+    assert set(schemas["WaitBoundView"]["properties"]) == {
+        "quantile",
+        "confidence",
+        "upper_bound_s",
+    }
+    assert "wait_bounds" in schemas["WaitBinView"]["properties"]
+
+
 def test_history_waits_since_takes_an_age_as_the_command_line_does(world: World) -> None:
     now = int(world.site.manager.clock())
     world.site.store.record_waits(

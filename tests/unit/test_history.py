@@ -328,9 +328,32 @@ def test_history_command_from_the_store(tmp_path: Path, capsys: pytest.CaptureFi
     assert table["jobs"] == 2 and table["source"] == "store"
     assert table["since"] == pytest.approx(now - 7200, abs=5)
     assert bin_of(table, (1, 1), (0, 3600))["p90_wait_s"] == 300
+    assert [b["upper_bound_s"] for b in bin_of(table, (1, 1), (0, 3600))["wait_bounds"]] == [
+        None
+    ] * 4  # two waits bound no quantile at 95%
     assert main(["history", "--state-dir", str(tmp_path)]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "3 jobs" in out and "<= 1h" in out
+    assert "p50 <=" in out and "p95 <=" in out and "95% confidence" in out
+
+
+def test_history_command_shows_the_bounds_of_a_bin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ten waits of 1..10 minutes: the median's 95% bound is the 9th smallest, 9 minutes."""
+    now = int(time.time())
+    store = Store(str(tmp_path / "siteagent.sqlite3"))
+    store.record_waits(
+        [QueueWait(str(m), 1, 1800, now - 3000 - 60 * m, now - 3000) for m in range(1, 11)]
+    )
+    store.close()
+    assert main(["history", "--state-dir", str(tmp_path), "--json"]) == 0
+    bounds = bin_of(json.loads(capsys.readouterr().out), (1, 1), (0, 3600))["wait_bounds"]
+    assert bounds[0] == {"quantile": 0.5, "confidence": 0.95, "upper_bound_s": 540}
+    assert main(["history", "--state-dir", str(tmp_path)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "<= 1h" in line)
+    cells = [cell.strip() for cell in row.split("│") if cell.strip()]
+    assert cells[-4:] == ["9m", "-", "-", "-"]
 
 
 def test_history_sacct_needs_slurm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
