@@ -271,17 +271,34 @@ def attack_notes(attack: Mapping[str, Any]) -> List[str]:
     attackers = sum(rate[name] * costs[name]["attacker_cpu_ms_per_request"] for name in rate) / 10
     rss = attack["rss"]
     flat = rss["flat_out"]
+    busy = [
+        f"{level['clients']} buyers, {agent_cpu_percent(level['alone']):.0f}% alone and "
+        f"{agent_cpu_percent(level['attacked']):.0f}% under attack"
+        for level in attack["levels"]
+    ]
     return [
         f"- At the attacked levels' rate ({sum(rate.values()):.0f} requests/s in all), the "
         "costs measured flat out (below) put the agent's refusing at about "
         f"{agent:.0f}% of one CPU and the attackers' own sending at {attackers:.0f}%, "
         "on the 2 CPUs the buyers and the agent share.",
+        f"- The agent's own CPU (quotes answered per second x its CPU per quote, the "
+        f"refusals included), in % of one CPU: {'; '.join(busy)}. Where it is lower under "
+        "attack, the refusals did not keep the agent busy: the buyers' quotes waited for "
+        "something else (a CPU shared with the attackers, the buyers and other work, or "
+        "their offers' commits).",
         f"- The agent's RSS: {rss['first_idle_mb']:.0f} MB after its warm-up, before any "
         f"attack; after the levels above and the flat-out attacks below, "
         f"{flat['idle_mb']:.0f} MB before the latter, {flat['peak_mb']:.0f} MB at their peak, "
         f"{flat['after_mb']:.0f} MB 5 s after them and {rss['settled_mb']:.0f} MB "
         f"{rss['settle_s']:.0f} s later.",
     ]
+
+
+def agent_cpu_percent(level: Mapping[str, Any]) -> float:
+    """The agent's CPU over a level, in % of one CPU: the median over its rounds."""
+    return median(
+        [r["throughput_per_s"] * r["agent_cpu_ms_per_request"] / 10 for r in level["rounds"]]
+    )
 
 
 def attacks_table(attack: Mapping[str, Any]) -> str:
