@@ -32,9 +32,14 @@ from siteagent.backends.slurm.jobs import (
 from siteagent.backends.slurm.layout import check_errors, detect_layout
 from siteagent.backends.slurm.nodes import parse_nodes
 from siteagent.backends.slurm.reservations import parse_reservations
+from siteagent.backends.slurm.sacct import reservation_jobs_from_sacct
 from siteagent.backends.slurm.snapshot import build_snapshot, node_cores
 from siteagent.core import names
 from siteagent.core.model import BatchReservation, ClusterSnapshot, NodeState, ReservationSpec
+from siteagent.core.usage import JobUsage
+
+#: What sacct says on a cluster without slurmdbd (``accounting_storage/none``).
+ACCOUNTING_DISABLED = "accounting storage is disabled"
 
 
 class SlurmBackend(CommandBackend):
@@ -142,6 +147,17 @@ class SlurmBackend(CommandBackend):
         if proc.returncode != 0:
             raise self._failure("sacct", self._message(proc), BackendError)
         return json_object("sacct --json", proc.stdout)
+
+    def reservation_jobs(self, name: str, start: int, end: int) -> Optional[List[JobUsage]]:
+        """The jobs accounting saw in reservation ``name`` (sacct's ``reservation.name``);
+        None on a cluster without accounting."""
+        try:
+            document = self.accounting(start, max(end, start + 1))
+        except BackendError as exc:
+            if ACCOUNTING_DISABLED in str(exc):
+                return None
+            raise
+        return reservation_jobs_from_sacct(document, name)
 
     # ---- writing
 

@@ -1,18 +1,28 @@
-"""Queue waits from Slurm accounting: ``sacct --json`` read into :class:`QueueWait` records.
+"""Slurm accounting: ``sacct --json`` read into queue waits (:class:`QueueWait`) and into the
+jobs that ran in a reservation (:class:`JobUsage`).
 
 Accounting (slurmdbd) knows every job that started, also those that started between two of the
-agent's polls. The document layouts are 22.05's ``openapi/dbv0.0.38`` and the data_parser
-layouts of 23.02+.
+agent's polls, and when each ended to the second. The document layouts are 22.05's
+``openapi/dbv0.0.38`` and the data_parser layouts of 23.02+.
 """
 
 from __future__ import annotations
 
-from typing import Any, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, List, Mapping, Optional
 
-from siteagent.backends.slurm.backend import SlurmBackend
-from siteagent.backends.slurm.layout import check_errors, is_infinite, number, state_words
+from siteagent.backends.slurm.layout import (
+    as_text,
+    check_errors,
+    is_infinite,
+    number,
+    state_words,
+)
 from siteagent.core.model import UNLIMITED_S
+from siteagent.core.usage import JobUsage
 from siteagent.core.waits import QueueWait
+
+if TYPE_CHECKING:  # the backend runs sacct and reads its answer with this module
+    from siteagent.backends.slurm.backend import SlurmBackend
 
 #: Slurm's "no value" markers for 32-bit fields (NO_VAL, INFINITE) as dbv0.0.38 prints them.
 _NO_VAL32 = (0xFFFFFFFE, 0xFFFFFFFF)
@@ -85,6 +95,42 @@ def waits_from_sacct(document: Mapping[str, Any]) -> List[QueueWait]:
             continue
         since = eligible if submit < eligible <= start else submit
         out.append(QueueWait(_sacct_job_id(rec), _cores(rec), _walltime(times), since, start))
+    return out
+
+
+def _allocated(rec: Mapping[str, Any], kind: str) -> int:
+    """The count of one allocated TRES (``cpu``, ``node``), 0 when absent."""
+    allocated = _object(rec, "tres").get("allocated")
+    for item in allocated if isinstance(allocated, list) else []:
+        if isinstance(item, dict) and item.get("type") == kind:
+            return _value(item.get("count")) or 0
+    return 0
+
+
+def reservation_jobs_from_sacct(document: Mapping[str, Any], reservation: str) -> List[JobUsage]:
+    """The jobs of a ``sacct --json`` document that ran in ``reservation``: their allocated
+    cores and nodes, start, and end (None while they run). Jobs that never started are left
+    out; an ``errors`` entry raises BackendUnavailable, as for ``squeue --json``."""
+    check_errors(document, "sacct")
+    out = []
+    for rec in document.get("jobs") or []:
+        if not isinstance(rec, dict) or _object(rec, "reservation").get("name") != reservation:
+            continue
+        times = _object(rec, "time")
+        start = _value(times.get("start")) or 0
+        if start <= 0 or str(rec.get("nodes") or "") in _NO_NODES:
+            continue
+        end = _value(times.get("end")) or 0
+        out.append(
+            JobUsage(
+                job_id=_sacct_job_id(rec),
+                user=as_text(rec.get("user")),
+                cores=_cores(rec),
+                nodes=_allocated(rec, "node") or _value(rec.get("allocation_nodes")) or 1,
+                start=start,
+                end=end if end >= start else None,
+            )
+        )
     return out
 
 
