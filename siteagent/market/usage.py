@@ -8,9 +8,10 @@ figures become final: the batch system's accounting replaces them where it keeps
 slurmdbd: exact starts and ends, and the jobs that started and ended between two polls), else the
 polls' figures stand, each end known to within one poll interval.
 
-A job belongs to a reservation by the batch system's own record of it (Slurm's ``resv_name``,
-sacct's ``reservation.name``): the batch system lets a job run in a reservation only if the
-reservation admits it, so that is the attribution nobody can fake.
+A job belongs to a reservation by the batch system's own record of it (squeue's ``resv_name``,
+sacct's ``Reservation``, or in accounting the tag contrib/slurm/job_submit.lua puts in the
+admin comment, which only operators may change): the batch system lets a job run in a
+reservation only if the reservation admits it, so that is the attribution nobody can fake.
 """
 
 from __future__ import annotations

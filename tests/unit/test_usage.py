@@ -3,16 +3,14 @@ keeps it each cycle and makes it final, and Slurm accounting read for it."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import json
-from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import List, Optional
 
 import pytest
 
-from siteagent.backends.base import Backend, BackendError
+from siteagent.backends.base import Backend, BackendError, BackendUnavailable
 from siteagent.backends.slurm import SlurmBackend
+from siteagent.backends.slurm.arguments import sacct_usage_args
 from siteagent.backends.slurm.sacct import reservation_jobs_from_sacct
 from siteagent.core.model import (
     BatchReservation,
@@ -28,7 +26,6 @@ from testbed.fakes import FakeClock, FakeRun
 from testbed.records import requested
 
 S = ReservationState
-DATA = Path(__file__).resolve().parents[1] / "data" / "slurm"
 #: The window of the reservation ``requested`` stores: 4 cores over [1000, 4600).
 START, END = 1000, 4600
 
@@ -218,44 +215,50 @@ def test_a_lost_reservation_is_settled_at_the_moment_it_was_lost(db: Store) -> N
 
 # --------------------------------------------------------------------------- Slurm accounting
 
-
-def sacct_document(*jobs: Dict[str, Any]) -> Dict[str, Any]:
-    """A ``sacct --json`` answer of 22.05 whose records are the captured first one, changed."""
-    captured = json.loads((DATA / "sacct-22.05.json").read_text())
-    records = []
-    for changes in jobs:
-        record = copy.deepcopy(captured["jobs"][0])
-        record["reservation"] = {"id": 3, "name": changes["reservation"]}
-        record["job_id"] = changes["job_id"]
-        record["time"].update({"start": changes["start"], "end": changes["end"]})
-        records.append(record)
-    return {**captured, "jobs": records}
+#: ``sacct -n -P -o JobID,User,AllocCPUS,NNodes,Start,End,Reservation,AdminComment`` (TZ=UTC),
+#: as the test cluster with slurmdbd prints it: a job in sa-r1, one tagged by job_submit.lua
+#: whose reservation accounting lost, a job still running, one elsewhere, one that never ran.
+SACCT = """41|root|2|1|2027-01-15T08:00:05|2027-01-15T08:10:05|sa-r1|
+42|alice|16|1|2027-01-15T08:01:00|2027-01-15T08:02:00||siteagent:reservation=sa-r1
+43|root|1|1|2027-01-15T08:03:00|Unknown|sa-r1|note | with a bar
+44|root|1|1|2027-01-15T08:00:00|2027-01-15T08:00:09|other|
+45|root|1|0|Unknown|2027-01-15T08:00:09|sa-r1|
+"""
+T = 1_800_000_000  # 2027-01-15T08:00:00Z
 
 
 def test_sacct_gives_the_jobs_of_one_reservation() -> None:
-    document = sacct_document(
-        {"reservation": "sa-r1", "job_id": 41, "start": 1100, "end": 1500},
-        {"reservation": "sa-r1", "job_id": 42, "start": 1200, "end": 0},
-        {"reservation": "other", "job_id": 43, "start": 1100, "end": 1500},
-    )
-    assert reservation_jobs_from_sacct(document, "sa-r1") == [
-        JobUsage("41", "root", 64, 4, 1100, 1500),
-        JobUsage("42", "root", 64, 4, 1200, None),  # still running
+    assert reservation_jobs_from_sacct(SACCT, "sa-r1") == [
+        JobUsage("41", "root", 2, 1, T + 5, T + 605),
+        JobUsage("42", "alice", 16, 1, T + 60, T + 120),
+        JobUsage("43", "root", 1, 1, T + 180, None),
     ]
+    assert reservation_jobs_from_sacct(SACCT, "sa-r2") == []
+
+
+def test_garbage_from_sacct_is_no_answer() -> None:
+    with pytest.raises(BackendUnavailable, match="line 1"):
+        reservation_jobs_from_sacct("sacct: something else\n", "sa-r1")
+    with pytest.raises(BackendUnavailable, match="not a job"):
+        reservation_jobs_from_sacct("41|root|two|1|2027-01-15T08:00:05|Unknown|sa-r1|\n", "sa-r1")
 
 
 def test_the_slurm_backend_reads_accounting_or_says_there_is_none(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     backend = SlurmBackend()
-    document = sacct_document({"reservation": "sa-r1", "job_id": 41, "start": 1100, "end": 1500})
-    monkeypatch.setattr(backend, "_run", FakeRun(0, json.dumps(document)))
-    assert [job.job_id for job in backend.reservation_jobs("sa-r1", START, END) or []] == ["41"]
+    fake = FakeRun(0, SACCT)
+    monkeypatch.setattr(backend, "_run", fake)
+    assert [job.job_id for job in backend.reservation_jobs("sa-r1", T, T + 3600) or []] == [
+        "41",
+        "42",
+        "43",
+    ]
+    assert fake.calls == [sacct_usage_args(T, T + 3600)]
     disabled = "sacct: error: Slurm accounting storage is disabled\n"
     monkeypatch.setattr(backend, "_run", FakeRun(1, stderr=disabled))
-    assert backend.reservation_jobs("sa-r1", START, END) is None
-    monkeypatch.setattr(
-        backend, "_run", FakeRun(1, stderr="sacct: error: Problem talking to the database\n")
-    )
+    assert backend.reservation_jobs("sa-r1", T, T + 3600) is None
+    down = "sacct: error: Problem talking to the database: Connection refused\n"
+    monkeypatch.setattr(backend, "_run", FakeRun(1, stderr=down))
     with pytest.raises(BackendError, match="Problem talking"):
-        backend.reservation_jobs("sa-r1", START, END)
+        backend.reservation_jobs("sa-r1", T, T + 3600)

@@ -15,7 +15,12 @@ from typing import Any, ClassVar, Dict, List, Mapping, Optional
 from siteagent.backends.base import BackendError, BackendUnavailable, ReservationRefused
 from siteagent.backends.checks import check_ours
 from siteagent.backends.command import PINNED_ENV, CommandBackend, json_object
-from siteagent.backends.slurm.arguments import reservation_args, sacct_args, same_window
+from siteagent.backends.slurm.arguments import (
+    reservation_args,
+    sacct_args,
+    sacct_usage_args,
+    same_window,
+)
 from siteagent.backends.slurm.config import SlurmConfig
 from siteagent.backends.slurm.errors import (
     MALFORMED,
@@ -149,15 +154,15 @@ class SlurmBackend(CommandBackend):
         return json_object("sacct --json", proc.stdout)
 
     def reservation_jobs(self, name: str, start: int, end: int) -> Optional[List[JobUsage]]:
-        """The jobs accounting saw in reservation ``name`` (sacct's ``reservation.name``);
-        None on a cluster without accounting."""
-        try:
-            document = self.accounting(start, max(end, start + 1))
-        except BackendError as exc:
-            if ACCOUNTING_DISABLED in str(exc):
+        """The jobs accounting saw in reservation ``name``; None on a cluster without
+        accounting (sacct's own error says so; any other failure is raised)."""
+        proc = self._run(sacct_usage_args(start, max(end, start + 1)))
+        if proc.returncode != 0:
+            message = self._message(proc)
+            if ACCOUNTING_DISABLED in message:
                 return None
-            raise
-        return reservation_jobs_from_sacct(document, name)
+            raise self._failure("sacct", message, BackendError)
+        return reservation_jobs_from_sacct(proc.stdout, name)
 
     # ---- writing
 

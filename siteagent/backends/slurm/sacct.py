@@ -10,13 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, List, Mapping, Optional
 
-from siteagent.backends.slurm.layout import (
-    as_text,
-    check_errors,
-    is_infinite,
-    number,
-    state_words,
-)
+from siteagent.backends.base import BackendUnavailable
+from siteagent.backends.slurm.arguments import SACCT_USAGE_FIELDS
+from siteagent.backends.slurm.layout import check_errors, is_infinite, number, state_words
+from siteagent.backends.slurm.times import parse_slurm_time
 from siteagent.core.model import UNLIMITED_S
 from siteagent.core.usage import JobUsage
 from siteagent.core.waits import QueueWait
@@ -98,39 +95,36 @@ def waits_from_sacct(document: Mapping[str, Any]) -> List[QueueWait]:
     return out
 
 
-def _allocated(rec: Mapping[str, Any], kind: str) -> int:
-    """The count of one allocated TRES (``cpu``, ``node``), 0 when absent."""
-    allocated = _object(rec, "tres").get("allocated")
-    for item in allocated if isinstance(allocated, list) else []:
-        if isinstance(item, dict) and item.get("type") == kind:
-            return _value(item.get("count")) or 0
-    return 0
+#: What the job_submit.lua script of contrib/slurm writes into the admin comment of a job
+#: submitted into one of the agent's reservations.
+RESERVATION_TAG = "siteagent:reservation="
 
 
-def reservation_jobs_from_sacct(document: Mapping[str, Any], reservation: str) -> List[JobUsage]:
-    """The jobs of a ``sacct --json`` document that ran in ``reservation``: their allocated
-    cores and nodes, start, and end (None while they run). Jobs that never started are left
-    out; an ``errors`` entry raises BackendUnavailable, as for ``squeue --json``."""
-    check_errors(document, "sacct")
+def reservation_jobs_from_sacct(text: str, reservation: str) -> List[JobUsage]:
+    """The jobs of ``sacct_usage_args``' output that ran in ``reservation``: by the
+    reservation accounting names, or by the tag job_submit.lua gave the job (kept in the admin
+    comment even where the reservation's record is not). Times are UTC text; a job still
+    running has no end; jobs that never started are left out."""
+    tag = RESERVATION_TAG + reservation
     out = []
-    for rec in document.get("jobs") or []:
-        if not isinstance(rec, dict) or _object(rec, "reservation").get("name") != reservation:
+    for number_, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
             continue
-        times = _object(rec, "time")
-        start = _value(times.get("start")) or 0
-        if start <= 0 or str(rec.get("nodes") or "") in _NO_NODES:
+        fields = line.split("|", len(SACCT_USAGE_FIELDS))
+        if len(fields) != len(SACCT_USAGE_FIELDS) + 1:
+            raise BackendUnavailable(f"sacct line {number_}: unexpected fields in {line!r}")
+        job_id, user, cores, nodes, start, end, name, comment = fields
+        if name != reservation and tag not in comment.split():
             continue
-        end = _value(times.get("end")) or 0
-        out.append(
-            JobUsage(
-                job_id=_sacct_job_id(rec),
-                user=as_text(rec.get("user")),
-                cores=_cores(rec),
-                nodes=_allocated(rec, "node") or _value(rec.get("allocation_nodes")) or 1,
-                start=start,
-                end=end if end >= start else None,
+        started = parse_slurm_time(start)
+        if started is None:
+            continue
+        try:
+            out.append(
+                JobUsage(job_id, user, int(cores), int(nodes), started, parse_slurm_time(end))
             )
-        )
+        except ValueError:
+            raise BackendUnavailable(f"sacct line {number_}: not a job: {line!r}") from None
     return out
 
 
