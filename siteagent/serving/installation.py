@@ -22,7 +22,7 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Mapping, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from siteagent.config.schema import BackendType, Config
 
@@ -30,6 +30,9 @@ from siteagent.config.schema import BackendType, Config
 LIBEXEC = Path("/usr/libexec/siteagent")
 #: Where the files an administrator copies or points other programs at go.
 SHARE = Path("/usr/share/siteagent")
+#: The account the systemd unit runs the agent as (``User=``): the one PBS lets submit
+#: reservations with the agent's prefix.
+AGENT_USER = "siteagent"
 #: The socket the programs are written for when the configuration names none (the systemd
 #: unit's RuntimeDirectory).
 DEFAULT_SOCKET = Path("/run/siteagent/notify.sock")
@@ -117,7 +120,7 @@ def plan(
             "contrib/prometheus/siteagent-rules.yml",
             SHARE / "prometheus" / "siteagent-rules.yml",
             0o644,
-            "Prometheus recording rules and alerts",
+            "Prometheus alerting rules",
         ),
         _copy(
             sources,
@@ -144,7 +147,7 @@ def plan(
             ),
         ]
     if config.backend.type is BackendType.PBS:
-        hook_config = {"socket": socket, "prefix": prefix}
+        hook_config = {"socket": socket, "prefix": prefix, "agent_user": AGENT_USER}
         files += [
             _copy(
                 sources,
@@ -189,7 +192,7 @@ def action(file: SiteFile, destdir: Path, force: bool) -> Action:
     return Action.REPLACE if force else Action.KEEP
 
 
-def install(files: Sequence[SiteFile], destdir: Path, force: bool) -> Mapping[Path, Action]:
+def install(files: Sequence[SiteFile], destdir: Path, force: bool) -> Dict[Path, Action]:
     """Write the files under ``destdir`` (``/`` for the real system), creating directories
     (0755) as needed; what was done to each."""
     done = {}
