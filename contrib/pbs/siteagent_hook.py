@@ -61,14 +61,25 @@ def is_ours(name, config):
 
 
 def notify(event, reservation, config):
-    """Tell the agent; say in the server's log what went wrong, never more."""
+    """Tell the agent, all within TIMEOUT_S; say in the server's log what went wrong, never
+    more."""
     notice = json.dumps({"event": event, "reservation": reservation}) + "\n"
+    deadline = time.monotonic() + TIMEOUT_S
+
+    def left():
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"no answer within {TIMEOUT_S:g} s")
+        return remaining
+
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
-            connection.settimeout(TIMEOUT_S)
+            connection.settimeout(left())
             connection.connect(config["socket"])
+            connection.settimeout(left())
             connection.sendall(notice.encode("utf-8"))
             connection.shutdown(socket.SHUT_WR)
+            connection.settimeout(left())
             answer = connection.makefile("rb").readline(4096).decode("utf-8", "replace")
     except OSError as exc:
         log(

@@ -102,7 +102,9 @@ class NoticeListener:
         """Bind the socket (replacing one a previous run left) and serve in a thread; OSError
         if the path cannot be bound."""
         _clear_stale_socket(self.path)
-        self.path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        if not self.path.parent.exists():  # made here: open to the batch system's user
+            self.path.parent.mkdir(parents=True)
+            os.chmod(self.path.parent, 0o755)
         server = _Server(str(self.path), _Connection)
         server.listener = self
         os.chmod(self.path, 0o666)
