@@ -106,21 +106,26 @@ def test_installing_keeps_what_differs_unless_forced(tmp_path: Path) -> None:
     assert config.read_bytes() == (REPO / "contrib" / "siteagent.yaml").read_bytes()
 
 
+def install_service(tmp_path: Path, config_text: str, *options: str) -> int:
+    """`siteagent install-service` for a configuration, staged under tmp_path/root."""
+    config = tmp_path / "siteagent.yaml"
+    config.write_text(config_text)
+    destdir = tmp_path / "root"
+    return main(["install-service", "--config", str(config), "--destdir", str(destdir), *options])
+
+
 def test_the_command_dry_run_writes_nothing_and_says_what_is_left(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = tmp_path / "siteagent.yaml"
-    config.write_text("backend: {type: pbs}\nnotifications: {socket: /run/siteagent/n.sock}\n")
-    destdir = tmp_path / "root"
-    args = ["install-service", "--config", str(config), "--destdir", str(destdir), "--json"]
-    assert main([*args, "--dry-run"]) == 0
+    config = "backend: {type: pbs}\nnotifications: {socket: /run/siteagent/n.sock}\n"
+    assert install_service(tmp_path, config, "--json", "--dry-run") == 0
     answer = json.loads(capsys.readouterr().out)
-    assert not destdir.exists()
+    assert not (tmp_path / "root").exists()
     assert {row["action"] for row in answer["files"]} == {"install"}
     assert any(
         "import hook siteagent application/x-python" in step for step in answer["next_steps"]
     )
-    assert main(args) == 0
+    assert install_service(tmp_path, config, "--json") == 0
     installed = json.loads(capsys.readouterr().out)
     assert [row["file"] for row in installed["files"]] == [row["file"] for row in answer["files"]]
     assert all(Path(row["file"]).is_file() for row in installed["files"])
@@ -129,13 +134,7 @@ def test_the_command_dry_run_writes_nothing_and_says_what_is_left(
 def test_a_slurm_site_is_told_its_slurm_conf_lines(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = tmp_path / "siteagent.yaml"
-    config.write_text("backend: {type: slurm}\n")
-    destdir = tmp_path / "root"
-    assert (
-        main(["install-service", "--config", str(config), "--destdir", str(destdir), "--dry-run"])
-        == 0
-    )
+    assert install_service(tmp_path, "backend: {type: slurm}\n", "--dry-run") == 0
     out = capsys.readouterr().out
     assert "ResvProlog=/usr/libexec/siteagent/slurm-resv-prolog" in out
     assert "JobSubmitPlugins=lua" in out
