@@ -21,6 +21,7 @@ from siteagent.backends.base import BackendError, BackendUnavailable
 from siteagent.cli import (
     console,
     history,
+    install,
     ledger,
     market,
     options,
@@ -126,6 +127,7 @@ def _site_parser() -> argparse.ArgumentParser:
     cli_reservations.add_commands(commands)
     market.add_commands(commands)
     setup.add_commands(commands)
+    install.add_commands(commands)
     history.add_commands(commands)
     ledger.add_commands(commands)
     return parser

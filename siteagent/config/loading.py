@@ -67,6 +67,7 @@ from siteagent.config.schema import (
     LedgerConfig,
     LoadPricing,
     MetricsConfig,
+    NotificationsConfig,
     PbsOptions,
     PlannerConfig,
     PricingConfig,
@@ -345,6 +346,13 @@ def read_metrics(section: Section) -> MetricsConfig:
     return MetricsConfig(reference_requests=tuple(shapes), reference_interval_s=interval)
 
 
+def read_notifications(section: Section, paths: Paths) -> NotificationsConfig:
+    return NotificationsConfig(
+        socket=section.get("socket", None, optional(paths.socket)),
+        users=section.items("users", scheduler_user),
+    )
+
+
 def parse(
     data: Any, source: Optional[Path] = None, state_dir: Optional[Path] = None
 ) -> Config:
@@ -373,6 +381,9 @@ def parse(
         ledger=read_ledger(root.section("ledger", keys_of(LedgerConfig)), paths, state_dir),
         state_dir=state_dir,
         metrics=read_metrics(root.section("metrics", keys_of(MetricsConfig))),
+        notifications=read_notifications(
+            root.section("notifications", keys_of(NotificationsConfig)), paths
+        ),
         source=source,
         explicit=frozenset(reading.explicit),
         deprecations=tuple(reading.deprecations),

@@ -16,6 +16,7 @@ import pytest
 from fastapi.routing import APIRoute
 
 from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
+from siteagent.core.usage import JobUsage
 from siteagent.core.waits import QueueWait
 from siteagent.ledger.bank import Ledger, LedgerUnavailable, Transaction
 from siteagent.market.quoting import ACCEPT_LEAD_S
@@ -193,6 +194,24 @@ def test_quote_accept_confirm_books_a_doubly_signed_receipt(world: World) -> Non
     shown = world.signed(world.alice, "GET", f"/v1/reservations/{reservation['id']}").json()
     assert shown["state"] == "CONFIRMED" and shown["receipt"] == confirmed["receipt"]
     assert "accept_key" not in shown
+
+
+def test_the_buyer_sees_the_jobs_that_ran_in_its_reservation(world: World) -> None:
+    reservation = reserve(world, world.alice)
+    confirm(world, world.alice, reservation)
+    start = reservation["start"]
+    job = JobUsage("42", "alice", 2, 1, start + 60, start + 660)
+    world.site.store.record_running({reservation["id"]: [job]}, start + 600)
+    world.site.store.close_jobs(reservation["id"], ["42"], start + 660)
+    path = f"/v1/reservations/{reservation['id']}"
+    usage = world.signed(world.alice, "GET", path).json()["usage"]
+    [shown] = usage["jobs"]
+    held = {"id": "42", "user": "alice", "cores": 2, "nodes": 1}
+    assert shown == {**held, "start": start + 60, "end": start + 660}
+    assert usage["core_hours"] == pytest.approx(2 * 600 / 3600, abs=1e-4)
+    assert (usage["source"], usage["final"]) == ("poll", False)
+    assert "usage" not in world.http.get(path).json()  # nobody else's business
+    assert "usage" not in world.signed(world.bob, "GET", path).json()
 
 
 def test_a_retried_confirm_returns_the_same_receipt_and_books_once(world: World) -> None:

@@ -31,6 +31,7 @@ from siteagent.core.waits import (
     wait_table,
 )
 from siteagent.market.store import Store
+from testbed.fakes import FakeRun
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "slurm"
 T0 = 1795318000
@@ -255,19 +256,6 @@ def test_sacct_errors_entry_is_an_outage() -> None:
 
 
 # --------------------------------------------------------------------------- running sacct
-
-
-class FakeRun:
-    """Stands in for SlurmBackend._run: records argument lists, answers with one result."""
-
-    def __init__(self, rc: int, stdout: str = "", stderr: str = "") -> None:
-        self.calls: List[List[str]] = []
-        self.result = (rc, stdout, stderr)
-
-    def __call__(self, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
-        self.calls.append(list(args))
-        rc, out, err = self.result
-        return subprocess.CompletedProcess(list(args), rc, out, err)
 
 
 def test_sacct_arguments() -> None:
