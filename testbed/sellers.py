@@ -42,7 +42,8 @@ class FakeSeller:
     """One site. ``clock`` is the time its offers expire by. Faults: ``down`` (nothing
     answers), ``refuse_confirm`` (an error code every confirm is refused with: the
     reservation stays tentative), ``lose_accept_answer`` (the next accept happens but its
-    answer is lost), ``lose_confirm_answer`` (likewise for the next confirm)."""
+    answer is lost), ``lose_confirm_answer`` (likewise for the next confirm), ``rate_limited``
+    (the next N requests are refused with 429, changing nothing)."""
 
     name: str
     capacity: int = 64
@@ -53,6 +54,7 @@ class FakeSeller:
     refuse_confirm: Optional[str] = None
     lose_accept_answer: bool = False
     lose_confirm_answer: bool = False
+    rate_limited: int = 0
     offers: Dict[str, Offer] = field(default_factory=dict)
     reservations: Dict[str, Held] = field(default_factory=dict)
     answered_accepts: Dict[str, str] = field(default_factory=dict)
@@ -220,6 +222,9 @@ class FakeSeller:
     def _call(self, what: str, about: str) -> None:
         if self.down:
             raise SiteUnreachable(self.name, "cannot connect")
+        if self.rate_limited:
+            self.rate_limited -= 1
+            raise SiteError(self.name, "rate_limited", "too fast", 429, retry_after_s=1)
         self.calls.append((what, about))
 
     def _held(self, reservation_id: str) -> Held:

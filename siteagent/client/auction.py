@@ -224,7 +224,32 @@ class Auction:
         best = self.best_price(part)
         if best is not None:
             update["best_price"] = best
+        start = self.aligned_start()
+        if start is not None and start > (request.earliest_start or 0):
+            update["earliest_start"] = start
         return request.model_copy(update=update)
+
+    def aligned_start(self) -> Optional[int]:
+        """Where a co-allocation should ask from next: when no window of ``tolerance`` holds
+        offers from as many sites as there are parts, the earliest start from which that many
+        sites offered; None when a window does, or for one part.
+
+        Why: each site offers a limited number of starts from its own earliest one on, so
+        sites whose earliest windows lie hours apart may offer no start in common. Asked
+        from the latest of the earliest starts the parts need, every site offers around it.
+        """
+        parts = len(self.parts)
+        if parts == 1:
+            return None
+        bids = [bid for bid in self.bids if bid.site not in self.dropped and self._in_time(bid)]
+        for window in self._windows(bids):
+            if len({bid.site for part in window for bid in part}) >= parts:
+                return None
+        earliest: Dict[str, int] = {}
+        for bid in bids:
+            earliest[bid.site] = min(bid.start, earliest.get(bid.site, bid.start))
+        starts = sorted(earliest.values())
+        return starts[parts - 1] if len(starts) >= parts else None
 
     def best_price(self, part: int) -> Optional[Decimal]:
         """The lowest unit price of the part's bids from sites still in, among bids that meet

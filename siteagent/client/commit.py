@@ -29,7 +29,12 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 from siteagent.client.auction import Bid, Choice
 from siteagent.client.connection import SiteError, SiteUnreachable, Tentative
 from siteagent.client.journal import AuctionState, Entry, Journal, State
-from siteagent.client.recovery import Seller, definite, release_all
+from siteagent.client.recovery import Seller, definite, refusal, release_all
+
+#: How many of the best placements of a co-allocation are tried before giving up: each costs
+#: accepts (and, when they are refused, the sites' rate limits); beyond the best few, a new
+#: auction sees the sites as they are now.
+CHOICES_TRIED = 10
 
 
 class Interrupted(Exception):
@@ -92,7 +97,7 @@ class Commit:
         """Hold the parts of the first choice that can be held, then confirm them."""
         try:
             self.journal.set_auction(self.auction_id, AuctionState.ACCEPTING)
-            for choice in choices:
+            for choice in choices[:CHOICES_TRIED]:
                 if self._hold(choice):
                     return self._confirm()
             self._release(cancel_confirmed=False)
@@ -104,7 +109,7 @@ class Commit:
             if kept:
                 said += f"; {len(kept)} confirmed part(s) kept (cancel them at their penalty)"
             return self._end(AuctionState.INTERRUPTED, said)
-        except BaseException:
+        except Exception:
             self._release(cancel_confirmed=False)
             raise
 
@@ -123,8 +128,13 @@ class Commit:
         return True
 
     def _hold_part(self, part: int, candidates: Sequence[Bid], choice: Choice) -> bool:
+        """Accept the part's candidates best first until a site agrees. A site that refused
+        is not asked again for this part of this choice: its other offers there were priced
+        on the same plan (often in earlier rounds), and what took the capacity of one takes
+        theirs."""
+        refused: Set[str] = set()
         for bid in candidates:
-            if not self._worth_trying(bid, choice):
+            if bid.site in refused or not self._worth_trying(bid, choice):
                 continue
             self._check_interrupt()
             self.tried.add(bid.offer_id)
@@ -134,7 +144,8 @@ class Commit:
                 tentative = seller.accept(bid.offer_id, entry.idempotency_key)
             except (SiteError, SiteUnreachable) as exc:
                 if isinstance(exc, SiteError) and definite(exc):
-                    self.journal.refused(entry, exc.message)
+                    self.journal.refused(entry, refusal(exc))
+                    refused.add(bid.site)
                 else:
                     self.journal.noted(entry, str(exc))
                     self.silent[bid.site] = str(exc)
@@ -179,11 +190,13 @@ class Commit:
                 receipt = seller.confirm(held.tentative)
             except (SiteError, SiteUnreachable) as exc:
                 if isinstance(exc, SiteError) and definite(exc):
-                    held.entry = self.journal.back_to_tentative(entry, exc.message)
+                    detail = refusal(exc)
+                    held.entry = self.journal.back_to_tentative(entry, detail)
                 else:
-                    held.entry = self.journal.noted(entry, str(exc))
+                    detail = str(exc)
+                    held.entry = self.journal.noted(entry, detail)
                 self._release(cancel_confirmed=True)
-                why = f"the confirm of part {part + 1} at {entry.site} failed ({exc}): "
+                why = f"the confirm of part {part + 1} at {entry.site} failed ({detail}): "
                 return self._end(AuctionState.FAILED, why + "every part released")
             held.entry = self.journal.confirmed(entry, receipt.to_json())
         return self._end(AuctionState.DONE, f"{len(self.held)} part(s) confirmed")

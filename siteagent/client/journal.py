@@ -69,6 +69,13 @@ CREATE TABLE entries (
     created REAL NOT NULL,
     updated REAL NOT NULL
 );
+CREATE TABLE rounds (
+    auction_id TEXT NOT NULL REFERENCES auctions(id),
+    round INTEGER NOT NULL,
+    summary TEXT NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (auction_id, round)
+);
 CREATE INDEX entries_by_auction ON entries (auction_id);
 CREATE INDEX entries_by_reservation ON entries (reservation_id);
 """
@@ -218,6 +225,21 @@ class Journal:
                 "UPDATE auctions SET state = ?, message = ?, updated = ? WHERE id = ?",
                 (state.value, message, time.time(), auction_id),
             )
+
+    def bidding_round(self, auction_id: str, round: int, summary: Mapping[str, Any]) -> None:
+        """Round ``round`` is over: what it brought (best prices, bids, refusals)."""
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO rounds (auction_id, round, summary, at) VALUES (?, ?, ?, ?)",
+                (auction_id, round, _dumps(summary), time.time()),
+            )
+
+    def rounds(self, auction_id: str) -> List[Dict[str, Any]]:
+        """The summaries of the auction's rounds, in order."""
+        rows = self._read(
+            "SELECT summary FROM rounds WHERE auction_id = ? ORDER BY round", (auction_id,)
+        )
+        return [_loads(row["summary"]) or {} for row in rows]
 
     def auction(self, auction_id: str) -> AuctionRecord:
         rows = self._read("SELECT * FROM auctions WHERE id = ?", (auction_id,))

@@ -18,7 +18,8 @@ reservation there expires at its deadline on the site's side anyway.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, TypeVar
 
 from siteagent.client.connection import SiteError, SiteUnreachable, Tentative
 from siteagent.client.journal import (
@@ -44,6 +45,9 @@ _OBSERVED: Mapping[str, State] = {
 }
 
 
+Answer = TypeVar("Answer")
+
+
 class Seller(Protocol):
     """What the commit and its recovery need of a site: the two-phase commit's requests
     (:class:`siteagent.client.connection.SiteConnection` is one)."""
@@ -59,12 +63,66 @@ class Seller(Protocol):
     def verified_receipt(self, data: Any, deal: Mapping[str, Any]) -> Receipt: ...
 
 
+#: The longest a request waits out a site's rate limit in all before the 429 stands.
+PATIENCE_S = 30.0
+
+
+class Patient:
+    """A seller that waits out the site's rate limit. A 429 (``rate_limited``) changed
+    nothing at the site, so the same request, with the same idempotency key, is sent again
+    after the ``Retry-After`` the site gave (1 s without one), for up to ``patience_s`` in
+    all. A commit that meets refusals sends accepts and cancels in bursts that a site's
+    rate limit (2 per second by default) would otherwise turn into refusals."""
+
+    def __init__(
+        self,
+        seller: Seller,
+        patience_s: float = PATIENCE_S,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.seller = seller
+        self.patience_s = patience_s
+        self.sleep = sleep
+
+    def accept(self, offer_id: str, idempotency_key: str) -> Tentative:
+        return self._patiently(lambda: self.seller.accept(offer_id, idempotency_key))
+
+    def confirm(self, tentative: Tentative) -> Receipt:
+        return self._patiently(lambda: self.seller.confirm(tentative))
+
+    def cancel(self, reservation_id: str) -> Optional[Cancellation]:
+        return self._patiently(lambda: self.seller.cancel(reservation_id))
+
+    def reservation(self, reservation_id: str) -> ReservationView:
+        return self._patiently(lambda: self.seller.reservation(reservation_id))
+
+    def verified_receipt(self, data: Any, deal: Mapping[str, Any]) -> Receipt:
+        return self.seller.verified_receipt(data, deal)
+
+    def _patiently(self, request: Callable[[], Answer]) -> Answer:
+        waited = 0.0
+        while True:
+            try:
+                return request()
+            except SiteError as exc:
+                pause = float(exc.retry_after_s or 1)
+                if exc.status != 429 or waited + pause > self.patience_s:
+                    raise
+                self.sleep(pause)
+                waited += pause
+
+
 def definite(error: Exception) -> bool:
     """Whether a failed request certainly changed nothing: the site refused it (4xx). No
     answer, a server error or an answer that is not the protocol leave it open."""
     if not isinstance(error, SiteError) or error.status is None:
         return False
     return 400 <= error.status < 500 and type(error) is SiteError
+
+
+def refusal(error: SiteError) -> str:
+    """A site's refusal as the journal notes it: its words and its code."""
+    return f"{error.message} ({error.code})"
 
 
 def settle(entry: Entry, seller: Seller, journal: Journal, cancel_confirmed: bool = False) -> Entry:
@@ -131,7 +189,7 @@ def _accept_again(entry: Entry, seller: Seller, journal: Journal) -> Entry:
     except SiteError as exc:
         if not definite(exc):
             raise
-        return journal.refused(entry, exc.message)
+        return journal.refused(entry, refusal(exc))
     return journal.tentative(entry, tentative.reservation_id, tentative.deal, tentative.deadline)
 
 

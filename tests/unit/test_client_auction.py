@@ -219,3 +219,23 @@ def test_parts_that_never_align_are_reported_as_such() -> None:
     bidding.record("b", 1, 1, [offer("b1", NOW + 5000, "1")])
     assert bidding.choices(NOW) == []
     assert all("no start within 60 s" in s.problems[0] for s in bidding.closest(NOW))
+
+
+def test_a_co_allocation_without_a_common_window_asks_from_where_enough_sites_can() -> None:
+    bidding = auction(parts=3, tolerance=600)
+    bidding.record("a", 0, 1, [offer("a0", NOW + 60, "1")])
+    bidding.record("b", 1, 1, [offer("b1", NOW + 4000, "1")])
+    bidding.record("c", 2, 1, [offer("c2", NOW + 9000, "1"), offer("c2-later", NOW + 9500, "1")])
+    assert bidding.choices(NOW) == []
+    assert bidding.aligned_start() == NOW + 9000  # the third site's earliest offer
+    assert bidding.rfq(0, 2).earliest_start == NOW + 9000
+    assert bidding.rfq(0, 1).earliest_start is None  # round 1 is the request as given
+
+
+def test_a_co_allocation_with_a_common_window_keeps_its_start() -> None:
+    bidding = auction(parts=2, tolerance=600)
+    bidding.record("a", 0, 1, [offer("a0", NOW + 60, "1")])
+    bidding.record("b", 1, 1, [offer("b1", NOW + 300, "1")])
+    assert bidding.aligned_start() is None
+    assert bidding.rfq(1, 2).earliest_start is None
+    assert auction().aligned_start() is None

@@ -12,8 +12,9 @@ import pytest
 
 from siteagent.client.auction import Auction, Constraints
 from siteagent.client.commit import Commit, Outcome
+from siteagent.client.connection import SiteError
 from siteagent.client.journal import AuctionState, Journal, State
-from siteagent.client.recovery import Seller
+from siteagent.client.recovery import Patient, Seller
 from siteagent.protocol import documents
 from siteagent.protocol.models import QuoteRequest
 from testbed.sellers import NOW, FakeSeller
@@ -122,7 +123,8 @@ def test_a_winner_that_refuses_at_accept_passes_to_the_next_offer(journal: Journ
     assert outcome.state is AuctionState.DONE
     assert [e.site for e in outcome.confirmed] == ["b"]
     refused = [e for e in outcome.entries if e.state is State.REFUSED]
-    assert [(e.site, e.message) for e in refused] == [("a", "the capacity is gone")]
+    gone = "the capacity is gone (offer_capacity_gone)"
+    assert [(e.site, e.message) for e in refused] == [("a", gone)]
 
 
 def test_nothing_to_accept_fails_and_holds_nothing(journal: Journal) -> None:
@@ -174,6 +176,31 @@ def test_the_budget_skips_offers_that_leave_no_room(journal: Journal) -> None:
     outcome = run(journal, sellers, auction, budget=Decimal("100"))
     assert outcome.state is AuctionState.FAILED
     assert not sellers["b"].calls
+
+
+def test_a_site_that_refused_a_part_is_not_asked_again_for_it(journal: Journal) -> None:
+    sellers = sites("a", "b")
+    sellers["a"].capacity = 0
+    auction = bidding(sellers)
+    for price in ("1", "1.01", "1.02"):  # a's offers of three rounds
+        offer(auction, sellers["a"], 0, price)
+    offer(auction, sellers["b"], 0, "2")
+    outcome = run(journal, sellers, auction)
+    assert outcome.state is AuctionState.DONE and outcome.confirmed[0].site == "b"
+    assert [what for what, _ in sellers["a"].calls] == ["accept"]
+
+
+def test_a_rate_limited_request_is_sent_again_after_the_pause(journal: Journal) -> None:
+    seller = FakeSeller("a", rate_limited=2)
+    slept: List[float] = []
+    patient = Patient(seller, sleep=slept.append)
+    view = seller.offer(start=START)
+    tentative = patient.accept(view.offer_id, "key-1")
+    assert slept == [1.0, 1.0] and tentative.reservation_id in seller.reservations
+    seller.rate_limited = 100
+    with pytest.raises(SiteError, match="too fast"):
+        Patient(seller, patience_s=3, sleep=slept.append).cancel(tentative.reservation_id)
+    assert seller.reservations[tentative.reservation_id].state == "TENTATIVE"
 
 
 # ---- co-allocation

@@ -144,3 +144,14 @@ def test_a_journal_of_a_newer_siteagent_is_refused(tmp_path: Path) -> None:
     db.close()
     with pytest.raises(JournalError, match="newer siteagent"):
         Journal(path)
+
+
+def test_rounds_are_kept_in_order(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "client.db")
+    auction = journal.open_auction({"parts": 1})
+    journal.bidding_round(auction.id, 2, {"best_price": ["1.1"]})
+    journal.bidding_round(auction.id, 1, {"best_price": ["1.5"]})
+    assert journal.rounds(auction.id) == [{"best_price": ["1.5"]}, {"best_price": ["1.1"]}]
+    with pytest.raises(JournalError):
+        journal.bidding_round(auction.id, 1, {})  # a round is over once
+    journal.close()
