@@ -108,6 +108,29 @@ class Buyer:
         return reservation
 
 
+class Service:
+    """A `siteagent` command run in the background, its output in a log file."""
+
+    def __init__(self, arguments: List[str], log: Path) -> None:
+        self.arguments = arguments
+        self.log = log
+        with open(log, "ab") as out:
+            self.process = subprocess.Popen(
+                [str(SITEAGENT), *arguments], stdout=out, stderr=subprocess.STDOUT
+            )
+
+    def wait_healthy(self, what: str, client: Buyer) -> None:
+        def up() -> bool:
+            if self.process.poll() is not None:
+                pytest.fail(f"{what} exited:\n{self.log.read_text(errors='replace')}")
+            return client.cert.exists() and client.request("GET", "/healthz")[0] == 200
+
+        wait_until(f"{what}'s /healthz over HTTPS", up)
+
+    def stop(self) -> None:
+        assert stop(self.process) == 0, self.log.read_text(errors="replace")
+
+
 def lower_keys(headers: Message) -> Dict[str, str]:
     return {name.lower(): value for name, value in headers.items()}
 

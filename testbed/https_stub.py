@@ -18,7 +18,9 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
+from siteagent.protocol.keys import public_key_text
 from siteagent.security.tls import write_self_signed
+from testbed.parties import Party
 
 
 @dataclass
@@ -52,6 +54,38 @@ class HttpsStub:
 
     def answer(self, method: str, path: str, canned: Canned) -> None:
         self.answers[(method, path)] = canned
+
+
+def site_info(signer: Party) -> Dict[str, Any]:
+    """What a site's GET /v1/info answers, signing with ``signer``'s key (replay, flat price)."""
+    return {
+        "api_version": "1",
+        "software_version": "0.1.0",
+        "site": {
+            "name": "hpc1",
+            "description": "",
+            "architecture": "x86_64",
+            "os": None,
+            "cpu_speed_mhz": None,
+            "memory_per_core_mb": None,
+            "cores_per_node": 16,
+            "partitions": [],
+        },
+        "cluster": None,
+        "pricing": {
+            "unit_price": {"policy": "flat", "price_per_core_hour": "1"},
+            "fee": {"policy": "none"},
+            "scheduling_policy": "conservative",
+            "cancellation_penalty_factor": "0.1",
+        },
+        "offers_valid_s": 300,
+        "confirm_timeout_s": 120.0,
+        "public_key": {
+            "keyid": signer.key_id,
+            "alg": "ed25519",
+            "value": public_key_text(signer.key.public_key()),
+        },
+    }
 
 
 def _handler(stub: HttpsStub) -> type:

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import yaml
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from siteagent.cli import console, options
 from siteagent.config import loading, reading, schema
@@ -27,10 +26,8 @@ from siteagent.core.files import UnsafeFile, check_not_writable_by_others
 from siteagent.protocol.keys import (
     check_key_id,
     load_or_create_site_key,
-    private_key_pem,
     public_key_text,
-    write_private,
-    write_public,
+    write_key_pair,
 )
 from siteagent.security import tls
 from siteagent.security.clients import load_authorized_clients
@@ -134,14 +131,9 @@ def _keys(args: argparse.Namespace) -> int:
         ]
     if client is not None:
         key_id, entry = client
-        client_key = Ed25519PrivateKey.generate()
-        write_private(files["client.key"], private_key_pem(client_key), args.force)
-        entry["public_key"] = public_key_text(client_key.public_key())
-        write_public(files["client.pub"], (entry["public_key"] + "\n").encode(), args.force)
+        entry["public_key"] = write_key_pair(files["client.key"], files["client.pub"], args.force)
         report["client"] = {"key_id": key_id, **entry}
-        report["authorized_clients"] = yaml.safe_dump(
-            {"clients": {key_id: entry}}, sort_keys=False
-        )
+        report["authorized_clients"] = yaml.safe_dump({"clients": {key_id: entry}}, sort_keys=False)
         written += [
             (files["client.key"], f"client {key_id}'s Ed25519 private key"),
             (files["client.pub"], "its public key"),

@@ -102,14 +102,15 @@ class BadAnswer(SiteError):
 
 class SiteUnreachable(SiteagentError):
     """No answer: the connection was refused or timed out, the answer did not come within the
-    read timeout, or TLS failed (a certificate that is not the site's)."""
+    read timeout (``timed_out``), or TLS failed (a certificate that is not the site's)."""
 
     code = "unreachable"
 
-    def __init__(self, site: str, reason: str) -> None:
+    def __init__(self, site: str, reason: str, timed_out: bool = False) -> None:
         super().__init__(f"{site}: {reason}")
         self.site = site
         self.reason = reason
+        self.timed_out = timed_out
 
 
 @dataclass(frozen=True)
@@ -194,12 +195,9 @@ class SiteConnection:
         raw = self.request("POST", reservation_path(tentative.reservation_id, "/confirm"), body)
         self.parsed(ReservationView, raw)
         if raw.get("receipt") is None:
-            raise BadAnswer(
-                self.site.name,
-                "invalid_answer",
+            raise self.bad(
                 f"the confirm of {tentative.reservation_id} answered no receipt "
-                f"(state {raw.get('state')})",
-                200,
+                f"(state {raw.get('state')})"
             )
         return self.verified_receipt(raw["receipt"], tentative.deal)
 
@@ -301,7 +299,9 @@ class SiteConnection:
         try:
             response = self._session.send(prepared, timeout=(timeouts.connect, timeouts.read))
         except requests.RequestException as exc:
-            raise SiteUnreachable(self.site.name, unreachable_reason(exc, self.site)) from None
+            reason = unreachable_reason(exc, self.site)
+            timed_out = isinstance(exc, requests.Timeout)
+            raise SiteUnreachable(self.site.name, reason, timed_out) from None
         return self.answer(response)
 
     def answer(self, response: requests.Response) -> Dict[str, Any]:

@@ -156,8 +156,8 @@ def load_registry(path: Optional[Path] = None) -> Registry:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise RegistryError(
-            f"{path}: no such sites file: write one (see `siteagent-client --help`), or name "
-            f"yours with --sites FILE or ${SITES_ENV}"
+            f"{path}: no such sites file: write one (the README's \"Buying compute\" section "
+            f"shows its format), or name yours with --sites FILE or ${SITES_ENV}"
         ) from None
     except OSError as exc:
         raise RegistryError(f"{path}: cannot read it ({exc.strerror})") from None
@@ -274,12 +274,16 @@ class _Reader:
         return self.endpoint(name, fields, f"{where} ({name})", defaults)
 
     def endpoint(self, name: str, fields: Dict[str, Any], where: str, defaults: _Defaults) -> Site:
+        """A site (or the bank), its fields checked in the order they are written."""
+        url = self.url(fields.get("url"), f"{where}.url")
         if ("ca" in fields) == ("pin" in fields):
             raise self.fail(
                 where,
                 "give exactly one of ca (the file of certificates the site's must chain to) "
                 "and pin (sha256// and the SHA-256 of its certificate)",
             )
+        ca = self.certificates(fields["ca"], f"{where}.ca") if "ca" in fields else None
+        pin = self.pin(fields["pin"], f"{where}.pin") if "pin" in fields else None
         key_id = self.key_id(fields["key_id"], f"{where}.key_id") if "key_id" in fields else None
         private_key = (
             self.file(fields["private_key"], f"{where}.private_key")
@@ -294,15 +298,8 @@ class _Reader:
                 "no buyer key: set buyer.key_id and buyer.private_key (or the site's own "
                 "key_id and private_key); `siteagent-client keys` makes a key pair",
             )
-        return Site(
-            name=name,
-            url=self.url(fields.get("url"), f"{where}.url"),
-            ca=self.file(fields["ca"], f"{where}.ca") if "ca" in fields else None,
-            pin=self.pin(fields["pin"], f"{where}.pin") if "pin" in fields else None,
-            key_id=key_id,
-            private_key=private_key,
-            timeouts=self.timeouts(fields.get("timeouts"), f"{where}.timeouts", defaults.timeouts),
-        )
+        timeouts = self.timeouts(fields.get("timeouts"), f"{where}.timeouts", defaults.timeouts)
+        return Site(name, url, ca, pin, key_id, private_key, timeouts)
 
     def mapping(self, value: Any, where: str, allowed: Sequence[str]) -> Dict[str, Any]:
         if not isinstance(value, dict):
@@ -336,6 +333,16 @@ class _Reader:
         if not isinstance(value, str) or not value:
             raise self.fail(where, "expected a file's path")
         return self.path.parent / Path(value).expanduser()
+
+    def certificates(self, value: Any, where: str) -> Path:
+        """A CA file, which must exist now: without it no site of the file can be trusted."""
+        path = self.file(value, where)
+        if not path.is_file():
+            raise self.fail(
+                where,
+                f"no such file {path}: copy the site's CA (or its self-signed server.crt) there",
+            )
+        return path
 
     def key_id(self, value: Any, where: str) -> str:
         try:

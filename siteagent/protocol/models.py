@@ -382,6 +382,37 @@ class LedgerTransaction(Answer):
     entries: List[LedgerEntry]
 
 
+class AccountBalance(Answer):
+    """The bank's ``GET /v1/accounts/{id}``: the account's balance, and the ``credit`` it may
+    owe the bank (how far below zero a deal may take it)."""
+
+    account: str
+    balance: Money
+    credit: Money
+
+
+class StatementLine(Answer):
+    """One movement of an account: its transaction, when, what kind (``deposit``, ``deal``,
+    ``refund``), the receipt it books (null for a deposit), the amount (negative when the
+    account paid) and the balance after it."""
+
+    transaction_id: int
+    at: int
+    kind: str
+    receipt_id: Optional[str]
+    memo: str
+    amount: Money
+    balance: Money
+
+
+class AccountStatement(Answer):
+    """The bank's ``GET /v1/accounts/{id}/statement``: the movements in booking order."""
+
+    account: str
+    balance: Money
+    lines: List[StatementLine]
+
+
 class PublicReservationView(Answer):
     """What anybody may see of a reservation (``GET /v1/reservations/{id}`` unsigned, or
     signed by another client than its buyer): where it stands and what it holds when."""

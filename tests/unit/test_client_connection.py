@@ -8,7 +8,7 @@ import hashlib
 import json
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator
 
 import pytest
 
@@ -23,7 +23,7 @@ from siteagent.client.sites import Site, Timeouts
 from siteagent.protocol import documents, httpsig, keys
 from siteagent.protocol.models import QuoteRequest
 from siteagent.security.tls import write_self_signed
-from testbed.https_stub import Canned, HttpsStub, https_stub
+from testbed.https_stub import Canned, HttpsStub, https_stub, site_info
 from testbed.parties import Party, deal, offer
 
 BUYER = Party("alice@laptop")
@@ -33,7 +33,7 @@ SITE_KEY = Party("hpc1")
 @pytest.fixture
 def stub(tmp_path: Path) -> Iterator[HttpsStub]:
     with https_stub(tmp_path) as running:
-        running.answer("GET", "/v1/info", Canned(body=info_answer()))
+        running.answer("GET", "/v1/info", Canned(body=site_info(SITE_KEY)))
         yield running
 
 
@@ -63,38 +63,6 @@ def signed_by_buyer(method: str, url: str, headers: Dict[str, str]) -> bool:
     (entry,) = httpsig.parse_signatures(headers)
     httpsig.verify(method, url, headers, entry, BUYER.key.public_key())
     return entry.param("keyid") == BUYER.key_id
-
-
-def info_answer(key: Optional[Party] = None) -> Dict[str, Any]:
-    signer = key or SITE_KEY
-    return {
-        "api_version": "1",
-        "software_version": "0.1.0",
-        "site": {
-            "name": "hpc1",
-            "description": "",
-            "architecture": "x86_64",
-            "os": None,
-            "cpu_speed_mhz": None,
-            "memory_per_core_mb": None,
-            "cores_per_node": 16,
-            "partitions": [],
-        },
-        "cluster": None,
-        "pricing": {
-            "unit_price": {"policy": "flat", "price_per_core_hour": "1"},
-            "fee": {"policy": "none"},
-            "scheduling_policy": "conservative",
-            "cancellation_penalty_factor": "0.1",
-        },
-        "offers_valid_s": 300,
-        "confirm_timeout_s": 120.0,
-        "public_key": {
-            "keyid": signer.key_id,
-            "alg": "ed25519",
-            "value": keys.public_key_text(signer.key.public_key()),
-        },
-    }
 
 
 def reservation_answer(document: Dict[str, Any], **extra: Any) -> Dict[str, Any]:
@@ -240,17 +208,21 @@ def test_an_answer_that_is_not_the_protocol_is_a_bad_answer(
 def test_a_site_that_does_not_answer_in_time_is_unreachable(
     stub: HttpsStub, key_file: Path
 ) -> None:
-    stub.answer("GET", "/v1/info", Canned(body=info_answer(), delay_s=2))
+    stub.answer("GET", "/v1/info", Canned(body=site_info(SITE_KEY), delay_s=2))
     connection = SiteConnection(site_of(stub, key_file, timeouts=Timeouts(connect=2, read=0.3)))
-    with pytest.raises(SiteUnreachable, match=r"hpc1: no answer within 0.3 s"):
+    with pytest.raises(SiteUnreachable, match=r"hpc1: no answer within 0.3 s") as raised:
         connection.info()
+    assert raised.value.timed_out
 
 
 def test_a_closed_port_is_unreachable(key_file: Path, tmp_path: Path) -> None:
     write_self_signed(tmp_path / "c.crt", tmp_path / "c.key", ("127.0.0.1",))
     site = Site("hpc9", "https://127.0.0.1:1", tmp_path / "c.crt", None, "a", key_file, Timeouts())
-    with pytest.raises(SiteUnreachable, match=r"hpc9: cannot connect to https://127.0.0.1:1"):
+    with pytest.raises(
+        SiteUnreachable, match=r"hpc9: cannot connect to https://127.0.0.1:1"
+    ) as raised:
         SiteConnection(site).info()
+    assert not raised.value.timed_out
 
 
 def test_accept_sends_the_idempotency_key_and_keeps_the_deal_as_sent(

@@ -30,6 +30,9 @@ DIGEST = hashlib.sha256(b"a certificate").digest()
 
 
 def write(tmp_path: Path, document: Any) -> Path:
+    """The sites file, beside the CA files its sites name (``c``, ``hpc1.crt``, ...)."""
+    for name in ("c", "hpc1.crt", "bank.crt"):
+        (tmp_path / name).write_text("a certificate", encoding="utf-8")
     path = tmp_path / "sites.yaml"
     path.write_text(yaml.safe_dump(document), encoding="utf-8")
     return path
@@ -152,6 +155,10 @@ def test_mistakes_at_the_top_are_refused_naming_the_key(
         ),
         ({"name": "s", "url": "https://h", "ca": ""}, r"\(s\).ca: expected a file's path"),
         (
+            {"name": "s", "url": "https://h", "ca": "none.pem"},
+            r"\(s\).ca: no such file .*none.pem: copy the site's CA \(or its self-signed",
+        ),
+        (
             {"name": "s", "url": "https://h", "ca": "c", "timeouts": {"write": 1}},
             r"\(s\).timeouts: unknown key 'write'",
         ),
@@ -237,3 +244,20 @@ def test_a_missing_or_foreign_key_file_is_refused_naming_it(tmp_path: Path) -> N
     write_private(path, b"not a key")
     with pytest.raises(ValueError, match=r"junk.key: not an Ed25519 private key in PEM"):
         load_buyer_key(path)
+
+
+def test_the_readmes_sites_file_is_one(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("**2. The sites file**") :]
+    start = section.index("```yaml\n") + len("```yaml\n")
+    example = section[start : section.index("\n```", start)]
+    for name in ("hpc1-ca.pem", "bank-ca.pem"):
+        (tmp_path / name).write_text("a certificate", encoding="utf-8")
+    path = tmp_path / "sites.yaml"
+    path.write_text(example, encoding="utf-8")
+    registry = load_registry(path)
+    hpc1, hpc2 = registry.sites
+    assert hpc1.ca == tmp_path / "hpc1-ca.pem"
+    assert hpc2.pin == "a90e59bb5064e233276e120c2e9c4a5a303bcabdca0e202fb03e2ed0d988baf4"
+    assert hpc2.key_id == "alice@hpc2" and hpc2.timeouts == Timeouts(connect=3, read=30)
+    assert registry.bank().url == "https://bank.example.org:8444"
