@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -56,37 +57,40 @@ class SiteSpec:
 
 
 def load_priced(count: int = 3) -> List[SiteSpec]:
-    """``count`` sites pricing by load, each on its own trace and offset, fees off."""
+    """``count`` sites pricing by load (each its own start and minimum price), fees off."""
     return [
-        SiteSpec(
-            f"hpc{i + 1}",
-            seed=11 * (i + 1),
-            offset=600 + 900 * i,
-            pricing={
-                "policy": "load",
-                "load": {"start_price": start, "min_price": low, "rounds": 3},
-                "externality": {"enabled": False},
-            },
-        )
+        _site(i, {"policy": "load", "load": {"start_price": start, "min_price": low, "rounds": 3}})
         for i, (start, low) in enumerate(LOAD_PRICES[:count])
     ]
 
 
 def flat_priced(count: int = 3, price: str = "1.00") -> List[SiteSpec]:
     """``count`` sites at one flat price, fees off: every deal's price is known."""
-    return [
-        SiteSpec(
-            f"hpc{i + 1}",
-            seed=11 * (i + 1),
-            offset=600 + 900 * i,
-            pricing={
-                "policy": "flat",
-                "flat": {"price": price},
-                "externality": {"enabled": False},
-            },
-        )
-        for i in range(count)
-    ]
+    return [_site(i, {"policy": "flat", "flat": {"price": price}}) for i in range(count)]
+
+
+def _site(index: int, pricing: Mapping[str, Any]) -> SiteSpec:
+    """The ``index``-th site: its own trace and offset, ``pricing`` without fees."""
+    return SiteSpec(
+        f"hpc{index + 1}",
+        seed=11 * (index + 1),
+        offset=600 + 900 * index,
+        pricing={**pricing, "externality": {"enabled": False}},
+    )
+
+
+@dataclass
+class PausedClient:
+    """A client stopped at a journal write (testbed/clientrun.py's ``pause``)."""
+
+    process: subprocess.Popen[str]
+    directory: Path
+
+    def resume(self) -> subprocess.CompletedProcess[str]:
+        """Let it go on, and wait for it to end."""
+        (self.directory / "resume").touch()
+        out, err = self.process.communicate(timeout=300)
+        return subprocess.CompletedProcess(self.process.args, self.process.returncode, out, err)
 
 
 class Service:
@@ -198,6 +202,13 @@ class Market:
             stderr=subprocess.PIPE,
             text=True,
         )
+
+    def paused_client(self, args: Sequence[str], at: str) -> PausedClient:
+        """``siteagent-client ARGS`` run until the journal write ``at``, and paused there."""
+        directory = Path(tempfile.mkdtemp(prefix="pause-", dir=self.root))
+        process = self.spawn_client(args, at, f"pause={directory}")
+        wait_until(f"the client at {at}", lambda: (directory / "paused").exists())
+        return PausedClient(process, directory)
 
     def client(
         self, args: Sequence[str], at: Optional[str] = None, then: Optional[str] = None

@@ -117,16 +117,11 @@ def test_co_allocation_over_three_sites(buyer: Market) -> None:
     assert_booked_once(buyer)
 
 
-def test_a_winner_that_refuses_at_accept_gives_way_to_the_next_offer(
-    buyer: Market, tmp_path: Path
-) -> None:
+def test_a_winner_that_refuses_at_accept_gives_way_to_the_next_offer(buyer: Market) -> None:
     """Between the auction and the accept, bob takes the winner's capacity for that window."""
     before = buyer.ids()
-    pause = tmp_path / "pause"
-    pause.mkdir()
     args = ["auction", "--cores", "48", "--walltime", "1h", "--rounds", "2", "--json"]
-    client = buyer.spawn_client(args, at="Journal.accepting:1:after", then=f"pause={pause}")
-    wait_until("the client's first accept", lambda: (pause / "paused").exists())
+    client = buyer.paused_client(args, at="Journal.accepting:1:after")
     journal = buyer.journal()
     (first,) = journal.entries()
     journal.close()
@@ -139,11 +134,10 @@ def test_a_winner_that_refuses_at_accept_gives_way_to_the_next_offer(
         "POST", "/v1/reservations", {"offer_id": quoted["offers"][0]["offer_id"]}
     )
     assert status == 201, taken
-    (pause / "resume").touch()
-    out, err = client.communicate(timeout=300)
+    done = client.resume()
     try:
-        assert client.returncode == 0, err
-        result = json.loads(out)
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
         refused = result["entries"][0]
         assert refused["state"] == "refused" and "offer_capacity_gone" in refused["message"]
         (bought,) = result["confirmed"]
@@ -262,19 +256,14 @@ def fragile_market(tmp_path: Path) -> Iterator[Market]:
     made.stop()
 
 
-def test_a_site_killed_mid_auction_is_dropped(fragile_market: Market, tmp_path: Path) -> None:
+def test_a_site_killed_mid_auction_is_dropped(fragile_market: Market) -> None:
     market = fragile_market
     before = market.ids()
-    pause = tmp_path / "pause"
-    pause.mkdir()
-    args = ["auction", *ONE_PART, "--json"]
-    client = market.spawn_client(args, at="Journal.bidding_round:1:after", then=f"pause={pause}")
-    wait_until("the first round", lambda: (pause / "paused").exists())
+    client = market.paused_client(["auction", *ONE_PART, "--json"], "Journal.bidding_round:1:after")
     market.agents["hpc2"].service.kill()  # the cheapest site (its minimum is the lowest)
-    (pause / "resume").touch()
-    out, err = client.communicate(timeout=300)
-    assert client.returncode == 0, err
-    result = json.loads(out)
+    done = client.resume()
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
     assert result["rounds"][1]["answers"]["hpc2"].startswith("dropped:")
     assert "hpc2" not in result["rounds"][2]["answers"]  # not asked again
     (bought,) = result["confirmed"]
@@ -285,23 +274,18 @@ def test_a_site_killed_mid_auction_is_dropped(fragile_market: Market, tmp_path: 
 
 
 def test_a_winner_killed_before_its_confirm_is_released_by_recover(
-    fragile_market: Market, tmp_path: Path
+    fragile_market: Market,
 ) -> None:
     market = fragile_market
     before = market.ids()
-    pause = tmp_path / "pause"
-    pause.mkdir()
-    args = ["auction", *ONE_PART, "--json"]
-    client = market.spawn_client(args, at="Journal.tentative:1:after", then=f"pause={pause}")
-    wait_until("the accept", lambda: (pause / "paused").exists())
+    client = market.paused_client(["auction", *ONE_PART, "--json"], "Journal.tentative:1:after")
     journal = market.journal()
     (held,) = journal.entries()
     journal.close()
     market.agents[held.site].service.kill()
-    (pause / "resume").touch()
-    out, err = client.communicate(timeout=300)
-    assert client.returncode == 3, err
-    result = json.loads(out)
+    done = client.resume()
+    assert done.returncode == 3, done.stderr
+    result = json.loads(done.stdout)
     assert result["state"] == "failed" and result["confirmed"] == []
     (entry,) = result["entries"]
     assert entry["state"] in ("confirming", "cancelling")  # the site may hold it: unsettled
