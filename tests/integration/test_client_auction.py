@@ -185,8 +185,10 @@ def test_reservations_are_listed_shown_and_cancelled_across_sites(buyer: Market)
 # ---- interrupted and crashed clients
 
 
-#: The commit phase of a three-part co-allocation: after each accept, between confirms.
+#: The commit phase of a three-part co-allocation: after each accept, between confirms (and,
+#: first, between two bidding rounds).
 COMMIT_STEPS = [
+    ("Journal.bidding_round:1:after", 0),
     ("Journal.tentative:1:after", 0),
     ("Journal.tentative:2:after", 0),
     ("Journal.tentative:3:after", 0),
