@@ -10,6 +10,7 @@ holds, whoever asked) and at the bank through the buyer's signed statement.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -28,6 +29,7 @@ from siteagent.protocol import keys
 from testbed.agents import SITEAGENT, Buyer
 from testbed.parties import Party
 from testbed.processes import free_port, stop, wait_until
+from testbed.slurm_cluster import SlurmTestCluster
 from testbed.traces import busy_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,12 +50,21 @@ LOAD_PRICES = (("2.00", "0.80"), ("1.80", "0.60"), ("2.20", "1.00"))
 @dataclass(frozen=True)
 class SiteSpec:
     """One agent of the market: its name, the seed of its replayed trace, how far into the
-    trace it starts, and its ``pricing`` section."""
+    trace it starts, and its ``pricing`` section; or another ``backend`` section, whose
+    buyers' reservations are made for the scheduler ``user``."""
 
     name: str
     seed: int
     offset: int
     pricing: Mapping[str, Any]
+    backend: Optional[Mapping[str, Any]] = None
+    user: str = "alice"
+
+
+def on_slurm(spec: SiteSpec, cluster: SlurmTestCluster) -> SiteSpec:
+    """``spec`` on the real Slurm test cluster (partition ``batch``; root its only user)."""
+    slurm = {"slurm_conf": str(cluster.conf), "partition": "batch", "users": ["root"]}
+    return dataclasses.replace(spec, backend={"type": "slurm", "slurm": slurm}, user="root")
 
 
 def load_priced(count: int = 3) -> List[SiteSpec]:
@@ -166,8 +177,10 @@ class Market:
         self.root.mkdir(parents=True, exist_ok=True)
         site_keys = {spec.name: self._site_key(spec) for spec in self.specs}
         self.bank = self._start_bank(site_keys)
-        clients = self._write("clients.yaml", {"clients": self._clients()})
         for spec in self.specs:
+            clients = self._write(
+                f"{spec.name}-clients.yaml", {"clients": self._clients(spec.user)}
+            )
             self.agents[spec.name] = self._start_agent(spec, clients)
         self.sites_file = self._write_sites_file()
 
@@ -317,10 +330,15 @@ class Market:
         key = keys.load_or_create_site_key(state / "site.key")
         return keys.public_key_text(key.public_key())
 
-    def _clients(self) -> Dict[str, Dict[str, str]]:
+    def _clients(self, user: str = "") -> Dict[str, Dict[str, str]]:
+        """Alice and bob as authorized clients, their reservations made for ``user`` (else
+        for their own names)."""
         return {
-            party.key_id: {"public_key": keys.public_key_text(party.key.public_key()), "user": user}
-            for party, user in ((self.alice, "alice"), (self.bob, "bob"))
+            party.key_id: {
+                "public_key": keys.public_key_text(party.key.public_key()),
+                "user": user or name,
+            }
+            for party, name in ((self.alice, "alice"), (self.bob, "bob"))
         }
 
     def _start_bank(self, site_keys: Mapping[str, str]) -> Service:
@@ -344,13 +362,13 @@ class Market:
     def _start_agent(self, spec: SiteSpec, clients: Path) -> Agent:
         state = self.root / spec.name
         port = free_port()
-        trace = busy_trace(self.root / f"{spec.name}.swf", seed=spec.seed)
+        backend = spec.backend or self._replay(spec)
         config = self._write(
             f"{spec.name}.yaml",
             {
                 "state_dir": str(state),
                 "site": {"name": spec.name, "cores_per_node": 16},
-                "backend": {"type": "swf", "swf": {"trace": trace, "offset": spec.offset}},
+                "backend": dict(backend),
                 "planner": {"poll_interval_s": 0.5},
                 "security": {"authorized_clients": str(clients)},
                 # a test runs a dozen auctions in minutes, each leaving (parts x rounds x 20)
@@ -366,6 +384,11 @@ class Market:
             ["serve", "--config", str(config)], self.root / f"{spec.name}.log", health
         )
         return Agent(spec, url, state, service)
+
+    def _replay(self, spec: SiteSpec) -> Dict[str, Any]:
+        """The replay backend on a trace of its own (the spec's seed), from its offset."""
+        trace = busy_trace(self.root / f"{spec.name}.swf", seed=spec.seed)
+        return {"type": "swf", "swf": {"trace": trace, "offset": spec.offset}}
 
     def _write_sites_file(self) -> Path:
         key = self.root / "alice.key"

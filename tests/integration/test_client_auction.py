@@ -19,8 +19,9 @@ from typing import Any, Dict, Iterator, List
 import pytest
 
 from siteagent.market.store import ReservationState
-from testbed.market import Market, flat_priced, load_priced
+from testbed.market import Market, flat_priced, load_priced, on_slurm
 from testbed.processes import wait_until
+from testbed.slurm_cluster import SlurmTestCluster
 
 S = ReservationState
 #: Three parts of 48 cores on 64-core sites: no site can hold two at once.
@@ -322,5 +323,41 @@ def test_a_confirm_refused_on_one_part_releases_every_part(tmp_path: Path) -> No
         assert market.deals_booked(receipts) == dict.fromkeys(receipts, 1)
         assert market.deals_booked(receipts, "refund") == dict.fromkeys(receipts, 1)
         wait_until("the refunds", lambda: Decimal(market.statement()[-1]["balance"]) == 0)
+    finally:
+        market.stop()
+
+
+def slurm_reservations(cluster: SlurmTestCluster) -> List[str]:
+    """The names of the reservations the Slurm cluster holds."""
+    shown = cluster.run(["scontrol", "show", "reservation", "-o"]).stdout
+    return [
+        line.split()[0].split("=", 1)[1]
+        for line in shown.splitlines()
+        if line.startswith("ReservationName=")
+    ]
+
+
+def test_co_allocation_with_a_site_on_real_slurm(slurm: SlurmTestCluster, tmp_path: Path) -> None:
+    """hpc1 is the real Slurm test cluster (4 nodes of 16 cores): interrupted once every part
+    is held, the client leaves no reservation in Slurm; then a whole co-allocation leaves
+    exactly the confirmed part's reservation there."""
+    specs = load_priced()
+    market = Market(tmp_path / "market", [on_slurm(specs[0], slurm), *specs[1:]], "100000.00")
+    market.start()
+    try:
+        before = market.ids()
+        step = "Journal.tentative:3:after"
+        interrupted = market.client(["auction", *CO_ALLOCATION, "--json"], at=step, then="INT")
+        assert interrupted.returncode == 130, interrupted.stderr
+        held = [e for e in json.loads(interrupted.stdout)["entries"] if e["state"] == "cancelled"]
+        assert len(held) == 3 and "hpc1" in {e["site"] for e in held}
+        assert_settled(market, before)
+        assert slurm_reservations(slurm) == []
+        result = auction(market, *CO_ALLOCATION)
+        assert result["state"] == "done"
+        (on_slurm_part,) = [e for e in result["confirmed"] if e["site"] == "hpc1"]
+        assert slurm_reservations(slurm) == [f"sa-{on_slurm_part['reservation_id']}"]
+        assert_settled(market, before)
+        assert_booked_once(market)
     finally:
         market.stop()
