@@ -157,6 +157,9 @@ class NoticeListener:
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
+    # Many reservations may start at the same second, each with its own program; socketserver's
+    # backlog of 5 made the sixth program's connect fail at once (EAGAIN), losing its notice.
+    request_queue_size = 128
     listener: NoticeListener
 
 

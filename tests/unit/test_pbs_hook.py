@@ -23,7 +23,6 @@ REPO = Path(__file__).resolve().parents[2]
 HOOK = REPO / "contrib" / "pbs" / "siteagent_hook.py"
 STANDIN = REPO / "testbed" / "standins" / "pbshook"
 NAME = "sa-0123456789ab"
-NOW = int(time.time())
 
 #: The stand-in module, whose globals the tests set (EVENT, RESERVATIONS, hook_config_filename).
 Pbs = Any
@@ -87,7 +86,12 @@ def warnings(pbs: Pbs) -> List[str]:
     return [message for level, message in pbs.LOG if level == pbs.LOG_WARNING]
 
 
-def our_reservation(pbs: Pbs, start: int = NOW + 600, end: int = NOW + 4200) -> Any:
+def our_reservation(pbs: Pbs, start: Optional[int] = None, end: Optional[int] = None) -> Any:
+    """The agent's reservation, by default from 10 minutes after this call for an hour (counted
+    from the call, not the import: the suite may reach this test long after it started)."""
+    now = int(time.time())
+    start = now + 600 if start is None else start
+    end = now + 4200 if end is None else end
     return pbs.resv(
         resvid="R12.server",
         Reserve_Name=NAME,
@@ -202,10 +206,11 @@ def test_a_job_in_the_agents_reservation_is_clamped_and_tagged(
 
 def test_once_started_what_is_left_counts(pbs: Pbs, tmp_path: Path) -> None:
     configure(pbs, tmp_path, tmp_path / "unused.sock")
-    pbs.RESERVATIONS.append(our_reservation(pbs, start=NOW - 3000, end=NOW + 600))
+    now = int(time.time())
+    pbs.RESERVATIONS.append(our_reservation(pbs, start=now - 3000, end=now + 600))
     job = submitted(pbs, "R12")
     run(pbs, pbs.event_type(pbs.QUEUEJOB, job=job))
-    assert NOW + 600 - int(time.time()) <= job.Resource_List["walltime"] <= 600
+    assert now + 600 - int(time.time()) <= job.Resource_List["walltime"] <= 600
     short = submitted(pbs, "R12", "00:05:00")
     pbs.reset()
     configure(pbs, tmp_path, tmp_path / "unused.sock")
@@ -218,9 +223,8 @@ def test_once_started_what_is_left_counts(pbs: Pbs, tmp_path: Path) -> None:
 @pytest.mark.parametrize("queue", [None, "workq", "R3"])
 def test_other_jobs_are_left_as_submitted(pbs: Pbs, tmp_path: Path, queue: Optional[str]) -> None:
     configure(pbs, tmp_path, tmp_path / "unused.sock")
-    pbs.RESERVATIONS.extend(
-        [our_reservation(pbs), pbs.resv(Reserve_Name="maintenance", queue="R3", reserve_end=NOW)]
-    )
+    maintenance = pbs.resv(Reserve_Name="maintenance", queue="R3", reserve_end=int(time.time()))
+    pbs.RESERVATIONS.extend([our_reservation(pbs), maintenance])
     job = submitted(pbs, queue)
     assert run(pbs, pbs.event_type(pbs.QUEUEJOB, job=job)) == ("accept", None)
     assert (job.Resource_List["walltime"], job.Variable_List) == (
