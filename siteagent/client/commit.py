@@ -29,6 +29,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 from siteagent.client.auction import Bid, Choice
 from siteagent.client.connection import SiteError, SiteUnreachable, Tentative
 from siteagent.client.journal import AuctionState, Entry, Journal, State
+from siteagent.client.plans import PlanningError
 from siteagent.client.recovery import Seller, definite, refusal, release_all
 
 #: How many of the best placements of a co-allocation are tried before giving up: each costs
@@ -95,13 +96,39 @@ class Commit:
 
     def run(self, choices: Sequence[Choice]) -> Outcome:
         """Hold the parts of the first choice that can be held, then confirm them."""
-        try:
-            self.journal.set_auction(self.auction_id, AuctionState.ACCEPTING)
+
+        def hold_and_confirm() -> Outcome:
             for choice in choices[:CHOICES_TRIED]:
                 if self._hold(choice):
                     return self._confirm()
             self._release(cancel_confirmed=False)
             return self._end(AuctionState.FAILED, self._why_not_held(choices))
+
+        return self._guarded(hold_and_confirm)
+
+    def run_plan(self, hold: Callable[[], Mapping[int, Held]], confirm: bool = True) -> Outcome:
+        """Hold the parts through ``hold`` (a provisioning planner holding each task's window
+        as it plans it), then confirm them all; a PlanningError from ``hold`` (a task no site
+        would hold), a refused confirm, or ``confirm=False`` (a dry run) releases them all."""
+
+        def plan_and_confirm() -> Outcome:
+            try:
+                self.held = dict(hold())
+            except PlanningError as exc:
+                self._release(cancel_confirmed=False)
+                return self._end(AuctionState.FAILED, f"{exc}: every task held released")
+            if confirm:
+                return self._confirm()
+            self._release(cancel_confirmed=False)
+            return self._end(AuctionState.FAILED, "dry run: nothing confirmed")
+
+        return self._guarded(plan_and_confirm)
+
+    def _guarded(self, phases: Callable[[], Outcome]) -> Outcome:
+        """Run the commit's ``phases``; an interrupt or a failure releases what is held."""
+        try:
+            self.journal.set_auction(self.auction_id, AuctionState.ACCEPTING)
+            return phases()
         except Interrupted:
             self._release(cancel_confirmed=False)
             kept = [e for e in self._entries() if e.state is State.CONFIRMED]
@@ -228,10 +255,6 @@ class Commit:
         self.journal.set_auction(self.auction_id, state, message)
         return Outcome(state, message, tuple(self._entries()))
 
-    def _check_interrupt(self) -> None:
-        if self.interrupted():
-            raise Interrupted()
-
     def _why_not_held(self, choices: Sequence[Choice]) -> str:
         if not choices:
             return "no offer meets the constraints"
@@ -240,3 +263,7 @@ class Commit:
         reasons += [f"{site}: {reason}" for site, reason in sorted(self.silent.items())]
         said = "; ".join(reasons) or "every offer expired"
         return f"no choice could be held on every part ({said})"
+
+    def _check_interrupt(self) -> None:
+        if self.interrupted():
+            raise Interrupted()
