@@ -23,7 +23,7 @@ from siteagent.cli import client_common, client_reservations, console
 from siteagent.cli.client_auction import EXIT_INTERRUPTED, interruptible
 from siteagent.cli.console import EXIT_REFUSED
 from siteagent.cli.options import local_time
-from siteagent.client import greedy
+from siteagent.client import genetic, greedy, pinned
 from siteagent.client.commit import Commit, Held, Outcome
 from siteagent.client.journal import AuctionState
 from siteagent.client.liveoffers import LiveOffers
@@ -35,6 +35,8 @@ from siteagent.core import tradeoff
 
 #: Bytes per second between sites when not told: the thesis' 10 Gbps (ch. 4.9).
 DEFAULT_BANDWIDTH = 1.25e9
+
+PLANNERS = ("greedy", "genetic")
 
 COLUMNS = ["task", "site", "reservation", "start", "finish", "cost"]
 
@@ -73,6 +75,17 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--latency", type=float, default=0.0, metavar="S", help="of a transfer between sites (0)"
     )
     provision.add_argument(
+        "--planner",
+        choices=PLANNERS,
+        default="greedy",
+        help="greedy: task by task over the sites' quotes (the default); genetic: NSGA-II "
+        "over the slots the sites advertise, its plan then held task by task at the sites it "
+        "names, as near its windows as they now offer",
+    )
+    provision.add_argument(
+        "--seed", type=int, metavar="N", help="of the genetic planner's search (random)"
+    )
+    provision.add_argument(
         "--dry-run", action="store_true", help="quote and plan, hold and confirm nothing"
     )
     client_common.add_sites_options(provision)
@@ -95,6 +108,11 @@ def _provision(args: argparse.Namespace) -> int:
         if not args.dry_run:
             for connection in connections:
                 connection.signing_key()  # a missing or unsafe key: say so before holding
+        slot_lists = (
+            {name: connection.slots() for name, connection in by_name.items()}
+            if args.planner == "genetic"
+            else {}
+        )
         record = journal.open_auction(_described(args, graph))
         sellers = {name: Patient(connection) for name, connection in by_name.items()}
         planned: Dict[str, Plan] = {}
@@ -105,9 +123,15 @@ def _provision(args: argparse.Namespace) -> int:
 
             def hold() -> Mapping[int, Held]:
                 now = int(time.time())
-                planned["plan"] = greedy.provision(
-                    graph, attributes, offers, network, args.alpha, now
-                )
+                if args.planner == "greedy":
+                    plan = greedy.provision(graph, attributes, offers, network, args.alpha, now)
+                else:
+                    pareto = genetic.pareto_plans(
+                        graph, attributes, slot_lists, network, now, seed=args.seed
+                    )
+                    chosen = pareto.choose(args.alpha).plan
+                    plan = pinned.reserve(chosen, graph, attributes, offers, network)
+                planned["plan"] = plan
                 return offers.held
 
             commit = Commit(journal, record.id, sellers, graph.number_of_nodes(), None, interrupted)
@@ -121,6 +145,7 @@ def _described(args: argparse.Namespace, graph: TaskGraph) -> Dict[str, Any]:
         "provision": str(args.workflow),
         "tasks": graph.number_of_nodes(),
         "alpha": args.alpha,
+        "planner": args.planner,
         "bandwidth": args.bandwidth,
         "latency": args.latency,
         "dry_run": args.dry_run,
