@@ -10,7 +10,8 @@ import pytest
 
 from siteagent.client import genetic, pinned
 from siteagent.client.greedy import Alternative
-from siteagent.client.plans import Network, PlanningError
+from siteagent.client.plans import Network, Plan, PlanningError
+from siteagent.client.tasks import TaskGraph
 from testbed.provisioning import T0, MarketSites, attributes, busy_site, layered_workflow
 
 NET = Network(bytes_per_s=1.25e9)
@@ -26,15 +27,21 @@ def market() -> MarketSites:
     )
 
 
+def genetic_plan(graph: TaskGraph, sites: MarketSites) -> Plan:
+    """The genetic planner's choice at α = 0.5 over the sites' slots (a short search)."""
+    pareto = genetic.pareto_plans(
+        graph, SITES, sites.slot_lists(), NET, T0, population=20, generations=3, seed=1
+    )
+    return pareto.choose(0.5).plan
+
+
 def test_a_genetic_plan_is_held_at_its_sites_from_its_windows() -> None:
     graph = layered_workflow(seed=3, tasks=12, levels=3)
     sites = market()
-    chosen = genetic.pareto_plans(
-        graph, SITES, sites.slot_lists(), NET, T0, population=20, generations=3, seed=1
-    ).choose(0.5)
-    held = pinned.reserve(chosen.plan, graph, SITES, sites, NET)
+    plan = genetic_plan(graph, sites)
+    held = pinned.reserve(plan, graph, SITES, sites, NET)
     assert len(sites.held) == 12
-    for planned in chosen.plan.placements:
+    for planned in plan.placements:
         got = held.placement(planned.task)
         assert got.site == planned.site and got.start >= planned.start
         for parent in graph.predecessors(planned.task):
@@ -61,10 +68,7 @@ class Refusing:
 def test_a_site_that_no_longer_offers_a_window_fails_the_plan() -> None:
     graph = layered_workflow(seed=3, tasks=12, levels=3)
     sites = market()
-    chosen = genetic.pareto_plans(
-        graph, SITES, sites.slot_lists(), NET, T0, population=20, generations=3, seed=1
-    ).choose(0.5)
-    used = {p.site for p in chosen.plan.placements if p.site is not None}
-    gone = sorted(used)[0]
+    plan = genetic_plan(graph, sites)
+    gone = sorted({p.site for p in plan.placements if p.site is not None})[0]
     with pytest.raises(PlanningError, match=f"{gone} no longer offers a window"):
-        pinned.reserve(chosen.plan, graph, SITES, Refusing(sites, gone), NET)
+        pinned.reserve(plan, graph, SITES, Refusing(sites, gone), NET)
