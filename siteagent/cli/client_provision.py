@@ -117,9 +117,8 @@ def _provision(args: argparse.Namespace) -> int:
         sellers = {name: Patient(connection) for name, connection in by_name.items()}
         planned: Dict[str, Plan] = {}
         with journal.running(record.id), _progress(graph, args.json) as one_held:
-            offers = LiveOffers(
-                by_name, sellers, journal, record.id, interrupted, args.dry_run, one_held
-            )
+            commit = Commit(journal, record.id, sellers, graph.number_of_nodes(), None, interrupted)
+            offers = LiveOffers(by_name, commit, args.dry_run, one_held)
 
             def hold() -> Mapping[int, Held]:
                 now = int(time.time())
@@ -134,7 +133,6 @@ def _provision(args: argparse.Namespace) -> int:
                 planned["plan"] = plan
                 return offers.held
 
-            commit = Commit(journal, record.id, sellers, graph.number_of_nodes(), None, interrupted)
             outcome = commit.run_plan(hold, confirm=not args.dry_run)
     return _report(args, outcome, planned.get("plan"))
 

@@ -163,26 +163,33 @@ class Commit:
         for bid in candidates:
             if bid.site in refused or not self._worth_trying(bid, choice):
                 continue
-            self._check_interrupt()
-            self.tried.add(bid.offer_id)
-            entry = self.journal.accepting(self.auction_id, bid)
-            seller = self.sellers[bid.site]
-            try:
-                tentative = seller.accept(bid.offer_id, entry.idempotency_key)
-            except (SiteError, SiteUnreachable) as exc:
-                if isinstance(exc, SiteError) and definite(exc):
-                    self.journal.refused(entry, refusal(exc))
-                    refused.add(bid.site)
-                else:
-                    self.journal.noted(entry, str(exc))
-                    self.silent[bid.site] = str(exc)
-                continue
-            entry = self.journal.tentative(
-                entry, tentative.reservation_id, tentative.deal, tentative.deadline
-            )
-            self.held[part] = Held(entry, tentative)
-            return True
+            held = self.accept(bid)
+            if held is not None:
+                self.held[part] = held
+                return True
+            if bid.site not in self.silent:
+                refused.add(bid.site)
         return False
+
+    def accept(self, bid: Bid) -> Optional[Held]:
+        """Accept ``bid``, journaled before it is sent: the part held, or None if the site
+        refused it or did not answer (it is then ``silent``, and asked nothing more)."""
+        self._check_interrupt()
+        self.tried.add(bid.offer_id)
+        entry = self.journal.accepting(self.auction_id, bid)
+        try:
+            tentative = self.sellers[bid.site].accept(bid.offer_id, entry.idempotency_key)
+        except (SiteError, SiteUnreachable) as exc:
+            if isinstance(exc, SiteError) and definite(exc):
+                self.journal.refused(entry, refusal(exc))
+            else:
+                self.journal.noted(entry, str(exc))
+                self.silent[bid.site] = str(exc)
+            return None
+        entry = self.journal.tentative(
+            entry, tentative.reservation_id, tentative.deal, tentative.deadline
+        )
+        return Held(entry, tentative)
 
     def _worth_trying(self, bid: Bid, choice: Choice) -> bool:
         """Not tried yet, from a site that answers, not expired, and within the budget with

@@ -2,8 +2,8 @@
 
 ``alternatives`` asks a site for quotes (``POST /v1/quotes``) for the task's cores and
 walltime from the time its parents' data can be there; ``hold`` accepts the offer behind the
-alternative chosen, a tentative reservation, journaled before the accept is sent exactly as an
-auction's parts are (:mod:`.journal`): the plan is one journal "auction", each task held one
+alternative chosen (a tentative reservation) through :meth:`.Commit.accept`, journaled before
+it is sent as an auction's parts are: the plan is one journal "auction", each task held one
 part, numbered in the order they were held. The commit (:meth:`.Commit.run_plan`) then
 confirms them all or releases them all.
 
@@ -20,11 +20,9 @@ from decimal import Decimal
 from typing import Callable, Dict, List, Mapping, Sequence, Tuple
 
 from siteagent.client.auction import Bid
-from siteagent.client.commit import Held, Interrupted
+from siteagent.client.commit import Commit, Held, Interrupted
 from siteagent.client.connection import BadAnswer, SiteConnection, SiteError, SiteUnreachable
 from siteagent.client.greedy import Alternative
-from siteagent.client.journal import Journal
-from siteagent.client.recovery import Seller, definite, refusal
 from siteagent.protocol.models import QuoteRequest
 
 #: What identifies an alternative handed to the planner: its site and window and cost.
@@ -32,45 +30,39 @@ _Key = Tuple[str, int, int, Decimal]
 
 
 class LiveOffers:
-    """Quotes and holds at ``connections`` for one plan journaled as ``plan_id``; ``held``
-    maps each part (a task held, in order) to its tentative reservation. ``interrupted`` is
-    checked before each request; ``on_hold`` hears of each task held (a progress bar)."""
+    """Quotes at ``connections`` and holds through ``commit`` (which journals each accept
+    and confirms or releases the plan); ``held`` maps each part (a task held, in order) to
+    its tentative reservation. ``on_hold`` hears of each task held (a progress bar)."""
 
     def __init__(
         self,
         connections: Mapping[str, SiteConnection],
-        sellers: Mapping[str, Seller],
-        journal: Journal,
-        plan_id: str,
-        interrupted: Callable[[], bool],
+        commit: Commit,
         dry_run: bool = False,
         on_hold: Callable[[], None] = lambda: None,
     ) -> None:
         self.connections = connections
-        self.sellers = sellers
-        self.journal = journal
-        self.plan_id = plan_id
-        self.interrupted = interrupted
+        self.commit = commit
         self.dry_run = dry_run
         self.on_hold = on_hold
         self.held: Dict[int, Held] = {}
-        self.silent: Dict[str, str] = {}
         self._bids: Dict[_Key, Bid] = {}
         self._arrivals = 0
 
     def alternatives(
         self, site: str, cores: int, walltime: int, earliest_start: int
     ) -> Sequence[Alternative]:
-        if site in self.silent:
+        if site in self.commit.silent:
             return []
-        self._check_interrupt()
+        if self.commit.interrupted():
+            raise Interrupted()
         request = QuoteRequest.model_validate(
             {"walltime": walltime, "cores": cores, "earliest_start": earliest_start}
         )
         try:
             quote = self.connections[site].quote(request)
         except (SiteUnreachable, BadAnswer) as exc:
-            self.silent[site] = str(exc)
+            self.commit.silent[site] = str(exc)
             return []
         except SiteError:
             return []  # busy or refusing this request: it may offer the next task
@@ -90,27 +82,12 @@ class LiveOffers:
         if self.dry_run:
             self.on_hold()
             return True
-        self._check_interrupt()
-        entry = self.journal.accepting(self.plan_id, bid)
-        try:
-            tentative = self.sellers[site].accept(bid.offer_id, entry.idempotency_key)
-        except (SiteError, SiteUnreachable) as exc:
-            if isinstance(exc, SiteError) and definite(exc):
-                self.journal.refused(entry, refusal(exc))
-            else:
-                self.journal.noted(entry, str(exc))
-                self.silent[site] = str(exc)
+        held = self.commit.accept(bid)
+        if held is None:
             return False
-        entry = self.journal.tentative(
-            entry, tentative.reservation_id, tentative.deal, tentative.deadline
-        )
-        self.held[bid.part] = Held(entry, tentative)
+        self.held[bid.part] = held
         self.on_hold()
         return True
-
-    def _check_interrupt(self) -> None:
-        if self.interrupted():
-            raise Interrupted()
 
 
 def _key(site: str, alternative: Alternative) -> _Key:

@@ -116,10 +116,11 @@ def test_a_task_every_site_refuses_mid_plan_releases_everything_held(
     result = json.loads(done.stdout)
     assert result["state"] == "failed"
     assert "t2-2" in result["message"] and "released" in result["message"]
-    states = [entry["state"] for entry in result["entries"]]
-    assert 6 <= len(states) <= 8 and set(states) == {"cancelled"}  # levels 0 and 1 at least
+    # an accept a site refused (its capacity went) holds nothing; the rest were held
+    held = [e["state"] for e in result["entries"] if e["state"] != "refused"]
+    assert 6 <= len(held) <= 8 and set(held) == {"cancelled"}  # levels 0 and 1 at least
     made = [r for records in buyer.alices(before).values() for r in records]
-    assert sorted(r.state.value for r in made) == ["CANCELLED"] * len(states)
+    assert sorted(r.state.value for r in made) == ["CANCELLED"] * len(held)
     assert_settled(buyer, before)
 
 
