@@ -3,7 +3,8 @@
 :class:`MarketSites` answers the greedy planner as agents would, with the agent's own pricing
 (the thesis' adaptive externality fee over a conservative plan of each site's queue), and
 holds what the planner picks as a reservation in that site's snapshot, so that the next
-quote sees it. The end-to-end version through real agents comes with the client library.
+quote sees it. Through real agents, the client's ``LiveOffers`` does the same
+(tests/integration/test_client_provision.py).
 """
 
 from __future__ import annotations

@@ -89,6 +89,7 @@ def client_main(argv: Optional[Sequence[str]] = None) -> int:
         client_auction,
         client_common,
         client_ledger,
+        client_provision,
         client_quotes,
         client_reservations,
         client_sites,
@@ -107,6 +108,7 @@ def client_main(argv: Optional[Sequence[str]] = None) -> int:
     client_sites.add_commands(commands)
     client_quotes.add_commands(commands)
     client_auction.add_commands(commands)
+    client_provision.add_commands(commands)
     client_reservations.add_commands(commands)
     client_ledger.add_commands(commands)
     args = parser.parse_args(argv)
