@@ -18,7 +18,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import yaml
 
@@ -107,8 +107,11 @@ class PausedClient:
 class Service:
     """A ``siteagent`` command in the background, its output in a log file."""
 
-    def __init__(self, arguments: List[str], log: Path, health: Buyer) -> None:
+    def __init__(
+        self, arguments: List[str], log: Path, health: Buyer, program: Path = SITEAGENT
+    ) -> None:
         self.arguments = arguments
+        self.program = program
         self.log = log
         self.health = health
         self.process = self._start()
@@ -116,7 +119,7 @@ class Service:
     def _start(self) -> subprocess.Popen[bytes]:
         with open(self.log, "ab") as out:
             process = subprocess.Popen(
-                [str(SITEAGENT), *self.arguments], stdout=out, stderr=subprocess.STDOUT
+                [str(self.program), *self.arguments], stdout=out, stderr=subprocess.STDOUT
             )
 
         def up() -> bool:
@@ -166,6 +169,10 @@ class Market:
     credit: str = "1000.00"
     alice: Party = field(default_factory=lambda: Party("alice@laptop"))
     bob: Party = field(default_factory=lambda: Party("bob@lab"))
+    #: More buyers every site and the bank admit (a benchmark's concurrent buyers).
+    buyers: Sequence[Party] = ()
+    #: The ``siteagent`` program the bank and the agents run.
+    program: Path = SITEAGENT
     agents: Dict[str, Agent] = field(default_factory=dict)
     #: The buyer's $XDG_STATE_HOME (where the journal is): a test may give itself its own.
     client_state: Path = field(init=False)
@@ -182,7 +189,7 @@ class Market:
                 f"{spec.name}-clients.yaml", {"clients": self._clients(spec.user)}
             )
             self.agents[spec.name] = self._start_agent(spec, clients)
-        self.sites_file = self._write_sites_file()
+        self.sites_file = self.write_sites_file(self.alice, "alice")
 
     def stop(self) -> None:
         for agent in self.agents.values():
@@ -338,8 +345,13 @@ class Market:
                 "public_key": keys.public_key_text(party.key.public_key()),
                 "user": user or name,
             }
-            for party, name in ((self.alice, "alice"), (self.bob, "bob"))
+            for party, name in self._parties()
         }
+
+    def _parties(self) -> List[Tuple[Party, str]]:
+        """Every buyer admitted, with the name its reservations are made for by default."""
+        named = [(self.alice, "alice"), (self.bob, "bob")]
+        return named + [(party, f"buyer{i + 1}") for i, party in enumerate(self.buyers)]
 
     def _start_bank(self, site_keys: Mapping[str, str]) -> Service:
         clients = {k: {**v, "credit": self.credit} for k, v in self._clients().items()}
@@ -357,7 +369,8 @@ class Market:
         self.bank_cert = self.root / "bank" / "tls" / "server.crt"
         self.alice_at_bank = Buyer(self.bank_url, self.bank_cert, self.alice)
         health = Buyer(self.bank_url, self.bank_cert, self.alice)
-        return Service(["ledger", "serve", "--config", str(config)], self.root / "bank.log", health)
+        log = self.root / "bank.log"
+        return Service(["ledger", "serve", "--config", str(config)], log, health, self.program)
 
     def _start_agent(self, spec: SiteSpec, clients: Path) -> Agent:
         state = self.root / spec.name
@@ -381,7 +394,7 @@ class Market:
         url = f"https://127.0.0.1:{port}"
         health = Buyer(url, state / "tls" / "server.crt", self.alice)
         service = Service(
-            ["serve", "--config", str(config)], self.root / f"{spec.name}.log", health
+            ["serve", "--config", str(config)], self.root / f"{spec.name}.log", health, self.program
         )
         return Agent(spec, url, state, service)
 
@@ -390,9 +403,11 @@ class Market:
         trace = busy_trace(self.root / f"{spec.name}.swf", seed=spec.seed)
         return {"type": "swf", "swf": {"trace": trace, "offset": spec.offset}}
 
-    def _write_sites_file(self) -> Path:
-        key = self.root / "alice.key"
-        keys.write_private(key, keys.private_key_pem(self.alice.key))
+    def write_sites_file(self, party: Party, name: str) -> Path:
+        """``name``-sites.yaml: every agent and the bank, for ``party`` with its key in
+        ``name``.key."""
+        key = self.root / f"{name}.key"
+        keys.write_private(key, keys.private_key_pem(party.key))
         sites = [
             {
                 "name": name,
@@ -402,9 +417,9 @@ class Market:
             for name, agent in self.agents.items()
         ]
         return self._write(
-            "sites.yaml",
+            "sites.yaml" if party is self.alice else f"{name}-sites.yaml",
             {
-                "buyer": {"key_id": self.alice.key_id, "private_key": str(key)},
+                "buyer": {"key_id": party.key_id, "private_key": str(key)},
                 "ledger": {"url": self.bank_url, "ca": str(self.bank_cert)},
                 "timeouts": {"connect": 2, "read": 15},
                 "sites": sites,
