@@ -32,8 +32,14 @@ from typing import Any, Dict, List, Sequence
 import psutil
 
 from bench.common import ROOT, TRACES, machine, md_table, median, write_results
+from bench.quote_clients import percentile
+from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
 from testbed.market import Market, SiteSpec
 from testbed.parties import Party
+
+#: How long one agent may take to start: replaying months of RICC or CEA Curie to its offset
+#: takes 20-30 s alone, minutes on a loaded machine.
+START_TIMEOUT_S = 600.0
 
 #: The paper's Table 2: name, system, offset into its log (s), start and minimum price.
 TABLE2 = (
@@ -107,14 +113,6 @@ def agents_that_fit(available_mb: float, wanted: int = len(TABLE2)) -> int:
     return max(0, min(wanted, int((available_mb - RESERVE_MB) // AGENT_MB)))
 
 
-def p99(values: Sequence[float]) -> float:
-    """The 99th percentile (nearest rank): the largest value when there are fewer than 100."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, -(-99 * len(ordered) // 100) - 1))]
-
-
 @dataclass
 class Level:
     """What one level measured: every auction's result, and the level's wall time."""
@@ -131,7 +129,7 @@ class Level:
             "confirmed": sum(1 for r in self.results if r["code"] == 0),
             "exit_codes": sorted({r["code"] for r in self.results}),
             "median_s": median(walls),
-            "p99_s": p99(walls),
+            "p99_s": percentile(walls, 99),
             "round_median_s": median(rounds),
             "commit_median_s": median(commits),
             "auctions_per_s": len(walls) / self.wall_s if self.wall_s > 0 else float("nan"),
@@ -170,9 +168,15 @@ def start_market(root: Path, sites: int, buyers: int) -> Market:
         table2_sites(sites),
         credit="1000000000.00",
         buyers=[Party(f"buyer{i + 1}@bench") for i in range(buyers)],
+        poll_interval_s=DEFAULT_POLL_INTERVAL_S,
+        start_timeout_s=START_TIMEOUT_S,
     )
     began = time.perf_counter()
-    market.start()
+    try:
+        market.start()
+    except BaseException:
+        market.stop()
+        raise
     print(f"{sites} agents and the bank up in {time.perf_counter() - began:.0f} s", flush=True)
     for i, party in enumerate(market.buyers):
         market.write_sites_file(party, f"buyer{i + 1}")

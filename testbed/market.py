@@ -28,7 +28,7 @@ from siteagent.market.store import ReservationRecord, ReservationState, Store
 from siteagent.protocol import keys
 from testbed.agents import SITEAGENT, Buyer
 from testbed.parties import Party
-from testbed.processes import free_port, stop, wait_until
+from testbed.processes import START_TIMEOUT_S, free_port, stop, wait_until
 from testbed.slurm_cluster import SlurmTestCluster
 from testbed.traces import busy_trace
 
@@ -108,10 +108,16 @@ class Service:
     """A ``siteagent`` command in the background, its output in a log file."""
 
     def __init__(
-        self, arguments: List[str], log: Path, health: Buyer, program: Path = SITEAGENT
+        self,
+        arguments: List[str],
+        log: Path,
+        health: Buyer,
+        program: Path = SITEAGENT,
+        start_timeout_s: float = START_TIMEOUT_S,
     ) -> None:
         self.arguments = arguments
         self.program = program
+        self.start_timeout_s = start_timeout_s
         self.log = log
         self.health = health
         self.process = self._start()
@@ -127,7 +133,12 @@ class Service:
                 raise AssertionError(f"{self.log.name}:\n{self.log.read_text(errors='replace')}")
             return self.health.cert.exists() and self.health.call("GET", "/healthz").status == 200
 
-        wait_until(f"{self.log.stem}'s /healthz", up)
+        try:
+            wait_until(f"{self.log.stem}'s /healthz", up, self.start_timeout_s)
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
         return process
 
     def restart(self) -> None:
@@ -173,6 +184,10 @@ class Market:
     buyers: Sequence[Party] = ()
     #: The ``siteagent`` program the bank and the agents run.
     program: Path = SITEAGENT
+    #: How often the agents poll their batch system (a test's 0.5 s sees changes at once).
+    poll_interval_s: float = 0.5
+    #: How long an agent may take to answer /healthz (replaying far into a long trace).
+    start_timeout_s: float = START_TIMEOUT_S
     agents: Dict[str, Agent] = field(default_factory=dict)
     #: The buyer's $XDG_STATE_HOME (where the journal is): a test may give itself its own.
     client_state: Path = field(init=False)
@@ -370,7 +385,8 @@ class Market:
         self.alice_at_bank = Buyer(self.bank_url, self.bank_cert, self.alice)
         health = Buyer(self.bank_url, self.bank_cert, self.alice)
         log = self.root / "bank.log"
-        return Service(["ledger", "serve", "--config", str(config)], log, health, self.program)
+        arguments = ["ledger", "serve", "--config", str(config)]
+        return Service(arguments, log, health, self.program, self.start_timeout_s)
 
     def _start_agent(self, spec: SiteSpec, clients: Path) -> Agent:
         state = self.root / spec.name
@@ -382,7 +398,7 @@ class Market:
                 "state_dir": str(state),
                 "site": {"name": spec.name, "cores_per_node": 16},
                 "backend": dict(backend),
-                "planner": {"poll_interval_s": 0.5},
+                "planner": {"poll_interval_s": self.poll_interval_s},
                 "security": {"authorized_clients": str(clients)},
                 # a test runs a dozen auctions in minutes, each leaving (parts x rounds x 20)
                 # offers live for 5 minutes: more than a buyer's default share
@@ -393,9 +409,9 @@ class Market:
         )
         url = f"https://127.0.0.1:{port}"
         health = Buyer(url, state / "tls" / "server.crt", self.alice)
-        service = Service(
-            ["serve", "--config", str(config)], self.root / f"{spec.name}.log", health, self.program
-        )
+        log = self.root / f"{spec.name}.log"
+        arguments = ["serve", "--config", str(config)]
+        service = Service(arguments, log, health, self.program, self.start_timeout_s)
         return Agent(spec, url, state, service)
 
     def _replay(self, spec: SiteSpec) -> Dict[str, Any]:
