@@ -68,8 +68,15 @@ def run(args: argparse.Namespace, auction: Sequence[str]) -> List[Dict[str, Any]
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
             code = client_main(["auction", *auction, "--json"])
         wall = time.perf_counter() - began
+        ended = time.time()
         results.append(
-            {"wall_s": wall, "code": code, "ended": time.time(), **phases(journal, opened - 1)}
+            {
+                "wall_s": wall,
+                "code": code,
+                "began": opened,
+                "ended": ended,
+                **phases(journal, opened - 1),
+            }
         )
     return results
 
