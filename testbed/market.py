@@ -112,11 +112,9 @@ class Service:
         arguments: List[str],
         log: Path,
         health: Buyer,
-        program: Path = SITEAGENT,
         start_timeout_s: float = START_TIMEOUT_S,
     ) -> None:
         self.arguments = arguments
-        self.program = program
         self.start_timeout_s = start_timeout_s
         self.log = log
         self.health = health
@@ -125,7 +123,7 @@ class Service:
     def _start(self) -> subprocess.Popen[bytes]:
         with open(self.log, "ab") as out:
             process = subprocess.Popen(
-                [str(self.program), *self.arguments], stdout=out, stderr=subprocess.STDOUT
+                [str(SITEAGENT), *self.arguments], stdout=out, stderr=subprocess.STDOUT
             )
 
         def up() -> bool:
@@ -182,8 +180,6 @@ class Market:
     bob: Party = field(default_factory=lambda: Party("bob@lab"))
     #: More buyers every site and the bank admit (a benchmark's concurrent buyers).
     buyers: Sequence[Party] = ()
-    #: The ``siteagent`` program the bank and the agents run.
-    program: Path = SITEAGENT
     #: How often the agents poll their batch system (a test's 0.5 s sees changes at once).
     poll_interval_s: float = 0.5
     #: How long an agent may take to answer /healthz (replaying far into a long trace).
@@ -386,7 +382,7 @@ class Market:
         health = Buyer(self.bank_url, self.bank_cert, self.alice)
         log = self.root / "bank.log"
         arguments = ["ledger", "serve", "--config", str(config)]
-        return Service(arguments, log, health, self.program, self.start_timeout_s)
+        return Service(arguments, log, health, self.start_timeout_s)
 
     def _start_agent(self, spec: SiteSpec, clients: Path) -> Agent:
         state = self.root / spec.name
@@ -411,7 +407,7 @@ class Market:
         health = Buyer(url, state / "tls" / "server.crt", self.alice)
         log = self.root / f"{spec.name}.log"
         arguments = ["serve", "--config", str(config)]
-        service = Service(arguments, log, health, self.program, self.start_timeout_s)
+        service = Service(arguments, log, health, self.start_timeout_s)
         return Agent(spec, url, state, service)
 
     def _replay(self, spec: SiteSpec) -> Dict[str, Any]:
@@ -420,8 +416,8 @@ class Market:
         return {"type": "swf", "swf": {"trace": trace, "offset": spec.offset}}
 
     def write_sites_file(self, party: Party, name: str) -> Path:
-        """``name``-sites.yaml: every agent and the bank, for ``party`` with its key in
-        ``name``.key."""
+        """A sites file naming every agent and the bank, for ``party`` with its key in
+        ``name``.key (alice's is sites.yaml, another buyer's ``name``-sites.yaml)."""
         key = self.root / f"{name}.key"
         keys.write_private(key, keys.private_key_pem(party.key))
         sites = [
