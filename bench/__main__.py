@@ -12,6 +12,7 @@ BENCHMARKS = {
     "slurm": "bench.slurm",
     "service": "bench.service",
     "provision": "bench.provision",
+    "auction": "bench.auction",
 }
 
 
