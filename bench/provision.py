@@ -14,9 +14,10 @@ unit price of 1 per core-hour plus the adaptive externality fee over a conservat
 - resource selection (Ha et al.) of 1,000 tasks over 20 sites with published wait bounds;
   target under 1 s.
 
-These call the planners directly, against sites in memory. The end-to-end version through
-real agents (quotes, holds and the two-phase commit over HTTPS) comes when the client library
-is wired to them.
+These call the planners directly, against sites in memory: the planners' own cost. The same
+planners through real agents (quotes, holds and the two-phase commit over HTTPS) are
+`siteagent-client provision`, tested end to end in tests/integration/test_client_provision.py;
+timing that path here is still to do.
 """
 
 from __future__ import annotations
@@ -221,8 +222,8 @@ def main(argv: List[str]) -> int:
         "genetic": genetic,
         "genetic_alpha_choice": pareto,
         "selection": selection,
-        "note": "planners called directly against sites in memory; the end-to-end version "
-        "through real agents comes when the client is wired",
+        "note": "planners called directly against sites in memory; the path through real "
+        "agents (siteagent-client provision) is not timed here yet",
     }
     markdown = "\n".join(
         [
@@ -230,9 +231,9 @@ def main(argv: List[str]) -> int:
             f"Machine: {data['machine']}. Medians of {args.repeat} runs. Costs in SU (1 per "
             "core-hour plus the externality fee), makespans in hours from planning.\n",
             "Sites in memory (128, 256, 430 cores with running and queued jobs) quoting with "
-            "the agent's own adaptive pricing. **These call the planners directly; the "
-            "end-to-end version through real agents (quotes, holds, two-phase commit over "
-            "HTTPS) comes when the client library is wired.**\n",
+            "the agent's own adaptive pricing. **These call the planners directly; the path "
+            "through real agents (`siteagent-client provision`: quotes, holds, two-phase "
+            "commit over HTTPS) is not timed here yet.**\n",
             f"## Greedy provisioning (thesis ch. 7), target < {TARGET_GREEDY_S:g} s per plan\n",
             md_table(
                 greedy,
