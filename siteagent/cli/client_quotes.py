@@ -53,7 +53,16 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "answered refused, 75 when none answered."
         ),
     )
-    size = quote.add_argument_group("size and time")
+    add_request_options(quote)
+    client_common.add_sites_options(quote)
+    quote.set_defaults(command=_quote)
+
+
+def add_request_options(parser: argparse.ArgumentParser, ranking: bool = True) -> None:
+    """The request's options: size and time, price, the machine's RFQL attributes; with
+    ``ranking`` the quote's own --deadline, --alpha and --limit too (the auction checks its
+    deadline itself and ranks its own way)."""
+    size = parser.add_argument_group("size and time")
     size.add_argument("--cores", type=int, metavar="N", help="total cores")
     size.add_argument(
         "--nodes", type=int, metavar="N", help="whole nodes (with or instead of --cores)"
@@ -66,28 +75,30 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="D",
         help="how long: seconds, or 90m, 2h, 1d",
     )
-    size.add_argument("--deadline", metavar="T", help="latest end: +DURATION, epoch or ISO time")
+    if ranking:
+        size.add_argument(
+            "--deadline", metavar="T", help="latest end: +DURATION, epoch or ISO time"
+        )
     size.add_argument(
         "--earliest", metavar="T", help="earliest start: +DURATION, epoch or ISO time"
     )
-    terms = quote.add_argument_group("price and ranking")
+    terms = parser.add_argument_group("price and ranking")
     terms.add_argument("--max-price", type=price, metavar="P", help="most per core-hour")
-    terms.add_argument(
-        "--alpha", type=float, default=0.5, metavar="A", help="0 earliest ... 1 cheapest (0.5)"
-    )
+    if ranking:
+        terms.add_argument(
+            "--alpha", type=float, default=0.5, metavar="A", help="0 earliest ... 1 cheapest (0.5)"
+        )
     terms.add_argument("--limit", type=int, metavar="N", help="at most N offers per site (20)")
-    machine = quote.add_argument_group("machine (RFQL attributes a site must advertise)")
+    machine = parser.add_argument_group("machine (RFQL attributes a site must advertise)")
     machine.add_argument("--architecture")
     machine.add_argument("--os")
     machine.add_argument("--cpu-speed", type=int, metavar="MHZ")
     machine.add_argument("--memory-per-core", type=int, metavar="MB")
     machine.add_argument("--disk", type=int, metavar="GB")
-    client_common.add_sites_options(quote)
-    quote.set_defaults(command=_quote)
 
 
 def _quote(args: argparse.Namespace) -> int:
-    request = _request_for_quotes(args, int(time.time()))
+    request = request_for_quotes(args, int(time.time()))
     registry = client_common.registry(args)
     with client_common.connected(registry.select(args.site)) as connections:
         for connection in connections:
@@ -103,7 +114,9 @@ def _quote(args: argparse.Namespace) -> int:
     return EXIT_REFUSED if quotes.any_answered else EXIT_UNAVAILABLE
 
 
-def _request_for_quotes(args: argparse.Namespace, now: int) -> QuoteRequest:
+def request_for_quotes(args: argparse.Namespace, now: int, ranking: bool = True) -> QuoteRequest:
+    """The command line's request (the options :func:`add_request_options` added, with the
+    same ``ranking``)."""
     if args.cores is None and args.nodes is None:
         raise ValueError("give the size: --cores N, or --nodes N (with --cores-per-node N)")
     fields: Dict[str, Any] = {
@@ -111,10 +124,10 @@ def _request_for_quotes(args: argparse.Namespace, now: int) -> QuoteRequest:
         "cores": args.cores,
         "nodes": args.nodes,
         "cores_per_node": args.cores_per_node,
-        "deadline": parse_time(args.deadline, now) if args.deadline else None,
+        "deadline": parse_time(args.deadline, now) if ranking and args.deadline else None,
         "earliest_start": parse_time(args.earliest, now) if args.earliest else None,
         "max_price": args.max_price,
-        "alpha": args.alpha,
+        "alpha": args.alpha if ranking else None,
         "architecture": args.architecture,
         "os": args.os,
         "cpu_speed_mhz": args.cpu_speed,

@@ -84,7 +84,14 @@ def exit_code(error: SiteagentError) -> int:
 def client_main(argv: Optional[Sequence[str]] = None) -> int:
     """``siteagent-client``: find, price and reserve compute across sites."""
     # imported here: the client's HTTP stack is no business of `siteagent`'s commands
-    from siteagent.cli import client_common, client_ledger, client_quotes, client_sites
+    from siteagent.cli import (
+        client_auction,
+        client_common,
+        client_ledger,
+        client_quotes,
+        client_reservations,
+        client_sites,
+    )
 
     parser = argparse.ArgumentParser(
         prog="siteagent-client",
@@ -98,6 +105,8 @@ def client_main(argv: Optional[Sequence[str]] = None) -> int:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
     client_sites.add_commands(commands)
     client_quotes.add_commands(commands)
+    client_auction.add_commands(commands)
+    client_reservations.add_commands(commands)
     client_ledger.add_commands(commands)
     args = parser.parse_args(argv)
     command: Command = args.command
