@@ -16,7 +16,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import yaml
 
@@ -27,7 +27,7 @@ from siteagent.protocol import keys
 from testbed.agents import SITEAGENT, Buyer
 from testbed.parties import Party
 from testbed.processes import free_port, stop, wait_until
-from testbed.traces import busy_trace
+from testbed.traces import busy_trace, write_trace
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -47,12 +47,16 @@ LOAD_PRICES = (("2.00", "0.80"), ("1.80", "0.60"), ("2.20", "1.00"))
 @dataclass(frozen=True)
 class SiteSpec:
     """One agent of the market: its name, the seed of its replayed trace, how far into the
-    trace it starts, and its ``pricing`` section."""
+    trace it starts, and its ``pricing`` section; ``jobs`` (submit, run time, cores, walltime)
+    replaces the seeded trace, and ``settings`` adds sections to its configuration (or keys
+    to its ``api`` section)."""
 
     name: str
     seed: int
     offset: int
     pricing: Mapping[str, Any]
+    jobs: Optional[Sequence[Tuple[int, int, int, int]]] = None
+    settings: Mapping[str, Any] = field(default_factory=dict)
 
 
 def load_priced(count: int = 3) -> List[SiteSpec]:
@@ -333,7 +337,13 @@ class Market:
     def _start_agent(self, spec: SiteSpec, clients: Path) -> Agent:
         state = self.root / spec.name
         port = free_port()
-        trace = busy_trace(self.root / f"{spec.name}.swf", seed=spec.seed)
+        trace_file = self.root / f"{spec.name}.swf"
+        trace = (
+            busy_trace(trace_file, seed=spec.seed)
+            if spec.jobs is None
+            else write_trace(trace_file, list(spec.jobs), 64)
+        )
+        settings = dict(spec.settings)
         config = self._write(
             f"{spec.name}.yaml",
             {
@@ -344,9 +354,15 @@ class Market:
                 "security": {"authorized_clients": str(clients)},
                 # a test runs a dozen auctions in minutes, each leaving (parts x rounds x 20)
                 # offers live for 5 minutes: more than a buyer's default share
-                "api": {"listen": "127.0.0.1", "port": port, "max_live_offers_per_client": 20000},
+                "api": {
+                    "listen": "127.0.0.1",
+                    "port": port,
+                    "max_live_offers_per_client": 20000,
+                    **settings.pop("api", {}),
+                },
                 "ledger": {"url": self.bank_url, "ca": str(self.bank_cert)},
                 "pricing": dict(spec.pricing),
+                **settings,
             },
         )
         url = f"https://127.0.0.1:{port}"

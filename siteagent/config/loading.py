@@ -354,6 +354,9 @@ def read_auctions(section: Section) -> AuctionsConfig:
         max_open_per_client=section.get(
             "max_open_per_client", AuctionsConfig.max_open_per_client, positive_int
         ),
+        accept_window_s=section.get(
+            "accept_window_s", AuctionsConfig.accept_window_s, whole_seconds
+        ),
     )
 
 

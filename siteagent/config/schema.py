@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import FrozenSet, Optional, Tuple
 
 from siteagent.core.defaults import (
+    DEFAULT_AUCTION_ACCEPT_WINDOW_S,
     DEFAULT_BIDS_BURST,
     DEFAULT_BIDS_PER_S,
     DEFAULT_COMMAND_TIMEOUT_S,
@@ -181,11 +182,13 @@ class ReservationsConfig:
 class AuctionsConfig:
     """The site's part in English auctions (docs/design.md §4.6): how fast a job's input
     reaches it from another site (bytes per second), the longest auction it takes part in
-    (seconds), and how many auctions one client may take it into at once."""
+    (seconds), how many auctions one client may take it into at once, and how long after an
+    auction closes its winner has to accept (seconds: its bid's capacity is held until then)."""
 
     transfer_rate: int = DEFAULT_TRANSFER_RATE
     max_length_s: int = DEFAULT_MAX_AUCTION_S
     max_open_per_client: int = DEFAULT_MAX_OPEN_BIDS_PER_CLIENT
+    accept_window_s: int = DEFAULT_AUCTION_ACCEPT_WINDOW_S
 
 
 @dataclass(frozen=True)

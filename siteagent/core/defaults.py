@@ -77,6 +77,10 @@ DEFAULT_MAX_AUCTION_S = 6 * 3600
 #: Auctions one client may take the site into at once: each may hold capacity.
 DEFAULT_MAX_OPEN_BIDS_PER_CLIENT = 200
 
+#: Seconds after an English auction closes that its winner has to accept the winning bid's
+#: offer; the bid's capacity is held until then. A minute, as a quote's buyer has to accept.
+DEFAULT_AUCTION_ACCEPT_WINDOW_S = 60
+
 #: Offers a client may hold at once (quoted, not expired, not accepted): each is a row of the
 #: state database until a day after it lapses, so quoting alone must not grow it without end.
 DEFAULT_MAX_LIVE_OFFERS_PER_CLIENT = 2000

@@ -12,7 +12,8 @@ load changed since (a poll), or other auctions took or gave back capacity. The v
   another window only when it is worth more. Only when the batch system's own work took the
   held capacity is the bid revised to what the site can offer now, or withdrawn.
 - **Held capacity.** An open bid holds its window until its auction ends (``held_until``: the
-  closing time and the minute the winner has to accept); every other bid, and every accept of
+  closing time and the time the winner has to accept, ``auctions.accept_window_s``); every
+  other bid, and every accept of
   another offer (:meth:`ReservationManager.accept`'s re-check), is valued around it. A bid that
   cannot beat the standing bid, or that has no capacity, holds nothing (``NONE``) and may bid
   again while the auction is open. A bid is released at once when its auctioneer says it lost
@@ -199,7 +200,7 @@ class Bidding:
             auction_id=call.auction_id,
             job=call.job.model_dump(mode="json"),
             closes_at=call.closes_at,
-            held_until=max(call.closes_at, now) + ACCEPT_LEAD_S,
+            held_until=max(call.closes_at, now) + self.settings.accept_window_s,
             state=BidState.NONE,
             created=now,
             updated=now,

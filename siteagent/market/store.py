@@ -879,6 +879,11 @@ class Store:
         )
         return _bid(rows[0]) if rows else None
 
+    def bids(self) -> List[BidRecord]:
+        """Every bid, oldest first."""
+        rows = self._read(f"SELECT {_BID_COLUMNS} FROM bids ORDER BY created, client, auction_id")
+        return [_bid(row) for row in rows]
+
     def save_bid(
         self, record: BidRecord, offer: Optional[Offer], withdrawn: Optional[str]
     ) -> None:

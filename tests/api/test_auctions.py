@@ -89,7 +89,8 @@ def test_a_bid_values_the_job_and_offers_its_window(world: World) -> None:
     offer = made["offer"]
     assert offer["start"] >= answer["closes_at"] + ACCEPT_LEAD_S
     assert offer["end"] - offer["start"] == 3600 and offer["cores"] == 8
-    assert answer["held_until"] == answer["closes_at"] + ACCEPT_LEAD_S
+    window_s = world.site.config.auctions.accept_window_s
+    assert answer["held_until"] == answer["closes_at"] + window_s
     assert offer["expires"] <= answer["held_until"]
     record = world.site.store.bid(world.alice.key_id, answer["auction_id"])
     assert record is not None and record.state is BidState.OPEN
