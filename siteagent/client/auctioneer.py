@@ -79,6 +79,28 @@ CONNECTIONS_PER_SITE = 8
 INTERRUPT_CHECK_S = 0.25
 
 
+class SiteTime:
+    """The time one auction waits for its sites once its length is over (``after``, wall
+    clock): what of a job's overhead beyond the auction's length is the sites' work, the rest
+    being the auctioneer's own."""
+
+    def __init__(self, after: float, clock: Callable[[], float]) -> None:
+        self.after = after
+        self.clock = clock
+        self.seconds = 0.0
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        began = self.clock()
+        try:
+            yield
+        finally:
+            waited = self.clock() - max(began, self.after)
+            with self._lock:
+                self.seconds += max(waited, 0.0)
+
+
 class Lender(Protocol):
     """The sites an auctioneer asks, by name: each request runs on a connection of its own
     for its time (:class:`SitePool`; a test's fake sites)."""
@@ -129,27 +151,32 @@ class SitePool:
 
 
 class PooledSeller:
-    """A site as the commit sees it (:class:`~siteagent.client.recovery.Seller`), each
-    request on a connection lent by the pool."""
+    """A site as one auction's commit sees it (:class:`~siteagent.client.recovery.Seller`),
+    each request on a connection lent by the pool, the time it takes counted in ``timed``."""
 
-    def __init__(self, pool: Lender, name: str) -> None:
+    def __init__(self, pool: Lender, name: str, timed: SiteTime) -> None:
         self.pool = pool
         self.name = name
+        self.timed = timed
 
     def accept(self, offer_id: str, idempotency_key: str) -> Tentative:
-        return self.pool.call(self.name, lambda site: site.accept(offer_id, idempotency_key))
+        return self._call(lambda site: site.accept(offer_id, idempotency_key))
 
     def confirm(self, tentative: Tentative) -> Receipt:
-        return self.pool.call(self.name, lambda site: site.confirm(tentative))
+        return self._call(lambda site: site.confirm(tentative))
 
     def cancel(self, reservation_id: str) -> Optional[Cancellation]:
-        return self.pool.call(self.name, lambda site: site.cancel(reservation_id))
+        return self._call(lambda site: site.cancel(reservation_id))
 
     def reservation(self, reservation_id: str) -> ReservationView:
-        return self.pool.call(self.name, lambda site: site.reservation(reservation_id))
+        return self._call(lambda site: site.reservation(reservation_id))
 
     def verified_receipt(self, data: Any, deal: Mapping[str, Any]) -> Receipt:
         return self.pool.call(self.name, lambda site: site.verified_receipt(data, deal))
+
+    def _call(self, request: Callable[[SiteConnection], T]) -> T:
+        with self.timed.waiting():
+            return self.pool.call(self.name, request)
 
 
 @dataclass(frozen=True)
@@ -157,8 +184,9 @@ class Placement:
     """How one job's auction ended: ``state`` is ``placed`` (a reservation confirmed at
     ``site``), ``unplaced`` (no site bid, or none could be reserved) or ``interrupted``; the
     sites ``asked``, those that ``answered`` and those that bid (``bidders``).
-    ``opened_at`` and ``decided_at`` are wall-clock times: the auctioneer's own overhead is
-    what the job waited beyond the auction's ``length_s``."""
+    ``opened_at`` and ``decided_at`` are wall-clock times: the job's overhead is what it
+    waited beyond the auction's ``length_s``, of which ``sites_s`` went to the sites' answers
+    (the auctioneer's own share is the rest)."""
 
     job: Job
     auction_id: str
@@ -172,6 +200,7 @@ class Placement:
     length_s: float
     opened_at: float
     decided_at: float
+    sites_s: float = 0.0
     site: Optional[str] = None
     value: Optional[Decimal] = None
     reservation_id: Optional[str] = None
@@ -181,6 +210,11 @@ class Placement:
     @property
     def overhead_s(self) -> float:
         return self.decided_at - self.opened_at - self.length_s
+
+    @property
+    def own_overhead_s(self) -> float:
+        """The auctioneer's own share of the overhead: not waiting for a site."""
+        return self.overhead_s - self.sites_s
 
     @property
     def participation(self) -> float:
@@ -212,7 +246,6 @@ class Auctioneer:
         self.start_price = start_price
         self.interrupted = interrupted
         self.clock = clock
-        self.sellers = {name: Patient(PooledSeller(self.pool, name)) for name in self.names}
         self._requests = ThreadPoolExecutor(
             max_workers=CONNECTIONS_PER_SITE * len(self.names), thread_name_prefix="bid"
         )
@@ -269,6 +302,7 @@ class Auctioneer:
         )
         with self.journal.running(record.id):
             opened = self.clock()
+            timed = SiteTime(opened + self.length_s, self.clock)
             auction = EnglishAuction(
                 record.id,
                 job.job,
@@ -279,11 +313,12 @@ class Auctioneer:
             for number, offset in enumerate(round_starts(self.length_s, self.rounds), 1):
                 if not self._wait_until(opened + offset):
                     break
-                self._round(auction, number)
+                with timed.waiting():
+                    self._round(auction, number)
             if not self._wait_until(opened + self.length_s):
                 self._release(auction, winner=None)
                 return self._end(job, auction, opened, AuctionState.INTERRUPTED, "interrupted")
-            return self._close(job, auction, opened)
+            return self._close(job, auction, opened, timed)
 
     def _round(self, auction: EnglishAuction, number: int) -> None:
         """Ask every site still in, at once, naming the standing bid; journal what it brought."""
@@ -308,7 +343,9 @@ class Auctioneer:
         except (SiteagentError, ValueError, OSError) as exc:
             return exc
 
-    def _close(self, job: Job, auction: EnglishAuction, opened: float) -> Placement:
+    def _close(
+        self, job: Job, auction: EnglishAuction, opened: float, timed: SiteTime
+    ) -> Placement:
         """Reserve the best bid that a site still stands by; release the others."""
         candidates = auction.candidates(int(self.clock()))
         if not candidates:
@@ -317,11 +354,12 @@ class Auctioneer:
                 f"{site}: {reason}" for site, reason in sorted(no_bid_reasons(auction).items())
             )
             self.journal.set_auction(auction.auction_id, AuctionState.FAILED, why)
-            return self._end(job, auction, opened, AuctionState.FAILED, why)
+            return self._end(job, auction, opened, AuctionState.FAILED, why, timed=timed)
+        sellers = {name: Patient(PooledSeller(self.pool, name, timed)) for name in self.names}
         commit = Commit(
             self.journal,
             auction.auction_id,
-            self.sellers,
+            sellers,
             parts=1,
             interrupted=self.interrupted,
             clock=self.clock,
@@ -331,7 +369,9 @@ class Auctioneer:
         confirmed = outcome.confirmed
         winner = confirmed[0] if confirmed else None
         self._release(auction, winner=None if winner is None else winner.site)
-        placement = self._end(job, auction, opened, outcome.state, outcome.message, decided)
+        placement = self._end(
+            job, auction, opened, outcome.state, outcome.message, decided, timed
+        )
         if winner is None:
             return placement
         return _placed(placement, winner.site, auction.value(winner.site), winner)
@@ -350,6 +390,7 @@ class Auctioneer:
         state: AuctionState,
         message: str,
         decided: Optional[float] = None,
+        timed: Optional[SiteTime] = None,
     ) -> Placement:
         if state is AuctionState.INTERRUPTED:
             self.journal.set_auction(auction.auction_id, state, message)
@@ -367,6 +408,7 @@ class Auctioneer:
             length_s=self.length_s,
             opened_at=opened,
             decided_at=self.clock() if decided is None else decided,
+            sites_s=0.0 if timed is None else timed.seconds,
         )
 
     def _wait_until(self, instant: float) -> bool:

@@ -12,11 +12,11 @@ load changed since (a poll), or other auctions took or gave back capacity. The v
   another window only when it is worth more. Only when the batch system's own work took the
   held capacity is the bid revised to what the site can offer now, or withdrawn.
 - **Held capacity.** An open bid holds its window until its auction ends (``held_until``: the
-  closing time and the time the winner has to accept, ``auctions.accept_window_s``); every
-  other bid, and every accept of
-  another offer (:meth:`ReservationManager.accept`'s re-check), is valued around it. A bid that
-  cannot beat the standing bid, or that has no capacity, holds nothing (``NONE``) and may bid
-  again while the auction is open. A bid is released at once when its auctioneer says it lost
+  closing time and the time the winner has to accept, ``auctions.accept_window_s``, after
+  which the window starts at the soonest); every other bid, and every accept of another offer
+  (:meth:`ReservationManager.accept`'s re-check), is valued around it. A bid that cannot beat
+  the standing bid, or that has no capacity, holds nothing (``NONE``) and may bid again while
+  the auction is open. A bid is released at once when its auctioneer says it lost
   (DELETE), and by the agent's cycle when its auction ended without an accept.
 - **Winning is accepting.** A bid carries an offer, bound to the auctioneer's key like any
   quote's: the winner is accepted with ``POST /v1/reservations {offer_id}`` and confirmed as
@@ -39,7 +39,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 from siteagent.config.schema import AuctionsConfig, SiteConfig
 from siteagent.core.errors import InvalidRequest, SiteagentError
 from siteagent.core.model import Offer, Request
-from siteagent.market.quoting import ACCEPT_LEAD_S, Refusal, requested
+from siteagent.market.quoting import Refusal, requested
 from siteagent.market.reservations import LIVE, ReservationManager
 from siteagent.market.store import BIDDING, BidRecord, BidState, ReservationState, Store
 from siteagent.market.view import MarketView
@@ -208,7 +208,7 @@ class Bidding:
         base = dataclasses.replace(base, updates=base.updates + 1, updated=now)
         own = known.offer_id if known is not None and known.state is BidState.OPEN else None
         context = holding(view.context, self._holds(view, own, now))
-        best = self._best(call, view, context, now)
+        best = self._best(call, view, context, base.held_until)
         if known is not None and own is not None and _stands(known, best, context):
             assert known.value is not None
             if call.to_beat is None or known.value > call.to_beat:
@@ -219,11 +219,26 @@ class Bidding:
         request, valued = best
         if call.to_beat is not None and valued.value <= call.to_beat:
             return _none(base, _outbid(valued.value, call.to_beat)), None, own
+        offer = self._offer_for(request, valued, base, view, context)
+        if isinstance(offer, Refusal):
+            return _none(base, offer), None, own
+        return _open(base, offer, valued, self.transfer_s(call)), offer, own
+
+    def _offer_for(
+        self,
+        request: Request,
+        valued: Valuation,
+        base: BidRecord,
+        view: MarketView,
+        context: Context,
+    ) -> Union[Offer, Refusal]:
+        """The offer that wins the bid: the window valued, priced as a quote's would be (the
+        deal's price), acceptable by the bid's client until the bid's time is over."""
         try:
             price = view.pricing.price(context, valued.window, request)
         except Refused as exc:
-            return _none(base, Refusal("no_offer", exc.reason)), None, own
-        offer = Offer(
+            return Refusal("no_offer", exc.reason)
+        return Offer(
             id=uuid.uuid4().hex[:16],
             request=request,
             start=valued.window.start,
@@ -231,48 +246,26 @@ class Bidding:
             size=valued.window.size,
             unit_price=price.unit_price,
             fee=price.fee,
-            expires=min(base.held_until, valued.window.start),
+            expires=base.held_until,
             site=self.site.name,
-            client=client,
+            client=base.client,
         )
-        bid = dataclasses.replace(
-            base,
-            state=BidState.OPEN,
-            offer_id=offer.id,
-            start=offer.start,
-            end=offer.end,
-            size=offer.size,
-            value=valued.value,
-            cores_value=valued.cores_value,
-            displacement=valued.displacement,
-            transfer=valued.transfer,
-            transfer_s=self.transfer_s(call),
-            reason_code="",
-            reason="",
-            made=True,
-        )
-        return bid, offer, own
 
     def _best(
-        self, call: BidRequest, view: MarketView, context: Context, now: int
+        self, call: BidRequest, view: MarketView, context: Context, held_until: int
     ) -> Union[Tuple[Request, Valuation], Refusal]:
         """The best bid the site can make now (the job in its units, and the valuation), or
-        why it makes none."""
-        rfq = QuoteRequest.model_validate(
-            {
-                "walltime": call.job.walltime,
-                "cores": call.job.cores,
-                "earliest_start": call.closes_at + ACCEPT_LEAD_S,
-            }
-        )
-        request = requested(rfq, view.snapshot, self.site, now)
-        if isinstance(request, Refusal):
-            return Refusal(request.code, request.reason, "job.cores")
-        assert request.earliest is not None  # requested() always sets it
+        why it makes none. Its window starts when the winner's time to accept is over, at the
+        soonest: its offer can be accepted until then."""
+        rfq = QuoteRequest.model_validate({"walltime": call.job.walltime, "cores": call.job.cores})
+        requested_now = requested(rfq, view.snapshot, self.site, view.now)
+        if isinstance(requested_now, Refusal):
+            return Refusal(requested_now.code, requested_now.reason, "job.cores")
+        request = dataclasses.replace(requested_now, earliest=held_until)
         job = AuctionedJob(
             request.cores, request.duration, call.job.priority, self.transfer_s(call)
         )
-        valued = valuation(context, job, request.earliest)
+        valued = valuation(context, job, held_until)
         if isinstance(valued, NoBid):
             return Refusal(valued.code, valued.reason, valued.field)
         return request, valued
@@ -310,6 +303,26 @@ def _stands(
     if isinstance(best, tuple) and known.value is not None and best[1].value > known.value:
         return False
     return _still_free(context, known)
+
+
+def _open(base: BidRecord, offer: Offer, valued: Valuation, transfer_s: int) -> BidRecord:
+    """The bid open with ``offer``, holding its window, at ``valued``."""
+    return dataclasses.replace(
+        base,
+        state=BidState.OPEN,
+        offer_id=offer.id,
+        start=offer.start,
+        end=offer.end,
+        size=offer.size,
+        value=valued.value,
+        cores_value=valued.cores_value,
+        displacement=valued.displacement,
+        transfer=valued.transfer,
+        transfer_s=transfer_s,
+        reason_code="",
+        reason="",
+        made=True,
+    )
 
 
 def _none(base: BidRecord, why: Refusal) -> BidRecord:
