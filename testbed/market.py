@@ -10,10 +10,12 @@ holds, whoever asked) and at the bank through the buyer's signed statement.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -27,6 +29,7 @@ from siteagent.protocol import keys
 from testbed.agents import SITEAGENT, Buyer
 from testbed.parties import Party
 from testbed.processes import free_port, stop, wait_until
+from testbed.slurm_cluster import SlurmTestCluster
 from testbed.traces import busy_trace, write_trace
 
 REPO = Path(__file__).resolve().parents[1]
@@ -47,50 +50,62 @@ LOAD_PRICES = (("2.00", "0.80"), ("1.80", "0.60"), ("2.20", "1.00"))
 @dataclass(frozen=True)
 class SiteSpec:
     """One agent of the market: its name, the seed of its replayed trace, how far into the
-    trace it starts, and its ``pricing`` section; ``jobs`` (submit, run time, cores, walltime)
-    replaces the seeded trace, and ``settings`` adds sections to its configuration (or keys
-    to its ``api`` section)."""
+    trace it starts, and its ``pricing`` section; or another ``backend`` section, whose
+    buyers' reservations are made for the scheduler ``user``. ``jobs`` (submit, run time,
+    cores, walltime) replaces the seeded trace, and ``settings`` adds sections to its
+    configuration (or keys to its ``api`` section)."""
 
     name: str
     seed: int
     offset: int
     pricing: Mapping[str, Any]
+    backend: Optional[Mapping[str, Any]] = None
+    user: str = "alice"
     jobs: Optional[Sequence[Tuple[int, int, int, int]]] = None
     settings: Mapping[str, Any] = field(default_factory=dict)
 
 
+def on_slurm(spec: SiteSpec, cluster: SlurmTestCluster) -> SiteSpec:
+    """``spec`` on the real Slurm test cluster (partition ``batch``; root its only user)."""
+    slurm = {"slurm_conf": str(cluster.conf), "partition": "batch", "users": ["root"]}
+    return dataclasses.replace(spec, backend={"type": "slurm", "slurm": slurm}, user="root")
+
+
 def load_priced(count: int = 3) -> List[SiteSpec]:
-    """``count`` sites pricing by load, each on its own trace and offset, fees off."""
+    """``count`` sites pricing by load (each its own start and minimum price), fees off."""
     return [
-        SiteSpec(
-            f"hpc{i + 1}",
-            seed=11 * (i + 1),
-            offset=600 + 900 * i,
-            pricing={
-                "policy": "load",
-                "load": {"start_price": start, "min_price": low, "rounds": 3},
-                "externality": {"enabled": False},
-            },
-        )
+        _site(i, {"policy": "load", "load": {"start_price": start, "min_price": low, "rounds": 3}})
         for i, (start, low) in enumerate(LOAD_PRICES[:count])
     ]
 
 
 def flat_priced(count: int = 3, price: str = "1.00") -> List[SiteSpec]:
     """``count`` sites at one flat price, fees off: every deal's price is known."""
-    return [
-        SiteSpec(
-            f"hpc{i + 1}",
-            seed=11 * (i + 1),
-            offset=600 + 900 * i,
-            pricing={
-                "policy": "flat",
-                "flat": {"price": price},
-                "externality": {"enabled": False},
-            },
-        )
-        for i in range(count)
-    ]
+    return [_site(i, {"policy": "flat", "flat": {"price": price}}) for i in range(count)]
+
+
+def _site(index: int, pricing: Mapping[str, Any]) -> SiteSpec:
+    """The ``index``-th site: its own trace and offset, ``pricing`` without fees."""
+    return SiteSpec(
+        f"hpc{index + 1}",
+        seed=11 * (index + 1),
+        offset=600 + 900 * index,
+        pricing={**pricing, "externality": {"enabled": False}},
+    )
+
+
+@dataclass
+class PausedClient:
+    """A client stopped at a journal write (testbed/clientrun.py's ``pause``)."""
+
+    process: subprocess.Popen[str]
+    directory: Path
+
+    def resume(self) -> subprocess.CompletedProcess[str]:
+        """Let it go on, and wait for it to end."""
+        (self.directory / "resume").touch()
+        out, err = self.process.communicate(timeout=300)
+        return subprocess.CompletedProcess(self.process.args, self.process.returncode, out, err)
 
 
 class Service:
@@ -166,8 +181,10 @@ class Market:
         self.root.mkdir(parents=True, exist_ok=True)
         site_keys = {spec.name: self._site_key(spec) for spec in self.specs}
         self.bank = self._start_bank(site_keys)
-        clients = self._write("clients.yaml", {"clients": self._clients()})
         for spec in self.specs:
+            clients = self._write(
+                f"{spec.name}-clients.yaml", {"clients": self._clients(spec.user)}
+            )
             self.agents[spec.name] = self._start_agent(spec, clients)
         self.sites_file = self._write_sites_file()
 
@@ -202,6 +219,13 @@ class Market:
             stderr=subprocess.PIPE,
             text=True,
         )
+
+    def paused_client(self, args: Sequence[str], at: str) -> PausedClient:
+        """``siteagent-client ARGS`` run until the journal write ``at``, and paused there."""
+        directory = Path(tempfile.mkdtemp(prefix="pause-", dir=self.root))
+        process = self.spawn_client(args, at, f"pause={directory}")
+        wait_until(f"the client at {at}", lambda: (directory / "paused").exists())
+        return PausedClient(process, directory)
 
     def client(
         self, args: Sequence[str], at: Optional[str] = None, then: Optional[str] = None
@@ -310,10 +334,15 @@ class Market:
         key = keys.load_or_create_site_key(state / "site.key")
         return keys.public_key_text(key.public_key())
 
-    def _clients(self) -> Dict[str, Dict[str, str]]:
+    def _clients(self, user: str = "") -> Dict[str, Dict[str, str]]:
+        """Alice and bob as authorized clients, their reservations made for ``user`` (else
+        for their own names)."""
         return {
-            party.key_id: {"public_key": keys.public_key_text(party.key.public_key()), "user": user}
-            for party, user in ((self.alice, "alice"), (self.bob, "bob"))
+            party.key_id: {
+                "public_key": keys.public_key_text(party.key.public_key()),
+                "user": user or name,
+            }
+            for party, name in ((self.alice, "alice"), (self.bob, "bob"))
         }
 
     def _start_bank(self, site_keys: Mapping[str, str]) -> Service:
@@ -337,19 +366,14 @@ class Market:
     def _start_agent(self, spec: SiteSpec, clients: Path) -> Agent:
         state = self.root / spec.name
         port = free_port()
-        trace_file = self.root / f"{spec.name}.swf"
-        trace = (
-            busy_trace(trace_file, seed=spec.seed)
-            if spec.jobs is None
-            else write_trace(trace_file, list(spec.jobs), 64)
-        )
+        backend = spec.backend or self._replay(spec)
         settings = dict(spec.settings)
         config = self._write(
             f"{spec.name}.yaml",
             {
                 "state_dir": str(state),
                 "site": {"name": spec.name, "cores_per_node": 16},
-                "backend": {"type": "swf", "swf": {"trace": trace, "offset": spec.offset}},
+                "backend": dict(backend),
                 "planner": {"poll_interval_s": 0.5},
                 "security": {"authorized_clients": str(clients)},
                 # a test runs a dozen auctions in minutes, each leaving (parts x rounds x 20)
@@ -371,6 +395,16 @@ class Market:
             ["serve", "--config", str(config)], self.root / f"{spec.name}.log", health
         )
         return Agent(spec, url, state, service)
+
+    def _replay(self, spec: SiteSpec) -> Dict[str, Any]:
+        """The replay backend on a trace of its own (the spec's jobs, or seed), from its
+        offset."""
+        path = self.root / f"{spec.name}.swf"
+        if spec.jobs is None:
+            trace = busy_trace(path, seed=spec.seed)
+        else:
+            trace = write_trace(path, list(spec.jobs), 64)
+        return {"type": "swf", "swf": {"trace": trace, "offset": spec.offset}}
 
     def _write_sites_file(self) -> Path:
         key = self.root / "alice.key"

@@ -221,6 +221,13 @@ def _report(
     else:
         _print_rounds(rounds, len(auction.parts))
         _print_entries(entries)
+    for entry in entries:
+        if not entry.settled:
+            console.error(
+                f"{entry.site} may hold part {entry.part + 1} ({entry.state.value}: "
+                f"{entry.message}); `siteagent-client recover` settles it once the site "
+                "answers (a tentative reservation expires at its deadline there anyway)"
+            )
     if code != 0:
         console.error(f"auction {auction_id}: {record.message}")
     elif not args.json:

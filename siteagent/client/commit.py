@@ -199,7 +199,9 @@ class Commit:
                 why = f"the confirm of part {part + 1} at {entry.site} failed ({detail}): "
                 return self._end(AuctionState.FAILED, why + "every part released")
             held.entry = self.journal.confirmed(entry, receipt.to_json())
-        return self._end(AuctionState.DONE, f"{len(self.held)} part(s) confirmed")
+        bought = len(self.held)
+        self._release(cancel_confirmed=False)  # what sites that fell silent may hold
+        return self._end(AuctionState.DONE, f"{bought} part(s) confirmed")
 
     # ---- releasing
 

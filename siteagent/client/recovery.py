@@ -240,10 +240,13 @@ def closing_state(journal: Journal, auction_id: str) -> Tuple[AuctionState, str]
     else ``interrupted``, saying what it keeps."""
     auction = journal.auction(auction_id)
     parts = int(auction.request.get("parts", 1))
-    confirmed = {e.part for e in journal.entries(auction_id) if e.state is State.CONFIRMED}
+    entries = journal.entries(auction_id)
+    confirmed = {e.part for e in entries if e.state is State.CONFIRMED}
+    open_steps = sum(1 for e in entries if not e.settled)
+    left = f"; {open_steps} step(s) not settled yet (recover again)" if open_steps else ""
     if len(confirmed) == parts:
-        return AuctionState.DONE, "every part confirmed (finished by recover)"
+        return AuctionState.DONE, f"every part confirmed (finished by recover){left}"
     if confirmed:
         kept = ", ".join(str(part + 1) for part in sorted(confirmed))
-        return AuctionState.INTERRUPTED, f"interrupted; part(s) {kept} confirmed and kept"
-    return AuctionState.INTERRUPTED, "interrupted; nothing held"
+        return AuctionState.INTERRUPTED, f"interrupted; part(s) {kept} confirmed and kept{left}"
+    return AuctionState.INTERRUPTED, f"interrupted; nothing confirmed{left}"

@@ -19,8 +19,9 @@ from typing import Any, Dict, Iterator, List
 import pytest
 
 from siteagent.market.store import ReservationState
-from testbed.market import Market, flat_priced, load_priced
+from testbed.market import Market, flat_priced, load_priced, on_slurm
 from testbed.processes import wait_until
+from testbed.slurm_cluster import SlurmTestCluster
 
 S = ReservationState
 #: Three parts of 48 cores on 64-core sites: no site can hold two at once.
@@ -117,16 +118,11 @@ def test_co_allocation_over_three_sites(buyer: Market) -> None:
     assert_booked_once(buyer)
 
 
-def test_a_winner_that_refuses_at_accept_gives_way_to_the_next_offer(
-    buyer: Market, tmp_path: Path
-) -> None:
+def test_a_winner_that_refuses_at_accept_gives_way_to_the_next_offer(buyer: Market) -> None:
     """Between the auction and the accept, bob takes the winner's capacity for that window."""
     before = buyer.ids()
-    pause = tmp_path / "pause"
-    pause.mkdir()
     args = ["auction", "--cores", "48", "--walltime", "1h", "--rounds", "2", "--json"]
-    client = buyer.spawn_client(args, at="Journal.accepting:1:after", then=f"pause={pause}")
-    wait_until("the client's first accept", lambda: (pause / "paused").exists())
+    client = buyer.paused_client(args, at="Journal.accepting:1:after")
     journal = buyer.journal()
     (first,) = journal.entries()
     journal.close()
@@ -139,11 +135,10 @@ def test_a_winner_that_refuses_at_accept_gives_way_to_the_next_offer(
         "POST", "/v1/reservations", {"offer_id": quoted["offers"][0]["offer_id"]}
     )
     assert status == 201, taken
-    (pause / "resume").touch()
-    out, err = client.communicate(timeout=300)
+    done = client.resume()
     try:
-        assert client.returncode == 0, err
-        result = json.loads(out)
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
         refused = result["entries"][0]
         assert refused["state"] == "refused" and "offer_capacity_gone" in refused["message"]
         (bought,) = result["confirmed"]
@@ -191,8 +186,10 @@ def test_reservations_are_listed_shown_and_cancelled_across_sites(buyer: Market)
 # ---- interrupted and crashed clients
 
 
-#: The commit phase of a three-part co-allocation: after each accept, between confirms.
+#: The commit phase of a three-part co-allocation: after each accept, between confirms (and,
+#: first, between two bidding rounds).
 COMMIT_STEPS = [
+    ("Journal.bidding_round:1:after", 0),
     ("Journal.tentative:1:after", 0),
     ("Journal.tentative:2:after", 0),
     ("Journal.tentative:3:after", 0),
@@ -262,19 +259,14 @@ def fragile_market(tmp_path: Path) -> Iterator[Market]:
     made.stop()
 
 
-def test_a_site_killed_mid_auction_is_dropped(fragile_market: Market, tmp_path: Path) -> None:
+def test_a_site_killed_mid_auction_is_dropped(fragile_market: Market) -> None:
     market = fragile_market
     before = market.ids()
-    pause = tmp_path / "pause"
-    pause.mkdir()
-    args = ["auction", *ONE_PART, "--json"]
-    client = market.spawn_client(args, at="Journal.bidding_round:1:after", then=f"pause={pause}")
-    wait_until("the first round", lambda: (pause / "paused").exists())
+    client = market.paused_client(["auction", *ONE_PART, "--json"], "Journal.bidding_round:1:after")
     market.agents["hpc2"].service.kill()  # the cheapest site (its minimum is the lowest)
-    (pause / "resume").touch()
-    out, err = client.communicate(timeout=300)
-    assert client.returncode == 0, err
-    result = json.loads(out)
+    done = client.resume()
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
     assert result["rounds"][1]["answers"]["hpc2"].startswith("dropped:")
     assert "hpc2" not in result["rounds"][2]["answers"]  # not asked again
     (bought,) = result["confirmed"]
@@ -285,23 +277,18 @@ def test_a_site_killed_mid_auction_is_dropped(fragile_market: Market, tmp_path: 
 
 
 def test_a_winner_killed_before_its_confirm_is_released_by_recover(
-    fragile_market: Market, tmp_path: Path
+    fragile_market: Market,
 ) -> None:
     market = fragile_market
     before = market.ids()
-    pause = tmp_path / "pause"
-    pause.mkdir()
-    args = ["auction", *ONE_PART, "--json"]
-    client = market.spawn_client(args, at="Journal.tentative:1:after", then=f"pause={pause}")
-    wait_until("the accept", lambda: (pause / "paused").exists())
+    client = market.paused_client(["auction", *ONE_PART, "--json"], "Journal.tentative:1:after")
     journal = market.journal()
     (held,) = journal.entries()
     journal.close()
     market.agents[held.site].service.kill()
-    (pause / "resume").touch()
-    out, err = client.communicate(timeout=300)
-    assert client.returncode == 3, err
-    result = json.loads(out)
+    done = client.resume()
+    assert done.returncode == 3, done.stderr
+    result = json.loads(done.stdout)
     assert result["state"] == "failed" and result["confirmed"] == []
     (entry,) = result["entries"]
     assert entry["state"] in ("confirming", "cancelling")  # the site may hold it: unsettled
@@ -336,5 +323,41 @@ def test_a_confirm_refused_on_one_part_releases_every_part(tmp_path: Path) -> No
         assert market.deals_booked(receipts) == dict.fromkeys(receipts, 1)
         assert market.deals_booked(receipts, "refund") == dict.fromkeys(receipts, 1)
         wait_until("the refunds", lambda: Decimal(market.statement()[-1]["balance"]) == 0)
+    finally:
+        market.stop()
+
+
+def slurm_reservations(cluster: SlurmTestCluster) -> List[str]:
+    """The names of the reservations the Slurm cluster holds."""
+    shown = cluster.run(["scontrol", "show", "reservation", "-o"]).stdout
+    return [
+        line.split()[0].split("=", 1)[1]
+        for line in shown.splitlines()
+        if line.startswith("ReservationName=")
+    ]
+
+
+def test_co_allocation_with_a_site_on_real_slurm(slurm: SlurmTestCluster, tmp_path: Path) -> None:
+    """hpc1 is the real Slurm test cluster (4 nodes of 16 cores): interrupted once every part
+    is held, the client leaves no reservation in Slurm; then a whole co-allocation leaves
+    exactly the confirmed part's reservation there."""
+    specs = load_priced()
+    market = Market(tmp_path / "market", [on_slurm(specs[0], slurm), *specs[1:]], "100000.00")
+    market.start()
+    try:
+        before = market.ids()
+        step = "Journal.tentative:3:after"
+        interrupted = market.client(["auction", *CO_ALLOCATION, "--json"], at=step, then="INT")
+        assert interrupted.returncode == 130, interrupted.stderr
+        held = [e for e in json.loads(interrupted.stdout)["entries"] if e["state"] == "cancelled"]
+        assert len(held) == 3 and "hpc1" in {e["site"] for e in held}
+        assert_settled(market, before)
+        assert slurm_reservations(slurm) == []
+        result = auction(market, *CO_ALLOCATION)
+        assert result["state"] == "done"
+        (on_slurm_part,) = [e for e in result["confirmed"] if e["site"] == "hpc1"]
+        assert slurm_reservations(slurm) == [f"sa-{on_slurm_part['reservation_id']}"]
+        assert_settled(market, before)
+        assert_booked_once(market)
     finally:
         market.stop()

@@ -162,9 +162,10 @@ def test_an_accept_whose_answer_was_lost_is_found_and_released(journal: Journal)
     offer(auction, sellers["b"], 0, "2")
     outcome = run(journal, sellers, auction)
     assert outcome.state is AuctionState.DONE and outcome.confirmed[0].site == "b"
-    # the lost accept stays unsettled until the commit is over; the commit skipped the site
-    assert [e.site for e in outcome.unsettled] == ["a"]
-    assert len(sellers["a"].tentative()) == 1
+    # the commit passed the silent site; once done, it asked again and released what it held
+    assert outcome.unsettled == []
+    assert [h.state for h in sellers["a"].reservations.values()] == ["CANCELLED"]
+    assert [what for what, _ in sellers["a"].calls] == ["accept", "accept", "cancel"]
 
 
 def test_the_budget_skips_offers_that_leave_no_room(journal: Journal) -> None:

@@ -114,6 +114,7 @@ def test_a_site_that_does_not_answer_is_left_for_a_later_recover(journal: Journa
     recover(journal, sellers_of(a))
     waiting = journal.entry(entry.id)
     assert waiting.state is State.TENTATIVE and "cannot connect" in waiting.message
+    assert "1 step(s) not settled yet" in journal.auction(auction_id).message
     a.down = False
     recover(journal, sellers_of(a))
     assert journal.entry(entry.id).state is State.CANCELLED
