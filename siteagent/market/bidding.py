@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import uuid
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Dict, List, Optional, Tuple, Union
@@ -39,7 +38,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 from siteagent.config.schema import AuctionsConfig, SiteConfig
 from siteagent.core.errors import InvalidRequest, SiteagentError
 from siteagent.core.model import Offer, Request
-from siteagent.market.quoting import Refusal, requested
+from siteagent.market.quoting import Refusal, offered, requested
 from siteagent.market.reservations import LIVE, ReservationManager
 from siteagent.market.store import BIDDING, BidRecord, BidState, ReservationState, Store
 from siteagent.market.view import MarketView
@@ -238,18 +237,10 @@ class Bidding:
             price = view.pricing.price(context, valued.window, request)
         except Refused as exc:
             return Refusal("no_offer", exc.reason)
-        return Offer(
-            id=uuid.uuid4().hex[:16],
-            request=request,
-            start=valued.window.start,
-            duration=valued.window.duration,
-            size=valued.window.size,
-            unit_price=price.unit_price,
-            fee=price.fee,
-            expires=base.held_until,
-            site=self.site.name,
-            client=base.client,
-        )
+        now = int(self.manager.clock())
+        valid_s = base.held_until - now  # its window starts no sooner: it lapses then
+        (offer,) = offered([price], request, now, valid_s, self.site.name, base.client)
+        return offer
 
     def _best(
         self, call: BidRequest, view: MarketView, context: Context, held_until: int
