@@ -52,7 +52,7 @@ from typing import (
 
 from siteagent.client.auction import Choice
 from siteagent.client.bidding import passes
-from siteagent.client.commit import Commit
+from siteagent.client.commit import Commit, Outcome
 from siteagent.client.connection import (
     Cancellation,
     Receipt,
@@ -320,10 +320,11 @@ class Auctioneer:
                 return self._end(job, auction, opened, AuctionState.INTERRUPTED, "interrupted")
             return self._close(job, auction, opened, timed)
 
-    def _round(self, auction: EnglishAuction, number: int) -> None:
-        """Ask every site still in, at once, naming the standing bid; journal what it brought."""
+    def _round(self, auction: EnglishAuction, number: int, beat: bool = True) -> None:
+        """Ask every site still in, at once, naming the standing bid (unless not ``beat``);
+        journal what it brought."""
         futures = {
-            name: self._requests.submit(self._bid, name, auction.call(name))
+            name: self._requests.submit(self._bid, name, auction.call(name, beat))
             for name in auction.asked
         }
         wait(futures.values())
@@ -346,26 +347,25 @@ class Auctioneer:
     def _close(
         self, job: Job, auction: EnglishAuction, opened: float, timed: SiteTime
     ) -> Placement:
-        """Reserve the best bid that a site still stands by; release the others."""
-        candidates = auction.candidates(int(self.clock()))
-        if not candidates:
+        """Reserve the best bid that a site still stands by; release the others.
+
+        When the standing bid falls through at the close (its site withdrew it in the last
+        round, or refused the accept: the batch system's own work took the capacity) while
+        other sites hold nothing only because they were outbid, they are asked once more,
+        with nothing to beat, and the best of their bids is reserved instead."""
+        outcome = self._commit(auction, timed)
+        if (outcome is None or outcome.state is AuctionState.FAILED) and auction.outbid():
+            with timed.waiting():
+                self._round(auction, auction.rounds + 1, beat=False)
+            outcome = self._commit(auction, timed)
+        decided = self.clock()
+        if outcome is None:
             self._release(auction, winner=None)
             why = "no site bid: " + "; ".join(
                 f"{site}: {reason}" for site, reason in sorted(no_bid_reasons(auction).items())
             )
             self.journal.set_auction(auction.auction_id, AuctionState.FAILED, why)
-            return self._end(job, auction, opened, AuctionState.FAILED, why, timed=timed)
-        sellers = {name: Patient(PooledSeller(self.pool, name, timed)) for name in self.names}
-        commit = Commit(
-            self.journal,
-            auction.auction_id,
-            sellers,
-            parts=1,
-            interrupted=self.interrupted,
-            clock=self.clock,
-        )
-        outcome = commit.run([Choice((tuple(candidates),))])
-        decided = self.clock()
+            return self._end(job, auction, opened, AuctionState.FAILED, why, decided, timed)
         confirmed = outcome.confirmed
         winner = confirmed[0] if confirmed else None
         self._release(auction, winner=None if winner is None else winner.site)
@@ -375,6 +375,23 @@ class Auctioneer:
         if winner is None:
             return placement
         return _placed(placement, winner.site, auction.value(winner.site), winner)
+
+    def _commit(self, auction: EnglishAuction, timed: SiteTime) -> Optional[Outcome]:
+        """Accept the open bids best first until a site agrees, and confirm; None when no
+        site has an open bid."""
+        candidates = auction.candidates(int(self.clock()))
+        if not candidates:
+            return None
+        sellers = {name: Patient(PooledSeller(self.pool, name, timed)) for name in self.names}
+        commit = Commit(
+            self.journal,
+            auction.auction_id,
+            sellers,
+            parts=1,
+            interrupted=self.interrupted,
+            clock=self.clock,
+        )
+        return commit.run([Choice((tuple(candidates),))])
 
     def _release(self, auction: EnglishAuction, winner: Optional[str]) -> None:
         """Tell every other site that took part its bid lost (at once, in parallel); a site

@@ -16,7 +16,8 @@ system's own work took its capacity, and others may then take the lead again.
 **Close.** When the auction ends, the open bids are ranked by value (the earliest to arrive
 first on a tie) and the best is accepted and confirmed through the reverse auction's
 two-phase commit (:mod:`.commit`), the next one if a site refuses; every other site's bid is
-then released.
+then released. Should the standing bid fall through at the close with the others outbid
+(holding nothing), those are asked once more with nothing to beat.
 """
 
 from __future__ import annotations
@@ -89,12 +90,12 @@ class EnglishAuction:
     rounds: int = 0
     received: int = 0
 
-    def call(self, site: str) -> BidRequest:
+    def call(self, site: str, beat: bool = True) -> BidRequest:
         """What ``site`` is asked this round: the job, and the bid it must beat (the standing
-        bid unless it holds it, else the start price)."""
+        bid unless it holds it, else the start price; nothing unless ``beat``)."""
         standing = self.standing
-        to_beat = self.start_price
-        if standing is not None and standing[0] != site:
+        to_beat = self.start_price if beat else None
+        if beat and standing is not None and standing[0] != site:
             to_beat = standing[1]
         return BidRequest(
             auction_id=self.auction_id, job=self.job, closes_at=self.closes_at, to_beat=to_beat
@@ -122,6 +123,14 @@ class EnglishAuction:
         self.failed[site] = reason
         if dropped:
             self.dropped.add(site)
+
+    def outbid(self) -> List[str]:
+        """The sites holding nothing only because they did not beat the standing bid."""
+        return [
+            site
+            for site, answer in self.answers.items()
+            if answer.refusal is not None and answer.refusal.code == "outbid"
+        ]
 
     @property
     def asked(self) -> List[str]:

@@ -291,3 +291,26 @@ def test_a_stream_opens_each_auction_at_its_jobs_arrival_none_waiting_for_anothe
     assert all(p.state == "placed" for p in placements)
     later = placements[2]
     assert later.opened_at < placements[0].decided_at  # it did not wait for the others
+
+
+def test_when_the_leader_withdraws_at_the_close_the_outbid_sites_are_asked_again(
+    journal: Journal,
+) -> None:
+    """In the last round the leader's capacity went and the other site, told to beat the
+    leader, held nothing: it is asked once more, with nothing to beat, and wins."""
+    sites = bidders(s1=["9", None], s2=["5"])
+    placement = place(journal, sites, length_s=2.0, rounds=2)
+    assert placement.state == "placed" and placement.site == "s2"
+    assert placement.rounds == 3
+    assert [to_beat for _, to_beat in sites.sites["s2"].bids] == [None, Decimal(9), None]
+
+
+def test_when_the_winner_refuses_and_the_others_were_outbid_they_are_asked_again(
+    journal: Journal,
+) -> None:
+    sites = bidders(s1=["9"], s2=["5"])
+    sites.sites["s1"].capacity = 0  # its capacity is gone when accepted
+    placement = place(journal, sites, length_s=2.0, rounds=2)
+    assert placement.state == "placed" and placement.site == "s2"
+    states = [entry.state for entry in journal.entries(placement.auction_id)]
+    assert states == [State.REFUSED, State.REFUSED, State.CONFIRMED]
