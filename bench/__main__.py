@@ -12,6 +12,8 @@ BENCHMARKS = {
     "slurm": "bench.slurm",
     "service": "bench.service",
     "english": "bench.english",
+    "provision": "bench.provision",
+    "auction": "bench.auction",
 }
 
 

@@ -12,6 +12,9 @@ four slurmd on localhost, 64 cores) and measures, in one run:
 - **snapshot**: ``SlurmBackend.snapshot`` (squeue --json, sinfo --json, scontrol show
   reservation, parsed) and a conservative ``plan`` of it with 2,000 jobs queued, next to the
   bare ``squeue --json`` it starts with.
+- **pyslurm**: the same snapshot through the pyslurm backend (libslurm's calls, no child
+  processes) next to the command backend's, interleaved, on the same 2,000-job queue; needs
+  pyslurm installed (./test builds 22.5.3 into .venv), else the section says why it is missing.
 - **agreement**: for a random queue, how many of Slurm's published expected starts the planner
   predicts within a minute (``siteagent.core.estimates.compare_starts``).
 """
@@ -25,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Sequence
 
 from bench.common import machine, md_table, median, write_results
+from siteagent.backends.base import BackendError
 from siteagent.backends.slurm import SlurmBackend
 from siteagent.backends.slurm.arguments import reservation_args
 from siteagent.config import loading
@@ -126,6 +130,36 @@ def snapshot_cost(cluster: SlurmTestCluster, site: Site, repeats: int) -> Dict[s
     }
 
 
+def pyslurm_snapshot_cost(site: Site, repeats: int) -> Dict[str, Any]:
+    """The snapshot through pyslurm and through the commands, rounds interleaved so both see
+    the same load; ``{"skipped": why}`` where pyslurm cannot be used."""
+    commands = site.backend
+    assert isinstance(commands, SlurmBackend)
+    try:
+        from siteagent.backends.pyslurm import PyslurmBackend
+
+        pyslurm = PyslurmBackend(commands.config)
+    except BackendError as exc:
+        return {"skipped": str(exc)}
+    commands_s: List[float] = []
+    pyslurm_s: List[float] = []
+    try:
+        for _ in range(repeats):
+            commands_s.append(timed(commands.snapshot))
+            pyslurm_s.append(timed(pyslurm.snapshot))
+        jobs = len(pyslurm.snapshot().pending)
+        version = pyslurm.pyslurm.__version__
+    finally:
+        pyslurm.close()
+    return {
+        "pyslurm": version,
+        "pending": jobs,
+        "commands_snapshot_s": median(commands_s),
+        "pyslurm_snapshot_s": median(pyslurm_s),
+        "ratio_pyslurm_to_commands": median(pyslurm_s) / median(commands_s),
+    }
+
+
 def agreement(cluster: SlurmTestCluster, site: Site, seed: int, pending: int) -> Dict[str, Any]:
     """Jobs Slurm publishes no start for (beyond its one-day backfill window) are counted, not
     compared."""
@@ -150,6 +184,7 @@ def report(data: Dict[str, Any]) -> str:
         for r in data["accept"]
     ]
     snap = data["snapshot"]
+    through_pyslurm = data["pyslurm_snapshot"]
     agree = data["agreement"]
     met = all(
         r["accept"]["median_ms"] < TARGET_ACCEPT_MEDIAN_S * 1000
@@ -168,6 +203,15 @@ def report(data: Dict[str, Any]) -> str:
         "-t) and reservations, so a long queue does not slow the accept.\n\n"
         f"## Snapshot with {snap['pending']:,} jobs queued\n\n"
         + md_table([snap], list(snap))
+        + "\n## Snapshot through pyslurm against the commands\n\n"
+        + (
+            f"Not measured: {through_pyslurm['skipped']}\n"
+            if "skipped" in through_pyslurm
+            else md_table([through_pyslurm], list(through_pyslurm))
+            + "\nThe same queue, the two backends' snapshots interleaved (medians). The "
+            "commands run squeue --json, sinfo --json and scontrol at once; pyslurm makes the "
+            "three calls one after another on its worker thread, without forking or JSON.\n"
+        )
         + "\n## Predicted starts against Slurm's expected starts\n\n"
         + md_table([agree], list(agree))
         + "\nA random queue (seed "
@@ -207,6 +251,7 @@ def measure(args: argparse.Namespace, data: Dict[str, Any]) -> None:
             print(f"submitting {args.queued} jobs ...", flush=True)
             submit_many(cluster, args.queued, ["-n64", "-t", "60"])
             data["snapshot"] = snapshot_cost(cluster, site, repeats=7)
+            data["pyslurm_snapshot"] = pyslurm_snapshot_cost(site, repeats=7)
             data["accept"].append(accept_rounds(cluster, site, args.rounds, "full"))
         finally:
             site.close()

@@ -219,6 +219,20 @@ class RunningAgent:
         return self.process.poll() is None
 
 
+def spawn_agent(
+    config_file: Path, log: Path, env: Optional[Mapping[str, str]] = None
+) -> subprocess.Popen[bytes]:
+    """`siteagent serve --config config_file`, its output appended to ``log``; ``env`` is its
+    whole environment (default: the test's)."""
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [str(SITEAGENT), "serve", "--config", str(config_file)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=None if env is None else dict(env),
+        )
+
+
 def run_agent(
     tmp_path: Path,
     batch: BatchSystem,
@@ -249,13 +263,7 @@ def run_agent(
     config_file = tmp_path / "siteagent.yaml"
     config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
     log = tmp_path / "agent.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [str(SITEAGENT), "serve", "--config", str(config_file)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=None if env is None else dict(env),
-        )
+    process = spawn_agent(config_file, log, env)
     buyer = Buyer(f"https://127.0.0.1:{port}", state / "tls" / "server.crt", alice)
     agent = RunningAgent(buyer, state, log, process)
 

@@ -28,7 +28,7 @@ from siteagent.market.store import ReservationRecord, ReservationState, Store
 from siteagent.protocol import keys
 from testbed.agents import SITEAGENT, Buyer
 from testbed.parties import Party
-from testbed.processes import free_port, stop, wait_until
+from testbed.processes import START_TIMEOUT_S, free_port, stop, wait_until
 from testbed.slurm_cluster import SlurmTestCluster
 from testbed.traces import busy_trace, write_trace
 
@@ -111,8 +111,15 @@ class PausedClient:
 class Service:
     """A ``siteagent`` command in the background, its output in a log file."""
 
-    def __init__(self, arguments: List[str], log: Path, health: Buyer) -> None:
+    def __init__(
+        self,
+        arguments: List[str],
+        log: Path,
+        health: Buyer,
+        start_timeout_s: float = START_TIMEOUT_S,
+    ) -> None:
         self.arguments = arguments
+        self.start_timeout_s = start_timeout_s
         self.log = log
         self.health = health
         self.process = self._start()
@@ -128,7 +135,12 @@ class Service:
                 raise AssertionError(f"{self.log.name}:\n{self.log.read_text(errors='replace')}")
             return self.health.cert.exists() and self.health.call("GET", "/healthz").status == 200
 
-        wait_until(f"{self.log.stem}'s /healthz", up)
+        try:
+            wait_until(f"{self.log.stem}'s /healthz", up, self.start_timeout_s)
+        except BaseException:
+            process.kill()
+            process.wait()
+            raise
         return process
 
     def restart(self) -> None:
@@ -170,6 +182,12 @@ class Market:
     credit: str = "1000.00"
     alice: Party = field(default_factory=lambda: Party("alice@laptop"))
     bob: Party = field(default_factory=lambda: Party("bob@lab"))
+    #: More buyers every site and the bank admit (a benchmark's concurrent buyers).
+    buyers: Sequence[Party] = ()
+    #: How often the agents poll their batch system (a test's 0.5 s sees changes at once).
+    poll_interval_s: float = 0.5
+    #: How long an agent may take to answer /healthz (replaying far into a long trace).
+    start_timeout_s: float = START_TIMEOUT_S
     agents: Dict[str, Agent] = field(default_factory=dict)
     #: The buyer's $XDG_STATE_HOME (where the journal is): a test may give itself its own.
     client_state: Path = field(init=False)
@@ -186,7 +204,7 @@ class Market:
                 f"{spec.name}-clients.yaml", {"clients": self._clients(spec.user)}
             )
             self.agents[spec.name] = self._start_agent(spec, clients)
-        self.sites_file = self._write_sites_file()
+        self.sites_file = self.write_sites_file(self.alice, "alice")
 
     def stop(self) -> None:
         for agent in self.agents.values():
@@ -342,8 +360,13 @@ class Market:
                 "public_key": keys.public_key_text(party.key.public_key()),
                 "user": user or name,
             }
-            for party, name in ((self.alice, "alice"), (self.bob, "bob"))
+            for party, name in self._parties()
         }
+
+    def _parties(self) -> List[Tuple[Party, str]]:
+        """Every buyer admitted, with the name its reservations are made for by default."""
+        named = [(self.alice, "alice"), (self.bob, "bob")]
+        return named + [(party, f"buyer{i + 1}") for i, party in enumerate(self.buyers)]
 
     def _start_bank(self, site_keys: Mapping[str, str]) -> Service:
         clients = {k: {**v, "credit": self.credit} for k, v in self._clients().items()}
@@ -361,7 +384,9 @@ class Market:
         self.bank_cert = self.root / "bank" / "tls" / "server.crt"
         self.alice_at_bank = Buyer(self.bank_url, self.bank_cert, self.alice)
         health = Buyer(self.bank_url, self.bank_cert, self.alice)
-        return Service(["ledger", "serve", "--config", str(config)], self.root / "bank.log", health)
+        log = self.root / "bank.log"
+        arguments = ["ledger", "serve", "--config", str(config)]
+        return Service(arguments, log, health, self.start_timeout_s)
 
     def _start_agent(self, spec: SiteSpec, clients: Path) -> Agent:
         state = self.root / spec.name
@@ -374,7 +399,7 @@ class Market:
                 "state_dir": str(state),
                 "site": {"name": spec.name, "cores_per_node": 16},
                 "backend": dict(backend),
-                "planner": {"poll_interval_s": 0.5},
+                "planner": {"poll_interval_s": self.poll_interval_s},
                 "security": {"authorized_clients": str(clients)},
                 # a test runs a dozen auctions in minutes, each leaving (parts x rounds x 20)
                 # offers live for 5 minutes: more than a buyer's default share
@@ -391,9 +416,9 @@ class Market:
         )
         url = f"https://127.0.0.1:{port}"
         health = Buyer(url, state / "tls" / "server.crt", self.alice)
-        service = Service(
-            ["serve", "--config", str(config)], self.root / f"{spec.name}.log", health
-        )
+        log = self.root / f"{spec.name}.log"
+        arguments = ["serve", "--config", str(config)]
+        service = Service(arguments, log, health, self.start_timeout_s)
         return Agent(spec, url, state, service)
 
     def _replay(self, spec: SiteSpec) -> Dict[str, Any]:
@@ -406,9 +431,11 @@ class Market:
             trace = write_trace(path, list(spec.jobs), 64)
         return {"type": "swf", "swf": {"trace": trace, "offset": spec.offset}}
 
-    def _write_sites_file(self) -> Path:
-        key = self.root / "alice.key"
-        keys.write_private(key, keys.private_key_pem(self.alice.key))
+    def write_sites_file(self, party: Party, name: str) -> Path:
+        """A sites file naming every agent and the bank, for ``party`` with its key in
+        ``name``.key (alice's is sites.yaml, another buyer's ``name``-sites.yaml)."""
+        key = self.root / f"{name}.key"
+        keys.write_private(key, keys.private_key_pem(party.key))
         sites = [
             {
                 "name": name,
@@ -418,9 +445,9 @@ class Market:
             for name, agent in self.agents.items()
         ]
         return self._write(
-            "sites.yaml",
+            "sites.yaml" if party is self.alice else f"{name}-sites.yaml",
             {
-                "buyer": {"key_id": self.alice.key_id, "private_key": str(key)},
+                "buyer": {"key_id": party.key_id, "private_key": str(key)},
                 "ledger": {"url": self.bank_url, "ca": str(self.bank_cert)},
                 "timeouts": {"connect": 2, "read": 15},
                 "sites": sites,

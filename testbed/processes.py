@@ -27,9 +27,10 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 START_TIMEOUT_S = 60.0
 
 
-def running_slurm(accounting: bool = False) -> Iterator[SlurmTestCluster]:
-    """A started Slurm test cluster (with slurmdbd if ``accounting``), stopped afterwards;
-    skips (or, under CI, fails) with the reason when it cannot run or start here."""
+def running_slurm(accounting: bool = False, **options: Any) -> Iterator[SlurmTestCluster]:
+    """A started Slurm test cluster (with slurmdbd if ``accounting``, and the other
+    :class:`SlurmTestCluster` ``options``), stopped afterwards; skips (or, under CI, fails)
+    with the reason when it cannot run or start here."""
     missing = missing_binaries() + (missing_accounting_binaries() if accounting else [])
     if os.geteuid() != 0:
         reason = "the Slurm test cluster needs root (slurmd runs jobs as users)"
@@ -41,7 +42,7 @@ def running_slurm(accounting: bool = False) -> Iterator[SlurmTestCluster]:
         if IN_CI:
             pytest.fail(f"Slurm test cluster unavailable under CI: {reason}", pytrace=False)
         pytest.skip(reason)
-    cluster = SlurmTestCluster(accounting=accounting)
+    cluster = SlurmTestCluster(accounting=accounting, **options)
     try:
         cluster.start()
     except ClusterError as exc:
@@ -59,7 +60,7 @@ def require_programs(*names: str) -> Dict[str, str]:
     if missing:
         reason = (
             f"missing {', '.join(missing)}; run tests/setup/install-system-deps "
-            "(Debian packages prometheus, systemd)"
+            "(Debian packages prometheus, systemd, lua5.1)"
         )
         if IN_CI:
             pytest.fail(f"under CI: {reason}", pytrace=False)

@@ -10,6 +10,9 @@ age, which is a subtraction.
 Reservation counts and transition counters are read from the store, incrementally (new
 history lines since the last cycle), so they count every move made by any process sharing the
 state directory, and the counters carry on across restarts instead of falling back to zero.
+So are the figures of the capacity sold: the cores of the active reservations and the cores
+their jobs use now (a reservation bought and left empty shows as sold and unused, and is
+counted), and over the reservations that are over, the core-hours sold and used.
 
 Names carry the ``siteagent_`` prefix and a unit suffix; capacity is always in cores (a
 partition allocating whole nodes is converted with its cores per node), money in the site's
@@ -48,9 +51,16 @@ from siteagent.agent.state import State
 from siteagent.backends.base import Backend, BackendUnavailable, ReservationRefused
 from siteagent.config.schema import ReferenceRequest, SiteConfig
 from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
-from siteagent.core.model import BatchReservation, ClusterSnapshot, ReservationSpec
+from siteagent.core.model import BatchReservation, CapacityUnit, ClusterSnapshot, ReservationSpec
+from siteagent.core.usage import JobUsage
 from siteagent.market.quoting import quote
-from siteagent.market.store import BidFigures, ReservationState, Store
+from siteagent.market.store import (
+    BidFigures,
+    ReservationRecord,
+    ReservationState,
+    Store,
+    UsageTotals,
+)
 from siteagent.pricing import Refused, Window
 from siteagent.protocol.models import QuoteRequest
 
@@ -119,9 +129,11 @@ class Metrics:
         self._by_state: Dict[ReservationState, int] = {}
         self._bookings_owed = 0
         self._bids = BidFigures(0, 0, 0, 0)
-        self._cores_per_unit = 1
+        self._unit = CapacityUnit.CORE
         self._database_bytes = 0
         self._last_seq = 0
+        self._usage_totals = UsageTotals()
+        self._cores_per_node = 1
         self.requests = Histogram(
             "siteagent_http_request_duration_seconds",
             "API requests by route template, method and status code.",
@@ -161,12 +173,16 @@ class Metrics:
         samples = cluster_samples(state.snapshot, state.plan.profile.free_at(state.snapshot.now))
         samples += plan_samples(state)
         samples += self._reference_quotes(state)
+        if self.store is not None:
+            active = self.store.reservations([ReservationState.ACTIVE])
+            samples += sold_samples(state.snapshot, active)
         with self._lock:
             self._state_samples = samples
             self._taken_at = state.taken_at
             self._backend_up = 1.0
             self._backend_name = state.snapshot.backend
-            self._cores_per_unit = cores_per_unit(state.snapshot)
+            self._unit = state.snapshot.unit
+            self._cores_per_node = state.snapshot.cores_per_node
         self.observe_reservations()
 
     def follow(self, requests: Sequence[ReferenceRequest], interval_s: float) -> None:
@@ -199,8 +215,10 @@ class Metrics:
         owed = self.store.count_bookings_owed()
         bids = self.store.bid_figures()
         size = self.store.size_bytes()
+        totals = self.store.usage_totals()
         with self._lock:
             self._bids = bids
+            self._usage_totals = totals
             last, counts = self.store.count_transitions(self._last_seq)
             self._last_seq = last
             self._by_state = by_state
@@ -276,7 +294,7 @@ class Metrics:
                     Sample("siteagent_auctions_open", float(self._bids.open_auctions)),
                     Sample(
                         "siteagent_auction_held_cores",
-                        float(self._bids.held_units * self._cores_per_unit),
+                        float(self._bids.held_units * _cores_per(self._unit, self._cores_per_node)),
                     ),
                 ]
             return samples
@@ -297,6 +315,7 @@ class Metrics:
                     Sample("siteagent_auction_bids_made", float(self._bids.made)),
                     Sample("siteagent_auction_bids_won", float(self._bids.won)),
                 ]
+                counters += finished_samples(self._usage_totals, self._cores_per_node)
             return counters
 
 
@@ -331,7 +350,7 @@ def _families(
 
 def cores_per_unit(snapshot: ClusterSnapshot) -> int:
     """Cores in one unit of the snapshot's capacity (metrics count cores)."""
-    return snapshot.cores_per_node if snapshot.unit.value == "node" else 1
+    return _cores_per(snapshot.unit, snapshot.cores_per_node)
 
 
 def cluster_samples(snapshot: ClusterSnapshot, free_now: int) -> List[Sample]:
@@ -474,6 +493,41 @@ def quote_samples(
     return samples
 
 
+def sold_samples(snapshot: ClusterSnapshot, active: Sequence[ReservationRecord]) -> List[Sample]:
+    """The cores sold in the agent's ``active`` reservations, the cores their running jobs use
+    now, and how many of them no job uses."""
+    in_use: Dict[str, int] = {}
+    for job in snapshot.running:
+        if job.reservation:
+            in_use[job.reservation] = in_use.get(job.reservation, 0) + job.cores
+    sold = sum(record.size * _cores_per(record.unit, snapshot.cores_per_node) for record in active)
+    used = sum(in_use.get(record.name, 0) for record in active)
+    empty = sum(record.name not in in_use for record in active)
+    return [
+        Sample("siteagent_reserved_cores_sold", float(sold)),
+        Sample("siteagent_reserved_cores_used", float(used)),
+        Sample("siteagent_reservations_active_empty", float(empty)),
+    ]
+
+
+def finished_samples(totals: UsageTotals, cores_per_node: int) -> List[Sample]:
+    """Over the reservations that are over (their figures final): core-hours sold and used,
+    and how many no job ever used."""
+    sold = sum(
+        seconds * _cores_per(unit, cores_per_node)
+        for unit, seconds in totals.sold_unit_seconds.items()
+    )
+    return [
+        Sample("siteagent_reserved_core_hours_sold", sold / _HOUR),
+        Sample("siteagent_reserved_core_hours_used", totals.core_seconds / _HOUR),
+        Sample("siteagent_reservations_finished_empty", float(totals.empty)),
+    ]
+
+
+def _cores_per(unit: CapacityUnit, cores_per_node: int) -> int:
+    return cores_per_node if unit is CapacityUnit.NODE else 1
+
+
 # --------------------------------------------------------------------------- the backend
 
 
@@ -517,6 +571,11 @@ class MeteredBackend(Backend):
 
     def list_reservations(self) -> List[BatchReservation]:
         return self._timed("list_reservations", self.inner.list_reservations)
+
+    def reservation_jobs(self, name: str, start: int, end: int) -> Optional[List[JobUsage]]:
+        return self._timed(
+            "reservation_jobs", lambda: self.inner.reservation_jobs(name, start, end)
+        )
 
     def now(self) -> int:
         return self.inner.now()
@@ -567,4 +626,14 @@ HELP = {
     "other auction, and no quote's offer, can have them until those auctions end.",
     "siteagent_auction_bids_made": "English auctions the site made a bid in, from the store.",
     "siteagent_auction_bids_won": "English auctions the site's bid won (its offer accepted).",
+    "siteagent_reserved_cores_sold": "Cores sold in the agent's active reservations.",
+    "siteagent_reserved_cores_used": "Cores of the jobs running now in the agent's active "
+    "reservations.",
+    "siteagent_reservations_active_empty": "Active reservations of the agent in which no job "
+    "runs now (bought, and left empty).",
+    "siteagent_reserved_core_hours_sold": "Core-hours sold in the agent's reservations that "
+    "are over (their job figures final).",
+    "siteagent_reserved_core_hours_used": "Core-hours the jobs in those reservations used, "
+    "within their windows.",
+    "siteagent_reservations_finished_empty": "Reservations that are over in which no job ran.",
 }

@@ -21,6 +21,7 @@ from siteagent.backends.base import BackendError, BackendUnavailable
 from siteagent.cli import (
     console,
     history,
+    install,
     ledger,
     market,
     options,
@@ -89,6 +90,7 @@ def client_main(argv: Optional[Sequence[str]] = None) -> int:
         client_common,
         client_english,
         client_ledger,
+        client_provision,
         client_quotes,
         client_reservations,
         client_sites,
@@ -108,6 +110,7 @@ def client_main(argv: Optional[Sequence[str]] = None) -> int:
     client_quotes.add_commands(commands)
     client_auction.add_commands(commands)
     client_english.add_commands(commands)
+    client_provision.add_commands(commands)
     client_reservations.add_commands(commands)
     client_ledger.add_commands(commands)
     args = parser.parse_args(argv)
@@ -137,6 +140,7 @@ def _site_parser() -> argparse.ArgumentParser:
     cli_reservations.add_commands(commands)
     market.add_commands(commands)
     setup.add_commands(commands)
+    install.add_commands(commands)
     history.add_commands(commands)
     ledger.add_commands(commands)
     return parser

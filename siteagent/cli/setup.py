@@ -6,8 +6,8 @@ of a federation must name as ``ledger.ca`` before their configuration checks), a
 Ed25519 key pair with its authorized-clients entry, and a site's own key (the one ``serve``
 would make on first start) with its entry in the bank's participants file. ``check-config``
 validates a configuration file the way ``serve`` will at start (the files it names included:
-those others may write are refused), and shows the effective settings, so that a mistake is
-found before a restart, not by it.
+those others may write are refused; for ``backend.type: pyslurm``, the installed pyslurm too),
+and shows the effective settings, so that a mistake is found before a restart, not by it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import yaml
 
+from siteagent.backends.pyslurm import versions as pyslurm_versions
 from siteagent.cli import console, options
 from siteagent.config import loading, reading, schema
 from siteagent.config.reading import scheduler_user
@@ -210,6 +211,7 @@ def _check_config(args: argparse.Namespace) -> int:
         effective = loading.load(source)
         clients = _clients(effective)
         _check_trusted_files(effective)
+        _check_pyslurm(effective)
     except reading.ConfigError as exc:
         if args.json:
             console.print_json(
@@ -267,6 +269,17 @@ def _clients(effective: schema.Config) -> List[Tuple[str, str, str]]:
         (client.key_id, client.user, client.account)
         for client in load_authorized_clients(path).values()
     ]
+
+
+def _check_pyslurm(effective: schema.Config) -> None:
+    """A pyslurm site's pyslurm: installed, supported and built for the local Slurm, as the
+    backend will require at start (ConfigError at ``backend.type`` saying what would work)."""
+    if effective.backend.type is not schema.BackendType.PYSLURM:
+        return
+    refused = pyslurm_versions.installed_refusal()
+    if refused:
+        source = str(effective.source or "configuration")
+        raise reading.ConfigError(source, [reading.Problem("backend.type", refused)])
 
 
 def _check_trusted_files(effective: schema.Config) -> None:

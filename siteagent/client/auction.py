@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
+from siteagent.core import tradeoff
 from siteagent.protocol.models import OfferView, QuoteRequest
 
 #: How many rounds an auction runs by default: the paper finds the price it pays levels off
@@ -164,16 +165,11 @@ def ranked(
         elif preference.mode is Mode.EARLIEST:
             first = float(s.end)
         else:
-            first = preference.alpha * _norm(float(s.cost), costs)
-            first += (1 - preference.alpha) * _norm(float(s.end), ends)
+            first = preference.alpha * tradeoff.normalised(float(s.cost), costs)
+            first += (1 - preference.alpha) * tradeoff.normalised(float(s.end), ends)
         return (first, s.cost, s.end, s.arrival)
 
     return [item for _, item in sorted(scored, key=key)]
-
-
-def _norm(value: float, values: Sequence[float]) -> float:
-    low, high = min(values), max(values)
-    return 0.0 if high == low else (value - low) / (high - low)
 
 
 def bid_score(bid: Bid) -> Score:

@@ -29,6 +29,7 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 from siteagent.client.auction import Bid, Choice
 from siteagent.client.connection import SiteError, SiteUnreachable, Tentative
 from siteagent.client.journal import AuctionState, Entry, Journal, State
+from siteagent.client.plans import PlanningError
 from siteagent.client.recovery import Seller, definite, refusal, release_all
 
 #: How many of the best placements of a co-allocation are tried before giving up: each costs
@@ -95,13 +96,39 @@ class Commit:
 
     def run(self, choices: Sequence[Choice]) -> Outcome:
         """Hold the parts of the first choice that can be held, then confirm them."""
-        try:
-            self.journal.set_auction(self.auction_id, AuctionState.ACCEPTING)
+
+        def hold_and_confirm() -> Outcome:
             for choice in choices[:CHOICES_TRIED]:
                 if self._hold(choice):
                     return self._confirm()
             self._release(cancel_confirmed=False)
             return self._end(AuctionState.FAILED, self._why_not_held(choices))
+
+        return self._guarded(hold_and_confirm)
+
+    def run_plan(self, hold: Callable[[], Mapping[int, Held]], confirm: bool = True) -> Outcome:
+        """Hold the parts through ``hold`` (a provisioning planner holding each task's window
+        as it plans it), then confirm them all; a PlanningError from ``hold`` (a task no site
+        would hold), a refused confirm, or ``confirm=False`` (a dry run) releases them all."""
+
+        def plan_and_confirm() -> Outcome:
+            try:
+                self.held = dict(hold())
+            except PlanningError as exc:
+                self._release(cancel_confirmed=False)
+                return self._end(AuctionState.FAILED, f"{exc}: every task held released")
+            if confirm:
+                return self._confirm()
+            self._release(cancel_confirmed=False)
+            return self._end(AuctionState.FAILED, "dry run: nothing confirmed")
+
+        return self._guarded(plan_and_confirm)
+
+    def _guarded(self, phases: Callable[[], Outcome]) -> Outcome:
+        """Run the commit's ``phases``; an interrupt or a failure releases what is held."""
+        try:
+            self.journal.set_auction(self.auction_id, AuctionState.ACCEPTING)
+            return phases()
         except Interrupted:
             self._release(cancel_confirmed=False)
             kept = [e for e in self._entries() if e.state is State.CONFIRMED]
@@ -136,26 +163,33 @@ class Commit:
         for bid in candidates:
             if bid.site in refused or not self._worth_trying(bid, choice):
                 continue
-            self._check_interrupt()
-            self.tried.add(bid.offer_id)
-            entry = self.journal.accepting(self.auction_id, bid)
-            seller = self.sellers[bid.site]
-            try:
-                tentative = seller.accept(bid.offer_id, entry.idempotency_key)
-            except (SiteError, SiteUnreachable) as exc:
-                if isinstance(exc, SiteError) and definite(exc):
-                    self.journal.refused(entry, refusal(exc))
-                    refused.add(bid.site)
-                else:
-                    self.journal.noted(entry, str(exc))
-                    self.silent[bid.site] = str(exc)
-                continue
-            entry = self.journal.tentative(
-                entry, tentative.reservation_id, tentative.deal, tentative.deadline
-            )
-            self.held[part] = Held(entry, tentative)
-            return True
+            held = self.accept(bid)
+            if held is not None:
+                self.held[part] = held
+                return True
+            if bid.site not in self.silent:
+                refused.add(bid.site)
         return False
+
+    def accept(self, bid: Bid) -> Optional[Held]:
+        """Accept ``bid``, journaled before it is sent: the part held, or None if the site
+        refused it or did not answer (it is then ``silent``, and asked nothing more)."""
+        self._check_interrupt()
+        self.tried.add(bid.offer_id)
+        entry = self.journal.accepting(self.auction_id, bid)
+        try:
+            tentative = self.sellers[bid.site].accept(bid.offer_id, entry.idempotency_key)
+        except (SiteError, SiteUnreachable) as exc:
+            if isinstance(exc, SiteError) and definite(exc):
+                self.journal.refused(entry, refusal(exc))
+            else:
+                self.journal.noted(entry, str(exc))
+                self.silent[bid.site] = str(exc)
+            return None
+        entry = self.journal.tentative(
+            entry, tentative.reservation_id, tentative.deal, tentative.deadline
+        )
+        return Held(entry, tentative)
 
     def _worth_trying(self, bid: Bid, choice: Choice) -> bool:
         """Not tried yet, from a site that answers, not expired, and within the budget with
@@ -228,10 +262,6 @@ class Commit:
         self.journal.set_auction(self.auction_id, state, message)
         return Outcome(state, message, tuple(self._entries()))
 
-    def _check_interrupt(self) -> None:
-        if self.interrupted():
-            raise Interrupted()
-
     def _why_not_held(self, choices: Sequence[Choice]) -> str:
         if not choices:
             return "no offer meets the constraints"
@@ -240,3 +270,7 @@ class Commit:
         reasons += [f"{site}: {reason}" for site, reason in sorted(self.silent.items())]
         said = "; ".join(reasons) or "every offer expired"
         return f"no choice could be held on every part ({said})"
+
+    def _check_interrupt(self) -> None:
+        if self.interrupted():
+            raise Interrupted()

@@ -50,6 +50,7 @@ from siteagent.protocol.models import (
     QuoteRequest,
     RefusalView,
     ReservationView,
+    SlotList,
 )
 
 __all__ = [
@@ -168,6 +169,11 @@ class SiteConnection:
         the receipts this connection verifies)."""
         self._info = self.parsed(Info, self.request("GET", "/v1/info", signed=False))
         return self._info
+
+    def slots(self, limit: int = 1000) -> SlotList:
+        """``GET /v1/slots``: the free holes the site advertises, earliest first."""
+        path = f"/v1/slots?limit={limit}"
+        return self.parsed(SlotList, self.request("GET", path, signed=False))
 
     def quote(self, request: QuoteRequest) -> Quote:
         """``POST /v1/quotes``: the site's offers for ``request``, or its refusal."""

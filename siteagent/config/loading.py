@@ -68,6 +68,7 @@ from siteagent.config.schema import (
     LedgerConfig,
     LoadPricing,
     MetricsConfig,
+    NotificationsConfig,
     PbsOptions,
     PlannerConfig,
     PricingConfig,
@@ -360,6 +361,13 @@ def read_auctions(section: Section) -> AuctionsConfig:
     )
 
 
+def read_notifications(section: Section, paths: Paths) -> NotificationsConfig:
+    return NotificationsConfig(
+        socket=section.get("socket", None, optional(paths.socket)),
+        users=section.items("users", scheduler_user),
+    )
+
+
 def parse(
     data: Any, source: Optional[Path] = None, state_dir: Optional[Path] = None
 ) -> Config:
@@ -389,6 +397,9 @@ def parse(
         state_dir=state_dir,
         metrics=read_metrics(root.section("metrics", keys_of(MetricsConfig))),
         auctions=read_auctions(root.section("auctions", keys_of(AuctionsConfig))),
+        notifications=read_notifications(
+            root.section("notifications", keys_of(NotificationsConfig)), paths
+        ),
         source=source,
         explicit=frozenset(reading.explicit),
         deprecations=tuple(reading.deprecations),

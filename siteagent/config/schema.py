@@ -316,6 +316,18 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True)
+class NotificationsConfig:
+    """The local socket on which the batch system's reservation programs (contrib/slurm's
+    ResvProlog and ResvEpilog, contrib/pbs's hook) tell the agent that one of its reservations
+    started or ended, so that it moves at once rather than at the next poll. ``socket`` None:
+    no socket, the polls alone notice. ``users``: who may notify besides root (Slurm's
+    SlurmUser); the kernel says who connected, so nobody else can."""
+
+    socket: Optional[Path] = None
+    users: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole effective configuration. ``source`` is the file read (None: defaults);
     ``explicit`` holds the dotted paths the file set, so a listing can tell them from
@@ -333,6 +345,7 @@ class Config:
     state_dir: Path
     metrics: MetricsConfig = MetricsConfig()
     auctions: AuctionsConfig = AuctionsConfig()
+    notifications: NotificationsConfig = NotificationsConfig()
     source: Optional[Path] = None
     explicit: FrozenSet[str] = frozenset()
     deprecations: Tuple[str, ...] = ()

@@ -101,6 +101,10 @@ OFFER_RETENTION_S = 86400
 #: The actor named in the history for the agent's own moves (expiry, reconciliation, time).
 AGENT = "agent"
 
+#: Seconds a batch system's notice that a window started or ended may come before the agent's
+#: clock says so (the clocks of the controller and the agent's host may differ this much).
+NOTICE_SKEW_S = 60
+
 #: Legal moves. Everything else raises IllegalTransition and changes nothing.
 TRANSITIONS: Mapping[ReservationState, FrozenSet[ReservationState]] = {
     S.REQUESTED: frozenset({S.TENTATIVE, S.FAILED}),
@@ -494,15 +498,69 @@ class ReservationManager:
         now = self.clock() if now is None else now
         moved = []
         for record in self.store.reservations([S.CONFIRMED, S.ACTIVE]):
-            try:
-                if record.state is S.CONFIRMED and record.start <= now:
-                    record = self._move(record, S.ACTIVE, "its window started")
-                    moved.append(record)
-                if record.state is S.ACTIVE and record.end <= now:
-                    record = self._move(record, S.COMPLETED, "its window ended")
-                    moved.append(record)
-            except StaleState:
-                continue  # cancelled or found lost meanwhile
+            moved += self._advance(record, now, "its window")
+        return moved
+
+    def started(self, name: str) -> ReservationRecord:
+        """The batch system says reservation ``name`` started (Slurm's ResvProlog, PBS's
+        resv_begin hook): a CONFIRMED one is ACTIVE now rather than at the next poll.
+
+        The notice moves a reservation only as far as its window allows, give or take
+        :data:`NOTICE_SKEW_S` between the clocks: a notice for a window still far ahead is
+        refused (IllegalTransition) and changes nothing. A TENTATIVE reservation stays
+        tentative: it is its buyer's to confirm. Returns the record as it is now."""
+        record = self._notified(name)
+        if self.clock() + NOTICE_SKEW_S < record.start:
+            raise IllegalTransition(
+                f"reservation {record.id} starts at {_when(record.start)}, not now: the "
+                "notice is ignored"
+            )
+        self._advance(record, max(self.clock(), record.start), "the batch system: its window")
+        return self._current(record)
+
+    def ended(self, name: str) -> ReservationRecord:
+        """The batch system says reservation ``name`` ended (Slurm's ResvEpilog, PBS's
+        resv_end hook): it is COMPLETED now rather than at the next poll.
+
+        A notice before the window's end (give or take :data:`NOTICE_SKEW_S`) is refused and
+        changes nothing: a reservation that ends early was deleted, which the next
+        reconciliation finds LOST rather than completed. Returns the record as it is now."""
+        record = self._notified(name)
+        if self.clock() + NOTICE_SKEW_S < record.end:
+            raise IllegalTransition(
+                f"reservation {record.id} ends at {_when(record.end)}, not now: the notice "
+                "is ignored (a reservation deleted early is found LOST by the next poll)"
+            )
+        self._advance(record, max(self.clock(), record.end), "the batch system: its window")
+        return self._current(record)
+
+    def _notified(self, name: str) -> ReservationRecord:
+        """The agent's reservation a batch-system notice names."""
+        record = self.store.reservation_by_name(name) if name.startswith(self.name_prefix) else None
+        if record is None:
+            raise UnknownReservation(f"no reservation named {name!r} is the agent's")
+        return record
+
+    def _current(self, record: ReservationRecord) -> ReservationRecord:
+        current = self.store.get_reservation(record.id)
+        if current is None:  # reservations are never deleted from the store
+            raise RuntimeError(f"reservation {record.id} vanished from the store")
+        return current
+
+    def _advance(
+        self, record: ReservationRecord, now: float, why: str
+    ) -> List[ReservationRecord]:
+        """Move one reservation along with time as of ``now``; the records that moved."""
+        moved = []
+        try:
+            if record.state is S.CONFIRMED and record.start <= now:
+                record = self._move(record, S.ACTIVE, f"{why} started")
+                moved.append(record)
+            if record.state is S.ACTIVE and record.end <= now:
+                record = self._move(record, S.COMPLETED, f"{why} ended")
+                moved.append(record)
+        except StaleState:
+            pass  # cancelled, found lost, or moved by another notice meanwhile
         return moved
 
     def reconcile(self) -> Reconciliation:

@@ -1,5 +1,5 @@
 """The agent's memory: reservations and their history, offers, bids, idempotency keys, queue
-waits.
+waits, and the jobs that ran in each reservation.
 
 Why SQLite: one file in the state directory that ``siteagent serve`` and the admin commands
 share, transactions that survive SIGKILL and power loss (WAL journal, ``synchronous=FULL``),
@@ -27,7 +27,7 @@ import json
 import os
 import sqlite3
 import threading
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from decimal import Decimal
 from typing import (
     Any,
@@ -45,6 +45,7 @@ from typing import (
 from siteagent.core.errors import SiteagentError
 from siteagent.core.files import make_database_private, make_private
 from siteagent.core.model import CapacityUnit, Offer, Request
+from siteagent.core.usage import JobUsage, UsageSource
 from siteagent.core.waits import QueueWait
 
 #: Seconds a writer waits for another process's transaction before giving up.
@@ -373,6 +374,34 @@ def _migrate_5(db: sqlite3.Connection) -> None:
 
 
 def _migrate_6(db: sqlite3.Connection) -> None:
+    """The jobs that ran in each reservation (seen by the polls, or read from the batch
+    system's accounting), and which reservations' figures are final and from where."""
+    sources = ", ".join(f"'{source.value}'" for source in UsageSource)
+    db.execute(
+        f"""CREATE TABLE reservation_jobs (
+            reservation_id TEXT NOT NULL REFERENCES reservations(id),
+            job_id TEXT NOT NULL,
+            user TEXT NOT NULL,
+            cores INTEGER NOT NULL,
+            nodes INTEGER NOT NULL,
+            start_time INTEGER NOT NULL,
+            end_time INTEGER,
+            last_seen INTEGER NOT NULL,
+            source TEXT NOT NULL CHECK (source IN ({sources})),
+            PRIMARY KEY (reservation_id, job_id)
+        )"""
+    )
+    db.execute("CREATE INDEX reservation_jobs_running ON reservation_jobs(end_time)")
+    db.execute(
+        f"""CREATE TABLE reservation_usage (
+            reservation_id TEXT PRIMARY KEY REFERENCES reservations(id),
+            source TEXT NOT NULL CHECK (source IN ({sources})),
+            settled_at REAL NOT NULL
+        )"""
+    )
+
+
+def _migrate_7(db: sqlite3.Connection) -> None:
     """Bids in English auctions: one per (client, auction), holding the capacity its offer
     names until the auction ends (docs/design.md §4.6)."""
     states = ", ".join(f"'{state.value}'" for state in BidState)
@@ -414,10 +443,27 @@ MIGRATIONS: Tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_4,
     _migrate_5,
     _migrate_6,
+    _migrate_7,
 )
 
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+#: The columns of a reservation's job, in :class:`JobUsage`'s order.
+_JOB_COLUMNS = "job_id, user, cores, nodes, start_time, end_time"
+
+
+@dataclass
+class UsageTotals:
+    """What the reservations with final figures sold and their jobs used, by unit (in unit
+    seconds), the core-seconds used, how many there are and how many no job ever used."""
+
+    sold_unit_seconds: Dict[CapacityUnit, int] = field(default_factory=dict)
+    used_unit_seconds: Dict[CapacityUnit, int] = field(default_factory=dict)
+    core_seconds: int = 0
+    reservations: int = 0
+    empty: int = 0
 
 
 _RESERVATION_COLUMNS = (
@@ -700,6 +746,13 @@ class Store:
         )
         return _record(rows[0]) if rows else None
 
+    def reservation_by_name(self, name: str) -> Optional[ReservationRecord]:
+        """The reservation called ``name`` in the batch system, if the agent made it."""
+        rows = self._read(
+            f"SELECT {_RESERVATION_COLUMNS} FROM reservations WHERE name = ?", (name,)
+        )
+        return _record(rows[0]) if rows else None
+
     def reservations(
         self, states: Optional[Iterable[ReservationState]] = None
     ) -> List[ReservationRecord]:
@@ -950,6 +1003,150 @@ class Store:
             (*(state.value for state in BIDDING), BidState.WON.value, BidState.OPEN.value),
         )
         return BidFigures(int(open_auctions), int(made), int(won), int(held))
+
+    # ---- the jobs that ran in the reservations
+
+    def record_running(self, running: Mapping[str, Sequence[JobUsage]], seen_at: int) -> None:
+        """The jobs running now in each reservation (by reservation id): new ones are added,
+        known ones marked seen at ``seen_at`` (with their size and start as the batch system
+        gives them now). A reservation's figures read from accounting are left alone."""
+        rows = [
+            (rid, job.job_id, job.user, job.cores, job.nodes, job.start, seen_at)
+            for rid, jobs in running.items()
+            for job in jobs
+        ]
+        if not rows:
+            return
+        with self._write() as db:
+            db.executemany(
+                "INSERT INTO reservation_jobs (reservation_id, job_id, user, cores, nodes, "
+                "start_time, end_time, last_seen, source) VALUES (?,?,?,?,?,?,NULL,?,'poll') "
+                "ON CONFLICT (reservation_id, job_id) DO UPDATE SET cores = excluded.cores, "
+                "nodes = excluded.nodes, start_time = excluded.start_time, end_time = NULL, "
+                "last_seen = excluded.last_seen WHERE reservation_jobs.source = 'poll'",
+                rows,
+            )
+
+    def open_jobs(self) -> Dict[str, List[JobUsage]]:
+        """Jobs recorded as running (no end yet), by reservation id."""
+        rows = self._read(
+            f"SELECT reservation_id, {_JOB_COLUMNS} FROM reservation_jobs "
+            "WHERE end_time IS NULL ORDER BY reservation_id, start_time, job_id"
+        )
+        found: Dict[str, List[JobUsage]] = {}
+        for rid, *job in rows:
+            found.setdefault(rid, []).append(JobUsage(*job))
+        return found
+
+    def close_jobs(self, reservation_id: str, job_ids: Iterable[str], end: int) -> None:
+        """The jobs ended (the polls no longer see them) at ``end``."""
+        rows = [(end, reservation_id, job_id) for job_id in job_ids]
+        with self._write() as db:
+            db.executemany(
+                "UPDATE reservation_jobs SET end_time = ? "
+                "WHERE reservation_id = ? AND job_id = ? AND end_time IS NULL",
+                rows,
+            )
+
+    def reservation_jobs(self, reservation_id: str) -> List[JobUsage]:
+        """The jobs that ran (or run) in a reservation, in the order they started."""
+        rows = self._read(
+            f"SELECT {_JOB_COLUMNS} FROM reservation_jobs WHERE reservation_id = ? "
+            "ORDER BY start_time, job_id",
+            (reservation_id,),
+        )
+        return [JobUsage(*row) for row in rows]
+
+    def settle_usage(
+        self,
+        reservation_id: str,
+        source: UsageSource,
+        at: float,
+        end: int,
+        jobs: Optional[Sequence[JobUsage]] = None,
+    ) -> None:
+        """Make a reservation's figures final, in one transaction: ``jobs`` read from the
+        batch system's accounting replace what the polls saw; without them, the jobs still
+        open are closed at ``end`` (the reservation's end, where the batch system ends them)."""
+        with self._write() as db:
+            if jobs is not None:
+                db.execute(
+                    "DELETE FROM reservation_jobs WHERE reservation_id = ?", (reservation_id,)
+                )
+                db.executemany(
+                    "INSERT INTO reservation_jobs (reservation_id, job_id, user, cores, nodes, "
+                    "start_time, end_time, last_seen, source) VALUES (?,?,?,?,?,?,?,?,?)",
+                    [
+                        (
+                            reservation_id,
+                            job.job_id,
+                            job.user,
+                            job.cores,
+                            job.nodes,
+                            job.start,
+                            job.end,
+                            job.end if job.end is not None else end,
+                            source.value,
+                        )
+                        for job in jobs
+                    ],
+                )
+            db.execute(
+                "UPDATE reservation_jobs SET end_time = ? "
+                "WHERE reservation_id = ? AND end_time IS NULL",
+                (end, reservation_id),
+            )
+            db.execute(
+                "INSERT OR REPLACE INTO reservation_usage (reservation_id, source, settled_at) "
+                "VALUES (?, ?, ?)",
+                (reservation_id, source.value, at),
+            )
+
+    def usage_source(self, reservation_id: str) -> Optional[UsageSource]:
+        """Where a reservation's final figures came from; None while they are not final."""
+        rows = self._read(
+            "SELECT source FROM reservation_usage WHERE reservation_id = ?", (reservation_id,)
+        )
+        return UsageSource(rows[0][0]) if rows else None
+
+    def unsettled(self, states: Iterable[ReservationState]) -> List[ReservationRecord]:
+        """Reservations in ``states`` whose figures are not final yet, oldest first."""
+        params = [state.value for state in states]
+        rows = self._read(
+            f"SELECT {_RESERVATION_COLUMNS} FROM reservations WHERE state IN "
+            f"({', '.join('?' for _ in params)}) AND NOT EXISTS (SELECT 1 FROM "
+            "reservation_usage u WHERE u.reservation_id = reservations.id) ORDER BY end_time, id",
+            params,
+        )
+        return [_record(row) for row in rows]
+
+    def usage_totals(self) -> UsageTotals:
+        """What the reservations with final figures sold and what their jobs used of it."""
+        used_row = self._read(
+            "SELECT r.unit, SUM(MAX(0, MIN(COALESCE(j.end_time, r.end_time), r.end_time) - "
+            "MAX(j.start_time, r.start_time)) * CASE r.unit WHEN 'node' THEN MAX(1, j.nodes) "
+            "ELSE j.cores END), SUM(MAX(0, MIN(COALESCE(j.end_time, r.end_time), r.end_time) - "
+            "MAX(j.start_time, r.start_time)) * j.cores) FROM reservation_jobs j "
+            "JOIN reservations r ON r.id = j.reservation_id "
+            "JOIN reservation_usage u ON u.reservation_id = r.id GROUP BY r.unit"
+        )
+        sold_rows = self._read(
+            "SELECT r.unit, SUM(r.size * (r.end_time - r.start_time)), COUNT(*), "
+            "SUM(NOT EXISTS (SELECT 1 FROM reservation_jobs j WHERE j.reservation_id = r.id)) "
+            "FROM reservations r JOIN reservation_usage u ON u.reservation_id = r.id "
+            "GROUP BY r.unit"
+        )
+        used = {CapacityUnit(unit): (units or 0, cores or 0) for unit, units, cores in used_row}
+        totals = UsageTotals()
+        for unit, sold, count, empty in sold_rows:
+            kind = CapacityUnit(unit)
+            units, cores = used.get(kind, (0, 0))
+            totals.sold_unit_seconds[kind] = sold or 0
+            totals.used_unit_seconds[kind] = units
+            totals.core_seconds += cores
+            totals.reservations += count
+            totals.empty += empty or 0
+        return totals
 
     # ---- queue waits
 

@@ -509,11 +509,38 @@ class PublicReservationView(Answer):
     unit: Literal["core", "node"]
 
 
+class ReservationJobView(Answer):
+    """A job that ran (or runs) in the reservation: its cores and nodes, start and end (null
+    while it runs), epoch seconds by the batch system's clock."""
+
+    id: str
+    user: str
+    cores: int
+    nodes: int
+    start: int
+    end: Optional[int]
+
+
+class UsageView(Answer):
+    """What the jobs in the reservation used of it, within its window: in its unit
+    (``used_unit_hours`` of ``sold_unit_hours``) and in core-hours. ``source`` ``poll``: the
+    agent's polls (ends to within one poll interval), ``accounting``: the batch system's
+    records (exact). ``final`` once the window is over and the figures will not change."""
+
+    jobs: List[ReservationJobView]
+    core_hours: float
+    used_unit_hours: float
+    sold_unit_hours: float
+    utilization: float = Field(description="used_unit_hours / sold_unit_hours, 0 when empty")
+    source: Literal["poll", "accounting"]
+    final: bool
+
+
 class ReservationView(PublicReservationView):
     """A reservation as its buyer sees it: where it stands, the deal to sign, its receipt
     once confirmed; after a confirm or a cancel the bank's transaction (null without a
     bank), after a cancel the penalty kept and the site's signed cancellation (kept in the
-    reservation's view from then on)."""
+    reservation's view from then on); when read (GET), the jobs that ran in it."""
 
     name: str = Field(description="the reservation's name in the batch system")
     offer_id: str
@@ -533,6 +560,19 @@ class ReservationView(PublicReservationView):
     receipt: Optional[ReceiptDocument]
     ledger_transaction: Optional[LedgerTransaction] = None
     cancellation: Optional[CancellationDocument] = None
+    usage: Optional[UsageView] = Field(
+        None, description="the jobs that ran in it and what they used (in a GET's answer)"
+    )
+
+
+class WaitBoundView(Answer):
+    """With probability ``confidence``, at least a fraction ``quantile`` of the bin's jobs
+    wait at most ``upper_bound_s`` seconds (QBETS' binomial bound over the bin's most recent
+    waits); ``null`` when the bin holds too few waits to say so."""
+
+    quantile: float
+    confidence: float
+    upper_bound_s: Optional[int]
 
 
 class WaitBinView(Answer):
@@ -546,6 +586,10 @@ class WaitBinView(Answer):
     mean_wait_s: Optional[float]
     median_wait_s: Optional[float]
     p90_wait_s: Optional[int]
+    wait_bounds: List[WaitBoundView] = Field(
+        default_factory=list,
+        description="upper bounds on quantiles of the wait (empty from older agents)",
+    )
 
 
 class WaitHistory(Answer):
@@ -555,6 +599,9 @@ class WaitHistory(Answer):
     jobs: int
     skipped: int
     source: str
+    bound_window_jobs: Optional[int] = Field(
+        None, description="how many of each bin's most recent waits its bounds are taken over"
+    )
     since: Optional[int] = Field(None, description="the epoch seconds ``since`` meant, if given")
 
 

@@ -10,10 +10,11 @@ from typing import Dict, Iterator, List, Optional
 
 import pytest
 
-from siteagent.client.auction import Auction, Constraints
-from siteagent.client.commit import Commit, Outcome
+from siteagent.client.auction import Auction, Bid, Constraints
+from siteagent.client.commit import Commit, Held, Outcome
 from siteagent.client.connection import SiteError
 from siteagent.client.journal import AuctionState, Journal, State
+from siteagent.client.plans import PlanningError
 from siteagent.client.recovery import Patient, Seller
 from siteagent.protocol import documents
 from siteagent.protocol.models import QuoteRequest
@@ -303,4 +304,58 @@ def test_an_interrupt_at_any_step_leaves_nothing_tentative(journal: Journal, aft
     if confirmed:
         assert "confirmed part(s) kept" in outcome.message
     assert not outcome.unsettled
+    assert_journal_agrees(journal, sellers)
+
+
+# ---- a provisioning plan: parts held by the planner, then confirmed or all released
+
+
+def plan_holds(
+    journal: Journal, plan_id: str, sellers: Dict[str, FakeSeller]
+) -> Dict[int, Held]:
+    """One part held at each seller, as a planner holds a task's window."""
+    held: Dict[int, Held] = {}
+    for part, seller in enumerate(sellers.values()):
+        bid = Bid.of(seller.name, part, 1, part, seller.offer(start=START, unit_price="1"))
+        entry = journal.accepting(plan_id, bid)
+        tentative = seller.accept(bid.offer_id, entry.idempotency_key)
+        entry = journal.tentative(
+            entry, tentative.reservation_id, tentative.deal, tentative.deadline
+        )
+        held[part] = Held(entry, tentative)
+    return held
+
+
+def test_a_plan_held_task_by_task_is_confirmed_whole(journal: Journal) -> None:
+    sellers = sites("a", "b", "c")
+    record = journal.open_auction({"provision": "wf.yaml"})
+    commit = Commit(journal, record.id, dict(sellers), 3, clock=lambda: NOW)
+    outcome = commit.run_plan(lambda: plan_holds(journal, record.id, sellers))
+    assert outcome.state is AuctionState.DONE
+    assert [e.state for e in outcome.entries] == [State.CONFIRMED] * 3
+    assert_journal_agrees(journal, sellers)
+
+
+def test_a_plan_a_task_cannot_finish_releases_every_task_held(journal: Journal) -> None:
+    sellers = sites("a", "b")
+    record = journal.open_auction({"provision": "wf.yaml"})
+    commit = Commit(journal, record.id, dict(sellers), 3, clock=lambda: NOW)
+
+    def hold() -> Dict[int, Held]:
+        plan_holds(journal, record.id, sellers)
+        raise PlanningError("task c: no site offers a window")
+
+    outcome = commit.run_plan(hold)
+    assert outcome.state is AuctionState.FAILED and "task c" in outcome.message
+    assert [e.state for e in outcome.entries] == [State.CANCELLED] * 2
+    assert_journal_agrees(journal, sellers)
+
+
+def test_a_dry_run_plan_confirms_nothing(journal: Journal) -> None:
+    sellers = sites("a")
+    record = journal.open_auction({"provision": "wf.yaml"})
+    commit = Commit(journal, record.id, dict(sellers), 1, clock=lambda: NOW)
+    outcome = commit.run_plan(lambda: plan_holds(journal, record.id, sellers), confirm=False)
+    assert outcome.state is AuctionState.FAILED and outcome.confirmed == []
+    assert [e.state for e in outcome.entries] == [State.CANCELLED]
     assert_journal_agrees(journal, sellers)

@@ -15,7 +15,12 @@ from typing import Any, ClassVar, Dict, List, Mapping, Optional
 from siteagent.backends.base import BackendError, BackendUnavailable, ReservationRefused
 from siteagent.backends.checks import check_ours
 from siteagent.backends.command import PINNED_ENV, CommandBackend, json_object
-from siteagent.backends.slurm.arguments import reservation_args, sacct_args, same_window
+from siteagent.backends.slurm.arguments import (
+    reservation_args,
+    sacct_args,
+    sacct_usage_args,
+    same_window,
+)
 from siteagent.backends.slurm.config import SlurmConfig
 from siteagent.backends.slurm.errors import (
     MALFORMED,
@@ -32,9 +37,14 @@ from siteagent.backends.slurm.jobs import (
 from siteagent.backends.slurm.layout import check_errors, detect_layout
 from siteagent.backends.slurm.nodes import parse_nodes
 from siteagent.backends.slurm.reservations import parse_reservations
+from siteagent.backends.slurm.sacct import reservation_jobs_from_sacct
 from siteagent.backends.slurm.snapshot import build_snapshot, node_cores
 from siteagent.core import names
 from siteagent.core.model import BatchReservation, ClusterSnapshot, NodeState, ReservationSpec
+from siteagent.core.usage import JobUsage
+
+#: What sacct says on a cluster without slurmdbd (``accounting_storage/none``).
+ACCOUNTING_DISABLED = "accounting storage is disabled"
 
 
 class SlurmBackend(CommandBackend):
@@ -142,6 +152,17 @@ class SlurmBackend(CommandBackend):
         if proc.returncode != 0:
             raise self._failure("sacct", self._message(proc), BackendError)
         return json_object("sacct --json", proc.stdout)
+
+    def reservation_jobs(self, name: str, start: int, end: int) -> Optional[List[JobUsage]]:
+        """The jobs accounting saw in reservation ``name``; None on a cluster without
+        accounting (sacct's own error says so; any other failure is raised)."""
+        proc = self._run(sacct_usage_args(start, max(end, start + 1)))
+        if proc.returncode != 0:
+            message = self._message(proc)
+            if ACCOUNTING_DISABLED in message:
+                return None
+            raise self._failure("sacct", message, BackendError)
+        return reservation_jobs_from_sacct(proc.stdout, name)
 
     # ---- writing
 
