@@ -17,21 +17,21 @@ import argparse
 import contextlib
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional
 
 from siteagent.cli import client_common, client_reservations, console
 from siteagent.cli.client_auction import EXIT_INTERRUPTED, interruptible
 from siteagent.cli.console import EXIT_REFUSED
 from siteagent.cli.options import local_time
-from siteagent.client import genetic, greedy, pinned
 from siteagent.client.commit import Commit, Held, Outcome
 from siteagent.client.journal import AuctionState
-from siteagent.client.liveoffers import LiveOffers
 from siteagent.client.plans import Network, Plan
 from siteagent.client.recovery import Patient
-from siteagent.client.tasks import TaskGraph, task_of
-from siteagent.client.workflow import load_workflow
 from siteagent.core import tradeoff
+from siteagent.core.errors import SiteagentError
+
+if TYPE_CHECKING:
+    from siteagent.client.tasks import TaskGraph
 
 #: Bytes per second between sites when not told: the thesis' 10 Gbps (ch. 4.9).
 DEFAULT_BANDWIDTH = 1.25e9
@@ -93,7 +93,25 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     provision.set_defaults(command=_provision)
 
 
+class PlannersMissing(SiteagentError):
+    """The planners' libraries (the ``client`` extra) are not installed: the other commands
+    work without them, so they are imported only when a workflow is planned."""
+
+
 def _provision(args: argparse.Namespace) -> int:
+    try:
+        from siteagent.client import greedy, pinned
+        from siteagent.client.liveoffers import LiveOffers
+        from siteagent.client.tasks import task_of
+        from siteagent.client.workflow import load_workflow
+
+        if args.planner == "genetic":
+            from siteagent.client import genetic
+    except ModuleNotFoundError as exc:
+        raise PlannersMissing(
+            f"provision needs the planners' libraries, and {exc.name} is not installed: "
+            "pip install 'siteagent[client]'"
+        ) from exc
     graph = load_workflow(args.workflow)
     network = Network(args.bandwidth, args.latency)
     tradeoff.check_alpha(args.alpha)
@@ -116,7 +134,8 @@ def _provision(args: argparse.Namespace) -> int:
         record = journal.open_auction(_described(args, graph))
         sellers = {name: Patient(connection) for name, connection in by_name.items()}
         planned: Dict[str, Plan] = {}
-        with journal.running(record.id), _progress(graph, args.json) as one_held:
+        tasks = max(1, sum(1 for node in graph if not task_of(graph, node).structural))
+        with journal.running(record.id), _progress(tasks, args.json) as one_held:
             commit = Commit(journal, record.id, sellers, graph.number_of_nodes(), None, interrupted)
             offers = LiveOffers(by_name, commit, args.dry_run, one_held)
 
@@ -207,9 +226,8 @@ def _rows(plan: Plan, outcome: Outcome) -> List[Dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def _progress(graph: TaskGraph, quiet: bool) -> Iterator[Callable[[], None]]:
-    """A progress bar on stderr of the tasks held out of the workflow's tasks that run."""
-    total = max(1, sum(1 for node in graph if not task_of(graph, node).structural))
+def _progress(total: int, quiet: bool) -> Iterator[Callable[[], None]]:
+    """A progress bar on stderr of the tasks held out of the workflow's ``total`` that run."""
     with console.progress_bar(f"planning {total} tasks", enabled=not quiet) as update:
         held = 0
 

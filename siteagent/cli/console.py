@@ -12,6 +12,7 @@ import sys
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -75,13 +76,14 @@ def format_value(value: Any) -> str:
 
 
 def error(message: str) -> None:
-    """An error for a person: what went wrong and, where we know it, how to fix it."""
-    stderr.print(f"[bold red]siteagent: error:[/] {message}", highlight=False)
+    """An error for a person: what went wrong and, where we know it, how to fix it. The
+    message is text, never markup: it may quote what the user typed or a site answered."""
+    stderr.print(f"[bold red]siteagent: error:[/] {escape(message)}", highlight=False)
 
 
 def warning(message: str) -> None:
-    """Something that works but should change (a deprecated key)."""
-    stderr.print(f"[bold yellow]siteagent: warning:[/] {message}", highlight=False)
+    """Something that works but should change (a deprecated key); text, as for :func:`error`."""
+    stderr.print(f"[bold yellow]siteagent: warning:[/] {escape(message)}", highlight=False)
 
 
 @contextlib.contextmanager

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Tuple
 
@@ -268,3 +270,27 @@ def test_without_a_ledger_section_balance_says_how_to_add_one(
     market[0].write_text(yaml.safe_dump(document))
     code, _, err = run(capsys, "balance", "--sites", str(market[0]))
     assert code == EXIT_BAD_INPUT and "no ledger section: add `ledger:" in " ".join(err.split())
+
+
+PLANNER_LIBRARIES_HIDDEN = """
+import sys
+for name in ("networkx", "pymoo"):
+    sys.modules[name] = None  # as if the `client` extra were not installed
+from siteagent.cli.main import client_main
+raise SystemExit(client_main(sys.argv[1:]))
+"""
+
+
+def test_without_the_client_extra_only_provision_says_what_to_install(tmp_path: Path) -> None:
+    def client(*argv: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-c", PLANNER_LIBRARIES_HIDDEN, *argv]
+        return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+    assert client("auction", "--help").returncode == 0
+    workflow = tmp_path / "one.yaml"
+    workflow.write_text("tasks: [{id: a, cores: 1, runtime: 10}]\n", encoding="utf-8")
+    refused = client("provision", str(workflow), "--dry-run", "--sites", str(tmp_path / "none"))
+    assert refused.returncode == EXIT_BAD_INPUT
+    message = " ".join(refused.stderr.split())
+    assert "networkx is not installed" in message
+    assert "pip install 'siteagent[client]'" in message  # brackets kept: text, not markup
