@@ -30,7 +30,7 @@ from testbed.agents import SITEAGENT, Buyer
 from testbed.parties import Party
 from testbed.processes import START_TIMEOUT_S, free_port, stop, wait_until
 from testbed.slurm_cluster import SlurmTestCluster
-from testbed.traces import busy_trace
+from testbed.traces import busy_trace, write_trace
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -51,7 +51,9 @@ LOAD_PRICES = (("2.00", "0.80"), ("1.80", "0.60"), ("2.20", "1.00"))
 class SiteSpec:
     """One agent of the market: its name, the seed of its replayed trace, how far into the
     trace it starts, and its ``pricing`` section; or another ``backend`` section, whose
-    buyers' reservations are made for the scheduler ``user``."""
+    buyers' reservations are made for the scheduler ``user``. ``jobs`` (submit, run time,
+    cores, walltime) replaces the seeded trace, and ``settings`` adds sections to its
+    configuration (or keys to its ``api`` section)."""
 
     name: str
     seed: int
@@ -59,6 +61,8 @@ class SiteSpec:
     pricing: Mapping[str, Any]
     backend: Optional[Mapping[str, Any]] = None
     user: str = "alice"
+    jobs: Optional[Sequence[Tuple[int, int, int, int]]] = None
+    settings: Mapping[str, Any] = field(default_factory=dict)
 
 
 def on_slurm(spec: SiteSpec, cluster: SlurmTestCluster) -> SiteSpec:
@@ -388,6 +392,7 @@ class Market:
         state = self.root / spec.name
         port = free_port()
         backend = spec.backend or self._replay(spec)
+        settings = dict(spec.settings)
         config = self._write(
             f"{spec.name}.yaml",
             {
@@ -398,9 +403,15 @@ class Market:
                 "security": {"authorized_clients": str(clients)},
                 # a test runs a dozen auctions in minutes, each leaving (parts x rounds x 20)
                 # offers live for 5 minutes: more than a buyer's default share
-                "api": {"listen": "127.0.0.1", "port": port, "max_live_offers_per_client": 20000},
+                "api": {
+                    "listen": "127.0.0.1",
+                    "port": port,
+                    "max_live_offers_per_client": 20000,
+                    **settings.pop("api", {}),
+                },
                 "ledger": {"url": self.bank_url, "ca": str(self.bank_cert)},
                 "pricing": dict(spec.pricing),
+                **settings,
             },
         )
         url = f"https://127.0.0.1:{port}"
@@ -411,8 +422,13 @@ class Market:
         return Agent(spec, url, state, service)
 
     def _replay(self, spec: SiteSpec) -> Dict[str, Any]:
-        """The replay backend on a trace of its own (the spec's seed), from its offset."""
-        trace = busy_trace(self.root / f"{spec.name}.swf", seed=spec.seed)
+        """The replay backend on a trace of its own (the spec's jobs, or seed), from its
+        offset."""
+        path = self.root / f"{spec.name}.swf"
+        if spec.jobs is None:
+            trace = busy_trace(path, seed=spec.seed)
+        else:
+            trace = write_trace(path, list(spec.jobs), 64)
         return {"type": "swf", "swf": {"trace": trace, "offset": spec.offset}}
 
     def write_sites_file(self, party: Party, name: str) -> Path:

@@ -54,7 +54,13 @@ from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
 from siteagent.core.model import BatchReservation, CapacityUnit, ClusterSnapshot, ReservationSpec
 from siteagent.core.usage import JobUsage
 from siteagent.market.quoting import quote
-from siteagent.market.store import ReservationRecord, ReservationState, Store, UsageTotals
+from siteagent.market.store import (
+    BidFigures,
+    ReservationRecord,
+    ReservationState,
+    Store,
+    UsageTotals,
+)
 from siteagent.pricing import Refused, Window
 from siteagent.protocol.models import QuoteRequest
 
@@ -122,6 +128,8 @@ class Metrics:
         self._transitions: Dict[Tuple[str, str], int] = {}
         self._by_state: Dict[ReservationState, int] = {}
         self._bookings_owed = 0
+        self._bids = BidFigures(0, 0, 0, 0)
+        self._unit = CapacityUnit.CORE
         self._database_bytes = 0
         self._last_seq = 0
         self._usage_totals = UsageTotals()
@@ -144,7 +152,7 @@ class Metrics:
         self.rate_limited = Counter(
             "siteagent_rate_limited_requests",
             "Signed requests refused (429) because their client asked faster than its rate, "
-            "by kind: quotes, reservations (accept, confirm, cancel).",
+            "by kind: quotes, reservations (accept, confirm, cancel), bids.",
             ("kind",),
             registry=self.registry,
         )
@@ -173,6 +181,7 @@ class Metrics:
             self._taken_at = state.taken_at
             self._backend_up = 1.0
             self._backend_name = state.snapshot.backend
+            self._unit = state.snapshot.unit
             self._cores_per_node = state.snapshot.cores_per_node
         self.observe_reservations()
 
@@ -198,14 +207,17 @@ class Metrics:
             self._refresh_failures += 1
 
     def observe_reservations(self) -> None:
-        """Re-read reservation counts and new transitions from the store (if there is one)."""
+        """Re-read reservation counts and new transitions, and the bids' figures, from the
+        store (if there is one)."""
         if self.store is None:
             return
         by_state = self.store.count_by_state()
         owed = self.store.count_bookings_owed()
+        bids = self.store.bid_figures()
         size = self.store.size_bytes()
         totals = self.store.usage_totals()
         with self._lock:
+            self._bids = bids
             self._usage_totals = totals
             last, counts = self.store.count_transitions(self._last_seq)
             self._last_seq = last
@@ -224,7 +236,8 @@ class Metrics:
         self.requests.labels(route, method, str(status)).observe(max(seconds, 0.0))
 
     def observe_rate_limited(self, kind: str) -> None:
-        """A signed request refused for its client's rate (``kind``: quotes, reservations)."""
+        """A signed request refused for its client's rate (``kind``: quotes, reservations,
+        bids)."""
         self.rate_limited.labels(kind).inc()
 
     def observe_backend_call(
@@ -277,6 +290,13 @@ class Metrics:
                 samples.append(
                     Sample("siteagent_state_database_bytes", float(self._database_bytes))
                 )
+                samples += [
+                    Sample("siteagent_auctions_open", float(self._bids.open_auctions)),
+                    Sample(
+                        "siteagent_auction_held_cores",
+                        float(self._bids.held_units * _cores_per(self._unit, self._cores_per_node)),
+                    ),
+                ]
             return samples
 
     def _counters(self) -> List[Sample]:
@@ -291,6 +311,10 @@ class Metrics:
                     (ReservationState.TENTATIVE.value, ReservationState.EXPIRED.value), 0
                 )
                 counters.append(Sample("siteagent_reservation_confirm_timeouts", float(timeouts)))
+                counters += [
+                    Sample("siteagent_auction_bids_made", float(self._bids.made)),
+                    Sample("siteagent_auction_bids_won", float(self._bids.won)),
+                ]
                 counters += finished_samples(self._usage_totals, self._cores_per_node)
             return counters
 
@@ -324,13 +348,18 @@ def _families(
 # --------------------------------------------------------------------------- figures of a state
 
 
+def cores_per_unit(snapshot: ClusterSnapshot) -> int:
+    """Cores in one unit of the snapshot's capacity (metrics count cores)."""
+    return _cores_per(snapshot.unit, snapshot.cores_per_node)
+
+
 def cluster_samples(snapshot: ClusterSnapshot, free_now: int) -> List[Sample]:
     """Cores and nodes by state, and jobs by state, from one snapshot.
 
     With node records (Slurm, PBS) cores are counted per node; a replayed cluster has none,
     so its cores are split by the plan's free capacity now (running jobs and reservations).
     """
-    per_unit = snapshot.cores_per_node if snapshot.unit.value == "node" else 1
+    per_unit = cores_per_unit(snapshot)
     cores = dict.fromkeys(("allocated", "idle", "unavailable"), 0)
     nodes = dict.fromkeys(NODE_STATES, 0)
     if snapshot.nodes:
@@ -369,7 +398,7 @@ def cluster_samples(snapshot: ClusterSnapshot, free_now: int) -> List[Sample]:
 def plan_samples(state: State) -> List[Sample]:
     """How the cycle went and what the plan leaves free: slots and core-hours ahead."""
     snapshot, predicted = state.snapshot, state.plan
-    per_unit = snapshot.cores_per_node if snapshot.unit.value == "node" else 1
+    per_unit = cores_per_unit(snapshot)
     sources: Dict[str, int] = {}
     for source in predicted.sources.values():
         sources[source.value] = sources.get(source.value, 0) + 1
@@ -591,6 +620,12 @@ HELP = {
     "siteagent_refresh_failures": "Cycles whose snapshot failed since the agent started.",
     "siteagent_reservation_transitions": "Reservation lifecycle moves, from the store.",
     "siteagent_reservation_confirm_timeouts": "Tentative reservations expired unconfirmed.",
+    "siteagent_auctions_open": "English auctions the site takes part in now (bidding, or "
+    "without a bid for lack of capacity), until their bids are won or released.",
+    "siteagent_auction_held_cores": "Cores the site's open bids in English auctions hold: no "
+    "other auction, and no quote's offer, can have them until those auctions end.",
+    "siteagent_auction_bids_made": "English auctions the site made a bid in, from the store.",
+    "siteagent_auction_bids_won": "English auctions the site's bid won (its offer accepted).",
     "siteagent_reserved_cores_sold": "Cores sold in the agent's active reservations.",
     "siteagent_reserved_cores_used": "Cores of the jobs running now in the agent's active "
     "reservations.",

@@ -88,6 +88,7 @@ def client_main(argv: Optional[Sequence[str]] = None) -> int:
     from siteagent.cli import (
         client_auction,
         client_common,
+        client_english,
         client_ledger,
         client_provision,
         client_quotes,
@@ -108,6 +109,7 @@ def client_main(argv: Optional[Sequence[str]] = None) -> int:
     client_sites.add_commands(commands)
     client_quotes.add_commands(commands)
     client_auction.add_commands(commands)
+    client_english.add_commands(commands)
     client_provision.add_commands(commands)
     client_reservations.add_commands(commands)
     client_ledger.add_commands(commands)

@@ -41,6 +41,8 @@ from siteagent.core.errors import SiteagentError
 from siteagent.protocol import documents, keys, signing
 from siteagent.protocol.documents import Cancellation, Receipt
 from siteagent.protocol.models import (
+    BidAnswer,
+    BidRequest,
     ErrorResponse,
     Info,
     OfferView,
@@ -215,6 +217,20 @@ class SiteConnection:
         if raw.get("cancellation") is None:
             return None
         return self.verified_cancellation(raw["cancellation"])
+
+    def bid(self, call: BidRequest) -> BidAnswer:
+        """``POST /v1/bids``: the site's bid in an English auction (its first call announces
+        the job), valued now; a bid's offer is accepted like any other."""
+        body = call.model_dump(mode="json", exclude_none=True)
+        answer = self.parsed(BidAnswer, self.request("POST", "/v1/bids", body))
+        if answer.auction_id != call.auction_id:
+            raise self.bad(f"the bid is for auction {answer.auction_id}, not {call.auction_id}")
+        return answer
+
+    def release_bid(self, auction_id: str) -> BidAnswer:
+        """``DELETE /v1/bids/{auction_id}``: the site's bid in a lost auction released."""
+        path = f"/v1/bids/{urllib.parse.quote(auction_id, safe='')}"
+        return self.parsed(BidAnswer, self.request("DELETE", path))
 
     def reservation(self, reservation_id: str) -> ReservationView:
         """``GET /v1/reservations/{id}``, signed: the buyer's whole view of its reservation."""

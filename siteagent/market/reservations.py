@@ -79,6 +79,7 @@ from siteagent.market.store import (
     StaleState,
     Store,
 )
+from siteagent.pricing.bids import Hold, held_profile
 
 log = logging.getLogger("siteagent.reservations")
 
@@ -222,6 +223,7 @@ class Housekeeping:
     reconciliation: Reconciliation
     by_state: Dict[ReservationState, int]
     offers_pruned: int = 0
+    bids_released: int = 0
 
     def describe(self) -> str:
         """One log line: the live reservations, then what changed (if anything)."""
@@ -236,6 +238,7 @@ class Housekeeping:
             (len(rec.lost), "LOST (vanished from the batch system)"),
             (len(rec.orphans_deleted), "leftovers deleted"),
             (self.offers_pruned, "expired offers forgotten"),
+            (self.bids_released, "bids released (their auctions ended)"),
         ]
         done = "; ".join(f"{n} {what}" for n, what in changes if n)
         return f"reservations: {live}" + (f"; this cycle: {done}" if done else "")
@@ -599,13 +602,17 @@ class ReservationManager:
         return result
 
     def housekeeping(self) -> Housekeeping:
-        """One agent cycle's work: advance with time, expire, reconcile, forget old offers."""
+        """One agent cycle's work: advance with time, expire, reconcile, release the bids of
+        auctions that ended (the first cycle after a restart releases those that ended while
+        the agent was down), forget old offers."""
         activated: List[str] = []
         completed: List[str] = []
         for record in self.advance():
             (completed if record.state is S.COMPLETED else activated).append(record.id)
         expired = [record.id for record in self.expire_due()]
         reconciliation = self.reconcile()
+        with self.store.exclusive():  # not while an accept of one of their offers runs
+            released = self.store.release_due_bids(self.clock())
         pruned = self.store.prune_offers(int(self.clock()) - OFFER_RETENTION_S)
         return Housekeeping(
             activated=activated,
@@ -614,6 +621,7 @@ class ReservationManager:
             reconciliation=reconciliation,
             by_state=self.store.count_by_state(),
             offers_pruned=pruned,
+            bids_released=released,
         )
 
     # ---- helpers
@@ -700,9 +708,10 @@ class ReservationManager:
     def _recheck(self, offer: Offer, snapshot: ClusterSnapshot) -> None:
         """Withdraw if the offer's window can no longer be reserved (docs/design.md §4.3 rule).
 
-        Admissible means no conflict with running jobs or existing reservations; queued jobs do
-        not count (they are planned around it), so they are left out of the check, which keeps
-        it cheap on a long queue.
+        Admissible means no conflict with running jobs, existing reservations or the capacity
+        that English auctions' open bids hold (but the offer's own bid: it is the one winning);
+        queued jobs do not count (they are planned around it), so they are left out of the
+        check, which keeps it cheap on a long queue.
         """
         if offer.start < snapshot.now:
             raise OfferRefused(
@@ -711,17 +720,21 @@ class ReservationManager:
                 f"offer {offer.id}'s window started at {_when(offer.start)}, before now "
                 f"({_when(snapshot.now)}); ask for a new quote",
             )
-        window = (("offer", offer.id), offer.start, offer.end, offer.size)
+        holds = [Hold(*held) for held in self.store.bid_holds(except_offer=offer.id)]
         try:
-            plan(dataclasses.replace(snapshot, pending=()), self.policy, [window])
-        except ReservationConflict:
+            hard = plan(dataclasses.replace(snapshot, pending=()), self.policy).profile
+            free, _ = held_profile(hard, holds)
+            fits = free.fits(offer.size, offer.start, offer.duration)
+        except ReservationConflict:  # the batch system's own reservations collide
+            fits = False
+        if not fits:
             raise OfferRefused(
                 offer.id,
                 "capacity_gone",
                 f"the capacity offered in {offer.id} ({offer.size} {snapshot.unit.value}s, "
-                f"{_when(offer.start)} to {_when(offer.end)}) is no longer free: running "
-                "work or another reservation holds it now; ask for a new quote",
-            ) from None
+                f"{_when(offer.start)} to {_when(offer.end)}) is no longer free: running work, "
+                "another reservation or an auction's bid holds it now; ask for a new quote",
+            )
 
     def _intent(
         self,

@@ -49,6 +49,18 @@ Price = Annotated[
 ]
 
 OFFER_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+#: An auction's id, chosen by its auctioneer: the same characters as an offer's.
+AUCTION_ID_PATTERN = OFFER_ID_PATTERN
+#: A site's name, as sites are named in deals and in a buyer's sites file.
+SITE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+#: The highest absolute priority a job may have (1 is the lowest).
+MAX_PRIORITY = 100
+#: The largest input a job may name: a petabyte.
+MAX_INPUT_BYTES = 10**15
+#: A bid's value, or the bid to beat: core-hours to the thousandth, either sign.
+BidValue = Annotated[
+    Decimal, Field(max_digits=money.INTEGER_DIGITS + 3, decimal_places=3, allow_inf_nan=False)
+]
 
 
 class Strict(BaseModel):
@@ -100,6 +112,40 @@ class AcceptRequest(Strict):
     """Accept one offer: the site creates a tentative reservation for it."""
 
     offer_id: str = Field(pattern=OFFER_ID_PATTERN)
+
+
+class AuctionedJob(Strict):
+    """The job an English auction sells: what it needs, its absolute priority, and where its
+    input is (the sites bid for it with their free capacity, docs/design.md §4.6)."""
+
+    cores: StrictInt = Field(ge=1, le=MAX_CORES, description="total cores")
+    walltime: StrictInt = Field(ge=1, le=MAX_WALLTIME_S, description="seconds it runs at most")
+    priority: StrictInt = Field(
+        1, ge=1, le=MAX_PRIORITY, description="absolute priority: 1 the lowest"
+    )
+    input_bytes: StrictInt = Field(0, ge=0, le=MAX_INPUT_BYTES, description="its input's size")
+    input_site: Optional[StrictStr] = Field(
+        None,
+        pattern=SITE_NAME_PATTERN,
+        description="the site holding its input (none: every site must fetch it)",
+    )
+
+
+class BidRequest(Strict):
+    """An auctioneer's call for bids: the first one for an ``auction_id`` announces the job,
+    each later one (the same job, the same ``closes_at``) asks the site to value its bid again
+    while the auction is open."""
+
+    auction_id: str = Field(pattern=AUCTION_ID_PATTERN, description="chosen by the auctioneer")
+    job: AuctionedJob
+    closes_at: StrictInt = Field(
+        ge=0, le=MAX_TIME, description="when the auction ends (epoch seconds)"
+    )
+    to_beat: Optional[BidValue] = Field(
+        None,
+        description="the bid to beat: the standing bid, or the auction's starting price; a "
+        "site that cannot beat it holds nothing",
+    )
 
 
 class ConfirmRequest(BaseModel):
@@ -286,6 +332,34 @@ class QuoteAnswer(Answer):
     unit: Optional[Literal["core", "node"]] = None
     offers: List[OfferView]
     chosen: Optional[int] = None
+    refusal: Optional[RefusalView] = None
+
+
+class BidView(Answer):
+    """A site's bid: its ``value`` (core-hours) and its parts, and the offer that wins it
+    (accept it with ``POST /v1/reservations``)."""
+
+    value: str = Field(description="cores_value - displacement - transfer")
+    cores_value: str = Field(description="the cores offered, by how soon they are free")
+    displacement: str = Field(description="the delay imposed on queued work (core-hours)")
+    transfer: str = Field(description="the input's transfer time, in the job's core-hours")
+    transfer_s: int = Field(description="seconds the input takes to reach the site")
+    offer: OfferView
+
+
+class BidAnswer(Answer):
+    """``POST /v1/bids`` and ``DELETE /v1/bids/{auction_id}``: where the site's bid stands.
+    ``open``: the site bids ``bid`` and holds its capacity until ``held_until``; ``none``: it
+    takes part without a bid (``refusal`` says why); ``won``: its offer was accepted;
+    ``released``: it holds nothing any more (``refusal`` says why)."""
+
+    auction_id: str
+    state: Literal["open", "none", "won", "released"]
+    now: int
+    closes_at: int
+    held_until: int = Field(description="its offer can be accepted until then")
+    updates: int = Field(description="how many times the site valued this bid")
+    bid: Optional[BidView] = None
     refusal: Optional[RefusalView] = None
 
 
