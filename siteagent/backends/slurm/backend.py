@@ -7,6 +7,7 @@ only way in 22.05 (slurmrestd is read-only for reservations).
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +24,7 @@ from siteagent.backends.slurm.errors import (
     malformed,
     with_hint,
 )
+from siteagent.backends.slurm.hostlist import expand_hostlist
 from siteagent.backends.slurm.jobs import (
     RUNNING_FORMAT,
     RUNNING_STATE_FILTER,
@@ -32,9 +34,16 @@ from siteagent.backends.slurm.jobs import (
 from siteagent.backends.slurm.layout import check_errors, detect_layout
 from siteagent.backends.slurm.nodes import parse_nodes
 from siteagent.backends.slurm.reservations import parse_reservations
+from siteagent.backends.slurm.scheduler import SchedulerSettings, parse_scheduler_config
 from siteagent.backends.slurm.snapshot import build_snapshot, node_cores
 from siteagent.core import names
-from siteagent.core.model import BatchReservation, ClusterSnapshot, NodeState, ReservationSpec
+from siteagent.core.model import (
+    Allocation,
+    BatchReservation,
+    ClusterSnapshot,
+    NodeState,
+    ReservationSpec,
+)
 
 
 class SlurmBackend(CommandBackend):
@@ -51,6 +60,10 @@ class SlurmBackend(CommandBackend):
         self.config = config or SlurmConfig()
         super().__init__(self.config.client_env(), self.config.timeout)
         self._node_source: Optional[List[str]] = None  # learnt on first snapshot
+        self._settings: Optional[SchedulerSettings] = None  # read on first snapshot
+        #: the cores on each node of the reservations this backend made: Slurm shows a
+        #: multi-node core reservation's total only
+        self._made: Dict[str, Allocation] = {}
 
     def _message(self, proc: subprocess.CompletedProcess[str]) -> str:
         return with_hint(super()._message(proc))
@@ -82,9 +95,17 @@ class SlurmBackend(CommandBackend):
         except MALFORMED as exc:
             raise malformed(" ".join(self._node_source or ["sinfo"]), exc) from exc
 
+    def scheduler_settings(self) -> SchedulerSettings:
+        """How the controller places and plans jobs (``scontrol show config``, read once)."""
+        if self._settings is None:
+            text = self._output(["scontrol", "show", "config"], "scontrol show config")
+            self._settings = parse_scheduler_config(text)
+        return self._settings
+
     def snapshot(self) -> ClusterSnapshot:
         """Nodes, queue and reservations, the three commands run at once: an accept re-checks
         against a fresh snapshot, so its latency is the slowest command's, not their sum."""
+        settings = self.scheduler_settings()
         now = int(time.time())
         with ThreadPoolExecutor(max_workers=3, thread_name_prefix="slurm-snapshot") as pool:
             asked_nodes = pool.submit(self.nodes)
@@ -97,11 +118,12 @@ class SlurmBackend(CommandBackend):
             jobs = parse_jobs(doc, now, node_cores(nodes, self.config.partition))
         except MALFORMED as exc:
             raise malformed("squeue --json", exc) from exc
-        return build_snapshot(now, nodes, jobs, reservations, self.config, layout)
+        return build_snapshot(now, nodes, jobs, reservations, self.config, layout, settings)
 
     def occupancy(self) -> ClusterSnapshot:
         """Nodes, running jobs and reservations; the queue is left out by text squeue's state
         filter, so an accept's re-check costs the same with 10 or 10,000 jobs queued."""
+        settings = self.scheduler_settings()
         now = int(time.time())
         args = ["squeue", "-h", "-r", "-t", RUNNING_STATE_FILTER, "-o", RUNNING_FORMAT]
         with ThreadPoolExecutor(max_workers=3, thread_name_prefix="slurm-occupancy") as pool:
@@ -114,11 +136,21 @@ class SlurmBackend(CommandBackend):
             jobs = parse_running_text(running)
         except ValueError as exc:
             raise BackendUnavailable(str(exc)) from exc
-        return build_snapshot(now, nodes, jobs, reservations, self.config, "text")
+        return build_snapshot(now, nodes, jobs, reservations, self.config, "text", settings)
 
     def list_reservations(self) -> List[BatchReservation]:
+        """Every reservation, with the cores on each node of those this backend made."""
         args = ["scontrol", "show", "reservation", "-o"]
-        return parse_reservations(self._output(args, "scontrol show reservation"))
+        listed = parse_reservations(self._output(args, "scontrol show reservation"))
+        return [self._with_allocation(res) for res in listed]
+
+    def _with_allocation(self, res: BatchReservation) -> BatchReservation:
+        made = self._made.get(res.name)
+        if made and not res.allocation and {n for n, _ in made} == set(
+            expand_hostlist(res.node_list)
+        ):
+            return dataclasses.replace(res, allocation=made)
+        return res
 
     def get_reservation(self, name: str) -> Optional[BatchReservation]:
         """One reservation as Slurm holds it now, or None if there is no such reservation."""
