@@ -32,11 +32,16 @@ class BlockMap:
     def window(self, avail: int, start: int, end: int) -> Tuple[int, int]:
         """The nodes of ``avail`` free in every record overlapping [start, end] (Slurm counts
         a record that begins at ``end`` too), and where to try again if that is not enough:
-        the end of the first record overlapping ``start`` that has a record after it (0:
-        none)."""
+        the end of the first record, from the one holding ``start`` on, after which a node
+        of ``avail`` comes free that the records so far kept (0: none)."""
+        wanted = avail
         later = 0
         for index in range(self._first_after(start), len(self.begins)):
-            if later == 0 and index + 1 < len(self.begins):
+            if (
+                later == 0
+                and index + 1 < len(self.begins)
+                and wanted & self.free[index + 1] & ~(avail & self.free[index])
+            ):
                 later = self.ends[index]
             if self.begins[index] > end:
                 break

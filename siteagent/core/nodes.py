@@ -6,13 +6,15 @@ task:
 
 * it tries a start ``start_res``, first now: the nodes the job may use are its partition's
   nodes that are up, less those in an advance reservation overlapping [start_res, start_res +
-  limit] (a core reservation takes its cores instead), less those promised to a pending job
-  planned before it in any backfill record overlapping that window (:mod:`blocks`);
+  limit] (a core reservation takes only its cores, unless the job wants whole nodes), less
+  those promised to a pending job planned before it in any backfill record overlapping that
+  window (:mod:`blocks`);
 * on those nodes the select plugin answers when the job could start (``_will_run_test``): now
   if the free cores allow it, else it lets the running jobs end in order of their end times,
-  a few at a time (those ending within 30 s of the first, then 60 s, 120 s, ...), and the job
-  starts when the last of the group that made room ends; the nodes and cores it would get are
-  Slurm's best fit (:mod:`selection`);
+  in groups: up to a barrier 30 s past the first end (aligned to 30 s), then up to the
+  barrier plus 60 s, 120 s, ... (the window doubling until it reaches the next end), and the
+  job starts when the last job of the group that made room ends; the nodes and cores it would
+  get are Slurm's best fit (:mod:`selection`);
 * a start earlier than ``start_res`` becomes ``start_res``; a start whose window would run
   into nodes promised to another job, or that comes after the end of the first backfill record
   (where the promised nodes change), is tried again from there;
@@ -37,7 +39,8 @@ from siteagent.core.model import Allocation, CapacityUnit, ClusterSnapshot, Job,
 from siteagent.core.profile import Profile
 from siteagent.core.selection import choose_nodes
 
-#: The select plugin's first grouping of running jobs by end time, doubled at every group.
+#: The select plugin's first window for grouping running jobs by end time, doubled at every
+#: group.
 END_GROUP_S = 30
 
 
@@ -125,10 +128,10 @@ class NodeMachine(Machine):
     def fits(self, task: Task, start: int, hold: int) -> bool:
         shape = self._shape(task)
         start = max(start, self.now)
+        reserved, exc = self._reserved(shape, start, start + hold)
         avail = self.blocks.free_over(
-            self._allowed(shape), self._step(start), self._step(start + hold)
+            self._allowed(shape) & ~reserved, self._step(start), self._step(start + hold)
         )
-        exc = self._reserved_cores(start, start + hold)
         usable = self._free_at(start, avail, exc, shape)
         placement = choose_nodes(usable, self.weights, shape)
         if placement is None:
@@ -156,7 +159,7 @@ class NodeMachine(Machine):
             return
         if start > self.now + self.window:
             return
-        promise = (mask_of(task.placement), self._step(start), self._step(end))
+        promise = (mask_of(task.placement), *self._promise_window(start, end))
         self.blocks.promise(*promise)
         self._promised[task.key] = promise
 
@@ -239,11 +242,11 @@ class NodeMachine(Machine):
         later = after
         while True:
             start_res, later = later, 0
-            if start_res >= window_end:
-                return self._beyond_window(shape, max(start_res, window_end))
+            if start_res > window_end:
+                return self._beyond_window(shape, start_res)
             end = max(start_res, self.now) + limit
-            avail, later = self.blocks.window(self._allowed(shape), start_res, end)
-            exc = self._reserved_cores(start_res, start_res + limit)
+            reserved, exc = self._reserved(shape, start_res, start_res + limit)
+            avail, later = self.blocks.window(self._allowed(shape) & ~reserved, start_res, end)
             after_resv = self._reservation_end_after(start_res, start_res + limit)
             if after_resv and after_resv < window_end and (later == 0 or after_resv < later):
                 later = after_resv
@@ -253,14 +256,25 @@ class NodeMachine(Machine):
                     continue
                 return self._beyond_window(shape, window_end)
             start = max(found[0], start_res)
-            if start > self.now and self.blocks.overlaps(
-                mask_of(found[1]), self._step(start), self._step(start + limit)
-            ):
-                later = start + (self.resolution if start == start_res else 0)
-                continue
+            if start <= self.now:
+                return start, found[1]
             if later and start > later:
                 continue
+            if start > self.now + self.window:
+                return start, found[1]
+            first, last = self._promise_window(start, start + limit)
+            if self.blocks.overlaps(mask_of(found[1]), first, last):
+                # Slurm tries again from the start found; from the same start it would only
+                # find the same answer until its time is up, so look one step later
+                later = start + (self.resolution if start == start_res else 0)
+                continue
             return start, found[1]
+
+    def _promise_window(self, start: int, end: int) -> Tuple[int, int]:
+        """The records a job starting at ``start`` promises its nodes in: from the start to
+        the end, both cut down to the resolution, at least one step."""
+        first = self._step(start)
+        return first, max(self._step(end), first + self.resolution)
 
     def _beyond_window(self, shape: Shape, start: int) -> Optional[Tuple[int, NodeCores]]:
         """Past the window no job promises anything: when the running jobs leave room."""
@@ -278,27 +292,38 @@ class NodeMachine(Machine):
         placement = choose_nodes(self._usable(avail, used, exc, shape), self.weights, shape)
         if placement is not None:
             return self.now, placement
-        group_s = END_GROUP_S
-        index = 0
         running = self.running
-        while index < len(running):
-            first: Optional[Held] = None
+        group_s = END_GROUP_S
+        barrier = 0
+        index = 0
+        more = True
+        while more:
             last: Optional[Held] = None
-            while index < len(running):
+            following: Optional[Held] = None
+            while True:
+                if index == len(running):
+                    more = False
+                    break
                 held = running[index]
                 index += 1
                 if not held.mask & avail:
                     continue
-                if first is None:
-                    first = held
+                if barrier == 0:
+                    barrier = held.end + group_s - held.end % group_s
                 last = held
                 for node, cores in held.placement:
                     used[node] -= cores
-                if index == len(running) or running[index].end > first.end + group_s:
+                if index == len(running):
+                    more = False
+                    break
+                following = running[index]
+                if following.end > barrier + group_s:
                     break
             if last is None:
                 break
             group_s *= 2
+            while following is not None and following.end > barrier + group_s:
+                group_s *= 2
             placement = choose_nodes(self._usable(avail, used, exc, shape), self.weights, shape)
             if placement is not None:
                 start = last.end
@@ -330,14 +355,21 @@ class NodeMachine(Machine):
         for node, cores in held.placement:
             self.used[node] += cores
 
-    def _reserved_cores(self, start: int, end: int) -> List[int]:
-        """Cores of each node in advance reservations overlapping [start, end)."""
+    def _reserved(self, shape: Shape, start: int, end: int) -> Tuple[int, List[int]]:
+        """What advance reservations overlapping [start, end) keep from a job of ``shape``:
+        the nodes of those holding whole nodes (of every one, for a whole-node job), and the
+        cores of each node the others hold (Slurm's job_test_resv)."""
+        whole_job = shape.exclusive or self.whole_nodes
+        nodes = 0
         exc = [0] * len(self.cores)
         for res in self.reserved:
             if res.start < end and start < res.end:
+                if whole_job or all(c >= self.cores[n] for n, c in res.placement):
+                    nodes |= mask_of(res.placement)
+                    continue
                 for node, cores in res.placement:
                     exc[node] += cores
-        return exc
+        return nodes, exc
 
     def _reservation_end_after(self, start: int, end: int) -> int:
         """Where the backfill looks again when a reservation overlaps [start, end): one
@@ -406,7 +438,9 @@ class NodeTable:
         return Shape(
             # an exclusive job's cores count its whole nodes; Slurm asks one CPU per node
             cpus=max(1, job.nodes if job.exclusive else job.cores),
-            min_nodes=job.nodes,
+            # a count of nodes binds only where one was asked for (Slurm: -N sets a maximum
+            # too); else it is the batch system's guess, and one node may do
+            min_nodes=job.nodes if job.max_nodes else 1,
             max_nodes=job.max_nodes,
             exclusive=job.exclusive or self.whole_nodes,
             nodes=self.partition_mask(job.partition),

@@ -72,7 +72,9 @@ def test_promises_split_records_and_take_whole_nodes() -> None:
     assert blocks.free_over(0b1111, 150, 200) == 0b1100
     assert blocks.free_over(0b1111, 300, 1000) == 0b1111
     assert blocks.overlaps(0b0010, 299, 400) and not blocks.overlaps(0b0100, 0, 1000)
-    assert blocks.window(0b1111, 0, 50) == (0b1111, 100)  # look again where a record ends
+    # look again where promised nodes come free, not where they are promised
+    assert blocks.window(0b1111, 0, 50) == (0b1111, 300)
+    assert blocks.window(0b1111, 0, 150) == (0b1100, 300)
 
 
 def test_promises_stop_at_the_window() -> None:
@@ -156,6 +158,20 @@ def test_a_planned_job_promises_its_nodes_whole() -> None:
     assert starts["3"] == NOW - 7 + 600
     end = NOW - 7 + 600 + 1200
     assert starts["4"] == end - end % 60
+
+
+def test_running_jobs_end_in_groups_from_one_barrier() -> None:
+    """Slurm 22.05 lets running jobs end in groups: up to a barrier 30 s past the first end,
+    then the window doubles until it reaches the next end. A job that one end would make room
+    for starts at the end of the last job of its group, 1500 s later (seen on the cluster)."""
+    busy = [
+        running("1", 17, ("n2", 1)),  # ends at NOW + 10: the barrier is NOW + 40
+        running("2", 2007, ("n1", 8)),  # NOW + 2000: its group reaches NOW + 3880 ...
+        running("3", 3507, ("n2", 7)),  # ... so NOW + 3500 ends in it too
+    ]
+    job = queued("4", 8, 600, max_nodes=1)
+    starts = plan(snap(busy, [job], nodes=nodes_of(8, 8)), batch_estimates=False).starts
+    assert starts["4"] == NOW + 3500
 
 
 def test_jobs_beyond_the_window_promise_nothing() -> None:
