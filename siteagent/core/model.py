@@ -127,8 +127,9 @@ class NodeState:
 class BatchReservation:
     """A reservation as the batch system reports it (ours or anybody's): it holds capacity.
 
-    ``allocation`` is the cores it holds on each node, where the batch system says or it can
-    be told (whole nodes, one node); empty when only the total is known.
+    ``node_names`` are the nodes it is on, where the batch system lists them; ``allocation``
+    the cores it holds on each, where the batch system says or it can be told (whole nodes,
+    one node); empty when only the total is known.
     """
 
     name: str
@@ -142,6 +143,7 @@ class BatchReservation:
     partition: str = ""
     flags: Tuple[str, ...] = ()
     state: str = ""
+    node_names: Tuple[str, ...] = ()
     allocation: Allocation = ()
 
     def demand(self, unit: CapacityUnit) -> int:

@@ -26,6 +26,7 @@ jobs (:mod:`siteagent.core.nodes`); the rules above are the same on both.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import enum
 import heapq
 import itertools
@@ -643,6 +644,26 @@ def plan(
         and all(task.submit <= now for task in pending)
     )
     return result
+
+
+def reservation_nodes(
+    snapshot: ClusterSnapshot,
+    start: int,
+    end: int,
+    size: int,
+    policy: Policy = Policy.CONSERVATIVE,
+) -> Allocation:
+    """Where a new reservation of ``size`` units over [start, end) goes beside the snapshot's
+    running work and reservations: its nodes (and cores on each) on a node-aware snapshot,
+    nothing on a pooled one (the batch system chooses there). Queued jobs do not count: they
+    are planned around it. Raises ReservationConflict when there is no room."""
+    key = ("reservation", start, end, size)
+    bare = dataclasses.replace(
+        snapshot,
+        pending=(),
+        neighbours=dataclasses.replace(snapshot.neighbours, pending=()),
+    )
+    return plan(bare, policy, [(key, start, end, size)]).reservation_nodes.get(key, ())
 
 
 def _queue_order(pending: Sequence[Job], neighbours: Sequence[Job]) -> List[Job]:

@@ -43,7 +43,7 @@ from typing import (
 
 from siteagent.core.errors import SiteagentError
 from siteagent.core.files import make_database_private, make_private
-from siteagent.core.model import CapacityUnit, Offer, Request
+from siteagent.core.model import Allocation, CapacityUnit, Offer, Request
 from siteagent.core.waits import QueueWait
 
 #: Seconds a writer waits for another process's transaction before giving up.
@@ -109,6 +109,8 @@ class ReservationRecord:
     accept time: changing the site's setting never changes the terms of a deal already made.
     ``penalty`` is set when it is cancelled.
     ``message`` keeps the batch system's words for FAILED and the reason for LOST.
+    ``allocation`` is where it is, node by node, where the batch system places reservations on
+    nodes the agent chose (Slurm shows a multi-node core reservation's total only).
     """
 
     id: str
@@ -132,6 +134,7 @@ class ReservationRecord:
     deadline: Optional[float] = None
     penalty: Optional[Decimal] = None
     message: str = ""
+    allocation: Allocation = ()
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict: money as decimal strings, enums as their values."""
@@ -160,6 +163,8 @@ class ReservationRecord:
                 value = CapacityUnit(value)
             elif item.name in ("users", "accounts"):
                 value = tuple(value or ())
+            elif item.name == "allocation":
+                value = tuple((str(name), int(cores)) for name, cores in value or ())
             values[item.name] = value
         return cls(**values)
 
@@ -309,6 +314,12 @@ def _migrate_5(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE offers ADD COLUMN client TEXT NOT NULL DEFAULT ''")
 
 
+def _migrate_6(db: sqlite3.Connection) -> None:
+    """Reservations remember their nodes (JSON [[name, cores], ...]); earlier ones have none
+    and are planned as the batch system shows them."""
+    db.execute("ALTER TABLE reservations ADD COLUMN allocation TEXT NOT NULL DEFAULT '[]'")
+
+
 #: Migration i+1 takes the schema from version i to i+1. Append, never edit a released one.
 MIGRATIONS: Tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_1,
@@ -316,6 +327,7 @@ MIGRATIONS: Tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_3,
     _migrate_4,
     _migrate_5,
+    _migrate_6,
 )
 
 
@@ -325,7 +337,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 _RESERVATION_COLUMNS = (
     "id, name, offer_id, client, accept_key, state, start_time, end_time, size, unit, users, "
     "accounts, unit_price, fee, total, penalty_factor, penalty, deadline, message, created, "
-    "updated"
+    "updated, allocation"
 )
 
 
@@ -843,7 +855,7 @@ def _owe_booking(
 def _insert_reservation(db: sqlite3.Connection, r: ReservationRecord) -> None:
     db.execute(
         f"INSERT INTO reservations ({_RESERVATION_COLUMNS}) "
-        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
             r.id,
             r.name,
@@ -866,6 +878,7 @@ def _insert_reservation(db: sqlite3.Connection, r: ReservationRecord) -> None:
             r.message,
             r.created,
             r.updated,
+            json.dumps([list(pair) for pair in r.allocation]),
         ),
     )
 
@@ -916,6 +929,7 @@ def _record(row: Sequence[Any]) -> ReservationRecord:
         message,
         created,
         updated,
+        allocation,
     ) = row
     return ReservationRecord(
         id=rid,
@@ -939,6 +953,7 @@ def _record(row: Sequence[Any]) -> ReservationRecord:
         deadline=deadline,
         penalty=None if penalty is None else Decimal(penalty),
         message=message,
+        allocation=tuple((str(name), int(cores)) for name, cores in json.loads(allocation)),
     )
 
 

@@ -533,7 +533,8 @@ def test_reservation_cores_per_node() -> None:
     assert reservation_allocation(listed["r_cores2"], cores) == (("n2", 16), ("n3", 4))
     assert reservation_allocation(listed["r_cores"], cores) == (("n3", 6),)
     assert reservation_allocation(listed["r_future"], cores) == (("n1", 16), ("n2", 16))
-    split = BatchReservation("x", 0, 60, cores=12, nodes=2, node_list="n[1-2]")
+    assert listed["r_cores2"].node_names == ("n2", "n3")
+    split = BatchReservation("x", 0, 60, cores=12, nodes=2, node_names=("n1", "n2"))
     assert reservation_allocation(split, cores) == (("n1", 12), ("n2", 12))
 
 
@@ -552,3 +553,24 @@ def test_scheduler_settings_from_scontrol_show_config() -> None:
     assert parse_scheduler_config("SelectType = select/cons_tres\n").backfill == Backfill(
         60, 86400, 30
     )
+
+
+def test_reservation_on_the_nodes_the_plan_chose() -> None:
+    """A spec naming nodes reserves them, with the cores on each (Slurm takes the counts in
+    its node order, the allocation's); one whose counts do not add up, or that names a node
+    scontrol would read as more than a name, is refused before anything runs."""
+    spec = ReservationSpec("sa-n", 1795330000, 600, 12, allocation=(("n1", 4), ("n2", 8)))
+    args = reservation_args(spec, SlurmConfig(users=("root",)), 1795320000)
+    assert args[6:8] == ["Nodes=n1,n2", "CoreCnt=4,8"]
+    whole = ReservationSpec(
+        "sa-w", 1795330000, 600, 2, CapacityUnit.NODE, allocation=(("n1", 16), ("n3", 16))
+    )
+    node_config = SlurmConfig(users=("root",), unit=CapacityUnit.NODE)
+    assert reservation_args(whole, node_config, 1795320000)[6:7] == ["Nodes=n1,n3"]
+    for bad in (
+        replace(spec, allocation=(("n1", 4), ("n2", 9))),
+        replace(spec, allocation=(("n1", 4), ("n2 Flags=MAINT", 8))),
+        replace(spec, allocation=(("n1", 12), ("n2", 0))),
+    ):
+        with pytest.raises(ValueError):
+            reservation_args(bad, SlurmConfig(users=("root",)), 1795320000)

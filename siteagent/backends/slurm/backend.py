@@ -7,7 +7,6 @@ only way in 22.05 (slurmrestd is read-only for reservations).
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +23,6 @@ from siteagent.backends.slurm.errors import (
     malformed,
     with_hint,
 )
-from siteagent.backends.slurm.hostlist import expand_hostlist
 from siteagent.backends.slurm.jobs import (
     RUNNING_FORMAT,
     RUNNING_STATE_FILTER,
@@ -37,13 +35,7 @@ from siteagent.backends.slurm.reservations import parse_reservations
 from siteagent.backends.slurm.scheduler import SchedulerSettings, parse_scheduler_config
 from siteagent.backends.slurm.snapshot import build_snapshot, node_cores
 from siteagent.core import names
-from siteagent.core.model import (
-    Allocation,
-    BatchReservation,
-    ClusterSnapshot,
-    NodeState,
-    ReservationSpec,
-)
+from siteagent.core.model import BatchReservation, ClusterSnapshot, NodeState, ReservationSpec
 
 
 class SlurmBackend(CommandBackend):
@@ -61,9 +53,6 @@ class SlurmBackend(CommandBackend):
         super().__init__(self.config.client_env(), self.config.timeout)
         self._node_source: Optional[List[str]] = None  # learnt on first snapshot
         self._settings: Optional[SchedulerSettings] = None  # read on first snapshot
-        #: the cores on each node of the reservations this backend made: Slurm shows a
-        #: multi-node core reservation's total only
-        self._made: Dict[str, Allocation] = {}
 
     def _message(self, proc: subprocess.CompletedProcess[str]) -> str:
         return with_hint(super()._message(proc))
@@ -139,18 +128,8 @@ class SlurmBackend(CommandBackend):
         return build_snapshot(now, nodes, jobs, reservations, self.config, "text", settings)
 
     def list_reservations(self) -> List[BatchReservation]:
-        """Every reservation, with the cores on each node of those this backend made."""
         args = ["scontrol", "show", "reservation", "-o"]
-        listed = parse_reservations(self._output(args, "scontrol show reservation"))
-        return [self._with_allocation(res) for res in listed]
-
-    def _with_allocation(self, res: BatchReservation) -> BatchReservation:
-        made = self._made.get(res.name)
-        if made and not res.allocation and {n for n, _ in made} == set(
-            expand_hostlist(res.node_list)
-        ):
-            return dataclasses.replace(res, allocation=made)
-        return res
+        return parse_reservations(self._output(args, "scontrol show reservation"))
 
     def get_reservation(self, name: str) -> Optional[BatchReservation]:
         """One reservation as Slurm holds it now, or None if there is no such reservation."""

@@ -6,6 +6,7 @@ import re
 from datetime import timezone, tzinfo
 from typing import Dict, List, Optional, Tuple
 
+from siteagent.backends.slurm.hostlist import expand_hostlist
 from siteagent.backends.slurm.layout import number
 from siteagent.backends.slurm.times import EMPTY, parse_duration, parse_slurm_time
 from siteagent.core.model import UNLIMITED_S, Allocation, BatchReservation
@@ -95,6 +96,7 @@ def parse_reservations(text: str, tz: tzinfo = timezone.utc) -> List[BatchReserv
                 partition="" if partition in EMPTY else partition,
                 flags=_list(rec.get("Flags", "")),
                 state=rec.get("State", ""),
+                node_names=tuple(expand_hostlist(node_list)),
                 allocation=_allocation(allocation),
             )
         )

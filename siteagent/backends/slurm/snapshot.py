@@ -165,7 +165,7 @@ def reservation_allocation(res: BatchReservation, cores: Mapping[str, int]) -> A
     as the node has (never less than the truth)."""
     if res.allocation:
         return res.allocation
-    names = [name for name in expand_hostlist(res.node_list) if name in cores]
+    names = [name for name in res.node_names if name in cores]
     whole = sum(cores[name] for name in names)
     if len(names) == 1 and res.cores < whole:
         return ((names[0], res.cores),)
