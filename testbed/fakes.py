@@ -73,6 +73,9 @@ class FaultyBackend(Backend):
             raise BackendUnavailable("scontrol did not answer within 30 s (test)")
         return made
 
+    def held_window(self, start: int, end: int) -> Tuple[int, int]:
+        return self.inner.held_window(start, end)
+
     def delete_reservation(self, name: str) -> None:
         self._check()
         self.inner.delete_reservation(name)
@@ -84,10 +87,10 @@ class FaultyBackend(Backend):
 
 class NodeCluster(Backend):
     """Nodes of given cores with running jobs, and reservations created as Slurm creates them:
-    on the nodes named (refused as busy where running work or an overlapping reservation
-    leaves too few cores all along), else on the first nodes with room (``moved`` puts every
-    new reservation there instead, as a batch system choosing for itself would). Like Slurm it
-    lists a reservation's nodes but not its cores on each when there are several.
+    for whole minutes, on the nodes named (refused as busy where running work or an
+    overlapping reservation leaves too few cores all along; ``moved`` puts every new
+    reservation on other nodes instead, as a batch system choosing for itself would). Like
+    Slurm it lists a reservation's nodes but not its cores on each when there are several.
     """
 
     name = "nodes"
@@ -119,16 +122,20 @@ class NodeCluster(Backend):
             backend=self.name,
         )
 
+    def held_window(self, start: int, end: int) -> Tuple[int, int]:
+        return start, start + -(-(end - start) // 60) * 60
+
     def create_reservation(self, spec: ReservationSpec) -> BatchReservation:
         self.created.append(spec)
         placed = self.moved or spec.allocation
+        start, end = self.held_window(spec.start, spec.end)
         for name, cores in placed:
-            if cores > self._free(name, spec.start, spec.end):
+            if cores > self._free(name, start, end):
                 raise ReservationRefused("Requested nodes are busy")
         made = BatchReservation(
             name=spec.name,
-            start=spec.start,
-            end=spec.end,
+            start=start,
+            end=end,
             cores=sum(cores for _, cores in placed),
             node_names=tuple(name for name, _ in placed),
             allocation=placed if len(placed) == 1 else (),

@@ -14,12 +14,18 @@ import signal
 import socket
 import subprocess
 import time
-from typing import Any, Dict, Iterator
+from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
 
 import pytest
 
 from testbed.slurm_accounting import missing_accounting_binaries
-from testbed.slurm_cluster import ClusterError, SlurmTestCluster, missing_binaries
+from testbed.slurm_cluster import (
+    ClusterError,
+    SlurmTestCluster,
+    TestNode,
+    TestPartition,
+    missing_binaries,
+)
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -27,9 +33,13 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 START_TIMEOUT_S = 60.0
 
 
-def running_slurm(accounting: bool = False) -> Iterator[SlurmTestCluster]:
-    """A started Slurm test cluster (with slurmdbd if ``accounting``), stopped afterwards;
-    skips (or, under CI, fails) with the reason when it cannot run or start here."""
+def running_slurm(
+    accounting: bool = False,
+    shape: Optional[Tuple[Sequence[TestNode], Sequence[TestPartition]]] = None,
+) -> Iterator[SlurmTestCluster]:
+    """A started Slurm test cluster (with slurmdbd if ``accounting``; of ``shape`` if given),
+    stopped afterwards; skips (or, under CI, fails) with the reason when it cannot run or start
+    here."""
     missing = missing_binaries() + (missing_accounting_binaries() if accounting else [])
     if os.geteuid() != 0:
         reason = "the Slurm test cluster needs root (slurmd runs jobs as users)"
@@ -41,7 +51,7 @@ def running_slurm(accounting: bool = False) -> Iterator[SlurmTestCluster]:
         if IN_CI:
             pytest.fail(f"Slurm test cluster unavailable under CI: {reason}", pytrace=False)
         pytest.skip(reason)
-    cluster = SlurmTestCluster(accounting=accounting)
+    cluster = SlurmTestCluster(accounting=accounting, shape=shape)
     try:
         cluster.start()
     except ClusterError as exc:

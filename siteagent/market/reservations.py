@@ -663,9 +663,10 @@ class ReservationManager:
         """Withdraw if the offer's window can no longer be reserved (docs/design.md §4.3 rule);
         else the nodes it goes on, where the batch system places reservations on nodes.
 
-        Admissible means no conflict with running jobs or existing reservations; queued jobs do
-        not count (they are planned around it), so they are left out of the check, which keeps
-        it cheap on a long queue.
+        Admissible means no conflict with running jobs or existing reservations over the
+        window the batch system will hold (it may round it up); queued jobs do not count (they
+        are planned around it), so they are left out of the check, which keeps it cheap on a
+        long queue.
         """
         if offer.start < snapshot.now:
             raise OfferRefused(
@@ -674,8 +675,9 @@ class ReservationManager:
                 f"offer {offer.id}'s window started at {_when(offer.start)}, before now "
                 f"({_when(snapshot.now)}); ask for a new quote",
             )
+        start, end = self.backend.held_window(offer.start, offer.end)
         try:
-            return reservation_nodes(snapshot, offer.start, offer.end, offer.size, self.policy)
+            return reservation_nodes(snapshot, start, end, offer.size, self.policy)
         except ReservationConflict:
             raise OfferRefused(
                 offer.id,

@@ -80,3 +80,16 @@ def test_the_store_knows_how_a_reservation_splits_its_cores() -> None:
     assert first.allocation == (("n1", 8), ("n2", 4))
     second = accept(manager, 4, T0 + 600, 3600, "k2")
     assert second.allocation == (("n2", 4),)
+
+
+def test_the_window_checked_is_the_one_the_batch_system_holds() -> None:
+    """Slurm holds whole minutes: a 30 s offer takes a minute of its node, and a reservation
+    40 s after its start leaves no room for it (checked, not refused by the batch system)."""
+    manager = manager_on({"n1": 8})
+    accept(manager, 8, T0 + 640, 600, "first")
+    with pytest.raises(OfferRefused):
+        accept(manager, 8, T0 + 600, 30, "second")
+    backend = manager.backend
+    assert isinstance(backend, NodeCluster)
+    assert len(backend.created) == 1
+    assert backend.held_window(T0, T0 + 61) == (T0, T0 + 120)

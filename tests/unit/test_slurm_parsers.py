@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from siteagent.backends.base import BackendUnavailable
+from siteagent.backends.slurm import SlurmBackend
 from siteagent.backends.slurm.arguments import reservation_args
 from siteagent.backends.slurm.config import SlurmConfig
 from siteagent.backends.slurm.errors import is_unavailable
@@ -574,3 +575,9 @@ def test_reservation_on_the_nodes_the_plan_chose() -> None:
     ):
         with pytest.raises(ValueError):
             reservation_args(bad, SlurmConfig(users=("root",)), 1795320000)
+
+
+def test_slurm_holds_reservations_for_whole_minutes() -> None:
+    backend = SlurmBackend(SlurmConfig())
+    assert backend.held_window(1000, 1061) == (1000, 1120)
+    assert backend.held_window(1000, 1060) == (1000, 1060)

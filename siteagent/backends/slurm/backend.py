@@ -10,12 +10,17 @@ from __future__ import annotations
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ClassVar, Dict, List, Mapping, Optional
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 from siteagent.backends.base import BackendError, BackendUnavailable, ReservationRefused
 from siteagent.backends.checks import check_ours
 from siteagent.backends.command import PINNED_ENV, CommandBackend, json_object
-from siteagent.backends.slurm.arguments import reservation_args, sacct_args, same_window
+from siteagent.backends.slurm.arguments import (
+    reservation_args,
+    sacct_args,
+    same_window,
+    whole_minutes,
+)
 from siteagent.backends.slurm.config import SlurmConfig
 from siteagent.backends.slurm.errors import (
     MALFORMED,
@@ -126,6 +131,9 @@ class SlurmBackend(CommandBackend):
         except ValueError as exc:
             raise BackendUnavailable(str(exc)) from exc
         return build_snapshot(now, nodes, jobs, reservations, self.config, "text", settings)
+
+    def held_window(self, start: int, end: int) -> Tuple[int, int]:
+        return start, start + whole_minutes(end - start) * 60
 
     def list_reservations(self) -> List[BatchReservation]:
         args = ["scontrol", "show", "reservation", "-o"]
