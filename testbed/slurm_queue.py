@@ -110,6 +110,35 @@ def mixed_queue(
     return queue
 
 
+def reserve_windows(cluster: SlurmTestCluster, node: str) -> None:
+    """A maintenance window on ``node`` in three hours and two core reservations Slurm
+    places: ``cores`` (6 cores in 90 min) and ``later`` (8 cores in 2 h, for jobs of its own:
+    :func:`submit_into`)."""
+    for name, start, minutes, size in (
+        ("maint", 3 * 3600, 120, f"Nodes={node}"),
+        ("cores", 5400, 60, "CoreCnt=6"),
+        ("later", 7200, 90, "CoreCnt=8"),
+    ):
+        begin = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() + start))
+        cluster.run(
+            [
+                *("scontrol", "create", "reservation", f"ReservationName={name}"),
+                f"StartTime={begin}", f"Duration={minutes}", size, "Users=root",
+            ]
+        )
+
+
+def submit_into(
+    cluster: SlurmTestCluster, queue: Sequence[Sequence[str]], reservation: str = ""
+) -> None:
+    """Submit the queue (with ``reservation``, every fifteenth job into it) and wait for
+    Slurm's backfill to plan it."""
+    for index, args in enumerate(queue):
+        extra = [f"--reservation={reservation}"] if reservation and index % 15 == 7 else []
+        cluster.submit(*extra, *args)
+    time.sleep(4 * BACKFILL_PASS_S)
+
+
 def submit_many(
     cluster: SlurmTestCluster, count: int, args: Sequence[str], workers: int = 4
 ) -> List[str]:

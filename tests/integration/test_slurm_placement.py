@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List, Sequence
+from typing import Dict, Iterator
 
 import pytest
 
@@ -25,7 +25,13 @@ from siteagent.market.store import Store
 from testbed.offers import record_offer
 from testbed.processes import running_slurm
 from testbed.slurm_cluster import MIXED_NODES, MIXED_PARTITIONS, SlurmTestCluster
-from testbed.slurm_queue import BACKFILL_PASS_S, job_state, mixed_queue, wait_for
+from testbed.slurm_queue import (
+    job_state,
+    mixed_queue,
+    reserve_windows,
+    submit_into,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slurm
 
@@ -40,43 +46,14 @@ def mixed() -> Iterator[SlurmTestCluster]:
     yield from running_slurm(shape=(MIXED_NODES, MIXED_PARTITIONS))
 
 
-def utc(seconds_from_now: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() + seconds_from_now))
-
-
-def reserve(cluster: SlurmTestCluster, node: str) -> None:
-    """A maintenance window on ``node`` in three hours and two core reservations Slurm
-    places, the later one with jobs of its own."""
-    for name, start, minutes, size in (
-        ("maint", 3 * 3600, 120, f"Nodes={node}"),
-        ("cores", 5400, 60, "CoreCnt=6"),
-        ("later", 7200, 90, "CoreCnt=8"),
-    ):
-        cluster.run(
-            [
-                *("scontrol", "create", "reservation", f"ReservationName={name}"),
-                f"StartTime={utc(start)}", f"Duration={minutes}", size, "Users=root",
-            ]
-        )
-
-
-def submit(cluster: SlurmTestCluster, queue: Sequence[List[str]]) -> None:
-    """Submit the queue (every fifteenth job into the reservation ``later``) and wait for
-    Slurm's backfill to plan it."""
-    for index, args in enumerate(queue):
-        extra = ["--reservation=later"] if index % 15 == 7 else []
-        cluster.submit(*extra, *args)
-    time.sleep(4 * BACKFILL_PASS_S)
-
-
 def snapshot_of(cluster: SlurmTestCluster) -> ClusterSnapshot:
     config = SlurmConfig(slurm_conf=str(cluster.conf), partition="batch", users=("root",))
     return SlurmBackend(config).snapshot()
 
 
 def test_random_queue_starts_agree_with_slurms(slurm: SlurmTestCluster) -> None:
-    reserve(slurm, "n3")
-    submit(slurm, mixed_queue(seed=7, count=60, cores=[16] * 4, max_nodes=3))
+    reserve_windows(slurm, "n3")
+    submit_into(slurm, mixed_queue(seed=7, count=60, cores=[16] * 4, max_nodes=3), "later")
     snapshot = snapshot_of(slurm)
     assert snapshot.placement is Placement.SLURM
     agreement = compare_starts(snapshot)
@@ -87,11 +64,10 @@ def test_random_queue_starts_agree_with_slurms(slurm: SlurmTestCluster) -> None:
 
 
 def test_mixed_nodes_and_shared_partitions_agree_with_slurm(mixed: SlurmTestCluster) -> None:
-    reserve(mixed, "m3")
+    reserve_windows(mixed, "m3")
     cores = [node.cpus for node in MIXED_NODES]
-    submit(mixed, mixed_queue(seed=8, count=60, cores=cores, max_nodes=2, partitions=(
-        "batch", "wide",
-    )))
+    queue = mixed_queue(seed=8, count=60, cores=cores, max_nodes=2, partitions=("batch", "wide"))
+    submit_into(mixed, queue, "later")
     snapshot = snapshot_of(mixed)
     assert {job.partition for job in snapshot.neighbours.pending} == {"wide"}
     assert [node.name for node in snapshot.neighbours.nodes] == ["m5"]
