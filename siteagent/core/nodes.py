@@ -122,8 +122,8 @@ class NodeMachine(Machine):
     def ever_fits(self, task: Task) -> bool:
         shape = self._shape(task)
         empty = [0] * len(self.cores)
-        return choose_nodes(self._usable(self._allowed(shape), empty, empty, shape),
-                            self.weights, shape) is not None
+        usable = self._usable(self._allowed(shape), empty, empty, shape)
+        return choose_nodes(usable, self.weights, shape) is not None
 
     def fits(self, task: Task, start: int, hold: int) -> bool:
         shape = self._shape(task)
@@ -204,7 +204,7 @@ class NodeMachine(Machine):
 
     # -- placing advance reservations -------------------------------------------------------
 
-    def reservable(self, start: int, end: int) -> List[int]:
+    def _reservable(self, start: int, end: int) -> List[int]:
         """Cores of each node free all over [start, end) for a reservation: less running
         work ending after ``start`` and every reservation overlapping the window (Slurm may
         give two reservations that do not overlap each other the same cores, or not: counting
@@ -226,7 +226,7 @@ class NodeMachine(Machine):
     def _reservation_placement(self, size: int, start: int, end: int) -> NodeCores:
         """Where a new reservation of ``size`` units goes: chosen as Slurm would place a job
         of that size on the cores free all over its window (whole nodes in a node unit)."""
-        free = self.reservable(start, end)
+        free = self._reservable(start, end)
         if self.whole_nodes:
             whole = [free[n] if free[n] == self.cores[n] else 0 for n in range(len(free))]
             shape = Shape(size, size, size, exclusive=True)
