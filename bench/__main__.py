@@ -11,6 +11,9 @@ BENCHMARKS = {
     "thesis": "bench.thesis",
     "slurm": "bench.slurm",
     "service": "bench.service",
+    "english": "bench.english",
+    "provision": "bench.provision",
+    "auction": "bench.auction",
 }
 
 

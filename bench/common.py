@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -66,8 +67,9 @@ def run_measured(
 INSTALLS = ROOT / "bench" / ".work"
 
 
-def installed_siteagent(pure: bool = False) -> str:
-    """Python of a venv holding this tree installed as users get it (compiled when possible).
+def installed_siteagent(source: Path = ROOT, pure: bool = False) -> str:
+    """Python of a venv holding the tree at ``source`` (this one by default) installed as users
+    get it (compiled when possible).
 
     Benchmarks measure the package as installed, whatever the development venv holds (its
     editable install puts the compiled modules beside the sources); children run it from
@@ -77,7 +79,7 @@ def installed_siteagent(pure: bool = False) -> str:
     lock, so that benchmarks running at the same time never reinstall a package another one is
     importing.
     """
-    venv = INSTALLS / f"venv-siteagent-{_sources_digest()}{'-pure' if pure else ''}"
+    venv = INSTALLS / f"venv-siteagent-{_sources_digest(source)}{'-pure' if pure else ''}"
     python, done = venv / "bin" / "python", venv / ".installed"
     INSTALLS.mkdir(parents=True, exist_ok=True)
     with open(INSTALLS / "install.lock", "w") as lock:
@@ -87,20 +89,51 @@ def installed_siteagent(pure: bool = False) -> str:
             pip = [str(python), "-m", "pip", "install", "--quiet"]
             subprocess.run([*pip, "--upgrade", "pip"], check=True)
             env = {**os.environ, "SITEAGENT_PURE_PYTHON": "1"} if pure else None
-            subprocess.run([*pip, str(ROOT)], check=True, env=env)
+            subprocess.run([*pip, str(source)], check=True, env=env)
             done.touch()
     return str(python)
 
 
-def _sources_digest() -> str:
-    """A digest of everything that goes into the installed package."""
+def _sources_digest(source: Path) -> str:
+    """A digest of everything that goes into the package installed from ``source``."""
     digest = hashlib.sha256()
-    files = [*sorted((ROOT / "siteagent").rglob("*")), ROOT / "setup.py", ROOT / "pyproject.toml"]
-    for path in files:
+    build = [source / "setup.py", source / "pyproject.toml"]
+    for path in [*sorted((source / "siteagent").rglob("*")), *build]:
         if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".so":
-            digest.update(str(path.relative_to(ROOT)).encode())
+            digest.update(str(path.relative_to(source)).encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
+
+
+def commit_of(revision: str) -> str:
+    """The full commit id a git ``revision`` of this repository names."""
+    return subprocess.run(
+        ["git", "rev-parse", "--verify", "--end-of-options", f"{revision}^{{commit}}"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def source_at(revision: str) -> Path:
+    """The tree of this repository at a git ``revision``, extracted once under bench/.work/
+    (named by its commit): a version to install and compare with the working tree."""
+    commit = commit_of(revision)
+    tree = INSTALLS / f"source-{commit[:12]}"
+    done = tree / ".extracted"
+    INSTALLS.mkdir(parents=True, exist_ok=True)
+    with open(INSTALLS / "install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            shutil.rmtree(tree, ignore_errors=True)
+            tree.mkdir()
+            archive = INSTALLS / f"source-{commit[:12]}.tar"
+            subprocess.run(["git", "archive", f"--output={archive}", commit], cwd=ROOT, check=True)
+            subprocess.run(["tar", "-x", "-f", str(archive), "-C", str(tree)], check=True)
+            archive.unlink()
+            done.touch()
+    return tree
 
 
 def compiled(python: str) -> bool:

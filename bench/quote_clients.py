@@ -79,7 +79,12 @@ class Buyer:
         )
 
     def quote(self, body: Dict[str, int]) -> Tuple[str, str]:
-        """One signed quote: ("offered" | "refused" | "busy" | "error", detail)."""
+        """One signed quote: ("offered" | "refused" | "busy" | "throttled" | "error", detail).
+
+        "throttled" is a 429 (a rate limit or the live-offer cap), told apart from the errors
+        so that a level whose buyers were throttled shows it: its latencies are not those of
+        quotes served.
+        """
         payload = json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
         headers.update(
@@ -97,6 +102,8 @@ class Buyer:
         text = content.decode(errors="replace")
         if status == 503 and '"busy"' in text:
             return "busy", text[:200]
+        if status == 429:
+            return "throttled", text[:200]
         if status != 200:
             return "error", f"HTTP {status}: {text[:200]}"
         kind = str(json.loads(content).get("status"))

@@ -1,4 +1,5 @@
-"""The running agent on a 10,000-job queue: quote latency under load, and its idle RSS and CPU.
+"""The running agent on a 10,000-job queue: quote latency under load, against a reference
+version of the code and under attack, and its idle RSS and CPU.
 
 Everything goes through the package's own code paths: the agent is the real ``siteagent
 serve`` of the installed (compiled) package, on the SWF replay backend; the clients are
@@ -13,21 +14,38 @@ speed 1, so it starts on a ~10,000-job queue that keeps moving with the clock.
 
 Measured, in one run:
 
-- **quote latency**: 1, 10 and 50 client processes (bench/quote_clients.py: one HTTPS
-  connection each, every quote signed afresh), each sending quotes of varied shapes (cores
-  1..256, walltime 10 min..12 h) one after the other, a fixed number of them, and at 50
-  clients for a whole poll interval as well (so that a poll of the agent lands in the level);
-  p50/p99 per request, throughput, refusals, 503 busy answers and errors, and the CPU the
-  agent and the clients spent per quote. Two agents one after the other: the default pricing
-  (unit price and the externality fee, conservative) and unit price only
-  (``pricing.externality.enabled: false``); each with the default ``limit`` of 20 offers and
-  with ``limit: 1``. Target: p99 < 100 ms at 50 clients.
+- **quote latency, against the reference**: 1, 10 and 50 client processes
+  (bench/quote_clients.py: one HTTPS connection each, every quote signed afresh), each sending
+  quotes of varied shapes (cores 1..256, walltime 10 min..12 h) one after the other, a fixed
+  number of them, and at 50 clients for a whole poll interval as well (so that a poll of the
+  agent lands in the level); p50/p99 per request, throughput, refusals, 503 busy answers, 429
+  throttled answers and errors, and the CPU the agent and the clients spent per quote. Two
+  pricing configurations one after the other: the default (unit price and the externality
+  fee, conservative) and unit price only (``pricing.externality.enabled: false``); each with
+  the default ``limit`` of 20 offers and with ``limit: 1``. Each configuration runs two agents
+  side by side, one of this tree and one of the reference revision (``--reference``, installed
+  the same way), and every level runs on each in turn, ``--rounds`` times, the order
+  alternating: the figures are medians over the rounds, and the current/reference ratios
+  compare code measured on the same machine at the same time. Target: p99 < 100 ms at 50
+  clients.
+- **under attack**: 10 and 50 buyers quoting (default pricing, one offer asked) for a fixed
+  time, alone and while attacker processes (bench/attackers.py: a handful, each bounded in
+  requests and time) send the same agent oversized header fields, oversized bodies (unsigned,
+  and signed by the buyers' own key), unsigned malformed JSON, forged signatures and request
+  lines that are not HTTP; in turn, ``--rounds`` times. The buyers' p50/p99 with and without
+  the attack, what the attackers were answered, and the agent's RSS before, at its peak
+  during, and 5 s after each level.
+  Targets: buyers' p99 < 100 ms under attack; RSS back within 20 MB of idle.
 - **RSS and CPU**: the agent polling every 30 s for 10 minutes (``--quick``: 2), psutil
   sampling its resident memory and CPU time, with the per-cycle snapshot and plan times from
   its log; once with the default metrics reference requests (quoted at the first cycle,
   then every 5 minutes) and once with none. The two agents run at the same time, their
   cycles staggered by half a poll.
   Target: RSS < 150 MB, CPU < 2%.
+
+The parts: bench/service_agent.py starts and stops the agents, bench/service_levels.py runs a
+load level and sums up its rounds, bench/service_attack.py runs the levels under attack, and
+bench/service_report.py writes bench/results/service.md.
 """
 
 from __future__ import annotations
@@ -35,45 +53,32 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
-import signal
-import ssl
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-import httpx
 import psutil
-import yaml
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from bench.common import (
-    INSTALLS,
-    ROOT,
-    TRACES,
-    compiled,
-    installed_siteagent,
-    machine,
-    md_table,
-    median,
-    write_results,
+from bench.common import ROOT, TRACES, commit_of, machine, median, source_at, write_results
+from bench.quote_clients import Load
+from bench.service_agent import (
+    POLL_S,
+    WORK,
+    Build,
+    RunningAgent,
+    cpu_seconds,
+    cycles,
+    start_agent,
+    stop_agent,
 )
-from bench.quote_clients import Load, Target, percentile, run_level
+from bench.service_attack import attack_runs
+from bench.service_levels import in_turn, load_level, over_rounds
+from bench.service_report import markdown
 from siteagent.core.scheduling import Policy
-from siteagent.protocol import keys
 from siteagent.sim import Simulator, Workload
 from siteagent.sim.swf import SwfReader, SwfWriter
-
-WORK = INSTALLS / "service"
-TARGET_P99_S = 0.100
-TARGET_RSS_MB = 150.0
-TARGET_CPU_PERCENT = 2.0
-POLL_S = 30.0
-KEY_ID = "bench@service"
-CYCLE_LINE = re.compile(r"(\d+) running, (\d+) pending, .* snapshot (\d+) ms, plan (\d+) ms")
-
 
 # --------------------------------------------------------------------------- the queue
 
@@ -151,146 +156,7 @@ def _chain(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
     yield from rest
 
 
-# --------------------------------------------------------------------------- the agent
-
-
-@dataclass
-class RunningAgent:
-    """A ``siteagent serve`` process and what a client needs to reach it."""
-
-    process: subprocess.Popen[bytes]
-    url: str
-    cert: Path
-    log: Path
-    started: float
-    ready_s: float = 0.0
-
-
-def start_agent(
-    siteagent: str,
-    name: str,
-    queue: Mapping[str, Any],
-    key: Ed25519PrivateKey,
-    port: int,
-    settings: Mapping[str, Any],
-) -> RunningAgent:
-    """Write a configuration under bench/.work/service/NAME (fresh state) and start the agent.
-
-    Returns once its /healthz answers 200 over HTTPS, that is after its first cycle.
-    """
-    root = WORK / name
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
-    clients = root / "authorized_clients.yaml"
-    entry = {"public_key": keys.public_key_text(key.public_key()), "user": "bench"}
-    clients.write_text(yaml.safe_dump({"clients": {KEY_ID: entry}}), encoding="utf-8")
-    config = {
-        "state_dir": str(root / "state"),
-        "backend": {
-            "type": "swf",
-            "swf": {"trace": str(ROOT / queue["path"]), "offset": queue["offset_s"], "speed": 1},
-        },
-        "planner": {"poll_interval_s": POLL_S},
-        "security": {"authorized_clients": str(clients)},
-        "api": {"listen": "127.0.0.1", "port": port},
-        **settings,
-    }
-    (root / "siteagent.yaml").write_text(yaml.safe_dump(config), encoding="utf-8")
-    log = root / "agent.log"
-    began = time.monotonic()
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [siteagent, "serve", "--config", str(root / "siteagent.yaml")],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    agent = RunningAgent(
-        process, f"https://127.0.0.1:{port}", root / "state" / "tls" / "server.crt", log, began
-    )
-    wait_healthy(agent)
-    agent.ready_s = time.monotonic() - began
-    return agent
-
-
-def wait_healthy(agent: RunningAgent, timeout: float = 600.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if agent.process.poll() is not None:
-            raise RuntimeError(f"the agent exited:\n{agent.log.read_text(errors='replace')}")
-        if agent.cert.exists():
-            try:
-                with httpx.Client(verify=tls_context(agent.cert), timeout=5) as client:
-                    if client.get(agent.url + "/healthz").status_code == 200:
-                        return
-            except httpx.HTTPError:
-                pass
-        time.sleep(0.5)
-    stop_agent(agent)
-    raise RuntimeError(f"the agent was not healthy within {timeout:.0f} s; see {agent.log}")
-
-
-def stop_agent(agent: RunningAgent) -> None:
-    """SIGTERM, as systemd stops it; it must exit cleanly."""
-    agent.process.send_signal(signal.SIGTERM)
-    try:
-        code = agent.process.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        agent.process.kill()
-        agent.process.wait()
-        raise RuntimeError(f"the agent did not stop on SIGTERM; see {agent.log}") from None
-    if code != 0:
-        raise RuntimeError(f"the agent exited with {code}; see {agent.log}")
-
-
-def tls_context(cert: Path) -> ssl.SSLContext:
-    """Trust only the agent's own self-signed certificate."""
-    return ssl.create_default_context(cafile=str(cert))
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 # --------------------------------------------------------------------------- quote latency
-
-
-def load_level(
-    agent: RunningAgent, key: Ed25519PrivateKey, clients: int, load: Load
-) -> Dict[str, Any]:
-    """``clients`` client processes, each sending its quotes one after the other; the agent's
-    CPU time and its polls are taken over the same span (bench/quote_clients.py)."""
-    target = Target.of(agent.url, agent.cert, KEY_ID, key)
-    process = psutil.Process(agent.process.pid)
-    cpu_before, polls_before = cpu_seconds(process), len(cycles(agent.log))
-    level = run_level(target, clients, load)
-    agent_cpu = cpu_seconds(process) - cpu_before  # the clients' warm-up quotes included
-    answered = level.latencies(("offered", "refused"))
-    busy = level.latencies(("busy",))
-    errors = level.errors()
-    return {
-        "clients": clients,
-        "requests": len(level.samples),
-        "p50_ms": percentile(answered, 50) * 1000,
-        "p99_ms": percentile(answered, 99) * 1000,
-        "max_ms": max(answered, default=float("nan")) * 1000,
-        "throughput_per_s": len(level.samples) / level.wall_s,
-        "wall_s": level.wall_s,
-        "polls": len(cycles(agent.log)) - polls_before,
-        "offered": level.count("offered"),
-        "refused": level.count("refused"),
-        "busy": len(busy),
-        "busy_p50_ms": percentile(busy, 50) * 1000,
-        "busy_max_ms": max(busy, default=float("nan")) * 1000,
-        "errors": len(errors),
-        "first_errors": errors[:3],
-        "agent_cpu_ms_per_request": agent_cpu / (len(level.samples) + clients) * 1000,
-        "client_cpu_ms_per_request": level.client_cpu_s / len(level.samples) * 1000,
-    }
 
 
 @dataclass(frozen=True)
@@ -309,13 +175,11 @@ class Variant:
         return Load(self.per_client[clients], self.limit, seconds, self.timeout_s)
 
 
-def latency_runs(
-    siteagent: str, queue: Mapping[str, Any], key: Ed25519PrivateKey, quick: bool
-) -> Dict[str, Any]:
-    """Each pricing configuration: its own agent, its variants' load levels in turn."""
+def configurations(quick: bool) -> List[Tuple[str, Dict[str, Any], List[Variant]]]:
+    """The pricing configurations, their settings, and the variants run on each."""
     scale = 4 if quick else 1
     fast = {1: 300 // scale, 10: 100 // scale, 50: 40 // scale}
-    configurations: List[Tuple[str, Dict[str, Any], List[Variant]]] = [
+    return [
         (
             "unit price only",
             {"pricing": {"externality": {"enabled": False}}},
@@ -333,25 +197,63 @@ def latency_runs(
             ],
         ),
     ]
-    results: Dict[str, Any] = {}
-    for name, settings, variants in configurations:
-        print(f"latency: starting the agent ({name}) ...", flush=True)
-        agent = start_agent(siteagent, slug(name), queue, key, free_port(), settings)
+
+
+def latency_runs(
+    builds: Sequence[Build],
+    queue: Mapping[str, Any],
+    key: Ed25519PrivateKey,
+    rounds: int,
+    quick: bool,
+) -> Dict[str, Dict[str, Any]]:
+    """Each pricing configuration: an agent of each build, side by side; each load level run
+    on them in turn, ``rounds`` times. By build name, then configuration."""
+    results: Dict[str, Dict[str, Any]] = {build.name: {} for build in builds}
+    for name, settings, variants in configurations(quick):
+        agents: Dict[str, RunningAgent] = {}
         try:
-            entry: Dict[str, Any] = {"ready_s": agent.ready_s, "variants": {}}
-            for variant in variants:
-                load_level(agent, key, 1, Load(1, variant.limit))  # warm-up
-                levels = []
-                for clients in variant.per_client:
-                    load = variant.load(clients)
-                    print(f"  {name}, {variant.label}: {clients} clients, {load}", flush=True)
-                    levels.append(load_level(agent, key, clients, load))
-                entry["variants"][variant.label] = levels
-            entry["cycles"] = cycles(agent.log)
-            results[name] = entry
+            for build in builds:
+                print(f"latency: starting the {build.name} agent ({name}) ...", flush=True)
+                agents[build.name] = start_agent(
+                    build, f"{slug(name)}-{slug(build.name)}", queue, key, settings
+                )
+            levels = variant_levels(agents, key, variants, rounds, name)
+            for build_name, agent in agents.items():
+                results[build_name][name] = {
+                    "ready_s": agent.ready_s,
+                    "variants": levels[build_name],
+                    "cycles": cycles(agent.log),
+                }
         finally:
-            stop_agent(agent)
+            for agent in agents.values():
+                stop_agent(agent)
     return results
+
+
+def variant_levels(
+    agents: Mapping[str, RunningAgent],
+    key: Ed25519PrivateKey,
+    variants: Sequence[Variant],
+    rounds: int,
+    name: str,
+) -> Dict[str, Dict[str, List[Dict[str, Any]]]]:
+    """Each variant's levels on every agent, in turn: by agent, variant, then level."""
+    found: Dict[str, Dict[str, List[Dict[str, Any]]]] = {build: {} for build in agents}
+    for variant in variants:
+        for agent in agents.values():
+            load_level(agent, key, 1, Load(1, variant.limit))  # warm-up
+        for build in agents:
+            found[build][variant.label] = []
+        for clients in variant.per_client:
+            load = variant.load(clients)
+            print(f"  {name}, {variant.label}: {clients} clients, {load}", flush=True)
+            seen: Dict[str, List[Dict[str, Any]]] = {build: [] for build in agents}
+            for turn in range(rounds):
+                for build in in_turn(list(agents), turn):
+                    seen[build].append(load_level(agents[build], key, clients, load))
+            for build, levels in seen.items():
+                found[build][variant.label].append(over_rounds(levels))
+    return found
 
 
 def slug(text: str) -> str:
@@ -362,7 +264,7 @@ def slug(text: str) -> str:
 
 
 def idle_runs(
-    siteagent: str, queue: Mapping[str, Any], key: Ed25519PrivateKey, minutes: float
+    build: Build, queue: Mapping[str, Any], key: Ed25519PrivateKey, minutes: float
 ) -> Dict[str, Any]:
     """Two agents polling side by side, half a poll apart: default reference requests, none."""
     setups: Dict[str, Dict[str, Any]] = {
@@ -373,7 +275,7 @@ def idle_runs(
     try:
         for name, settings in setups.items():
             print(f"idle: starting the agent ({name}) ...", flush=True)
-            agents[name] = start_agent(siteagent, slug(name), queue, key, free_port(), settings)
+            agents[name] = start_agent(build, slug(name), queue, key, settings)
             time.sleep(POLL_S / 2)
         return watch(agents, minutes * 60)
     finally:
@@ -418,219 +320,47 @@ def watch(agents: Mapping[str, RunningAgent], seconds: float) -> Dict[str, Any]:
     return results
 
 
-def cpu_seconds(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return float(times.user + times.system)
-
-
-def cycles(log: Path) -> List[Dict[str, int]]:
-    """The agent's per-cycle log lines: queue, and the snapshot and plan times."""
-    found = []
-    for match in CYCLE_LINE.finditer(log.read_text(errors="replace")):
-        running, pending, snap, planned = (int(g) for g in match.groups())
-        found.append(
-            {"running": running, "pending": pending, "snapshot_ms": snap, "plan_ms": planned}
-        )
-    return found
-
-
-# --------------------------------------------------------------------------- report
-
-
-def latency_notes(latency: Mapping[str, Any]) -> List[str]:
-    """Why the figures are what they are, with this run's numbers."""
-    notes = [
-        "How a quote is served: on the agent's event loop (TLS, RFC 9421 signature check, "
-        "validation, pricing), its offers stored by one writer thread in group commits (a "
-        "quote is answered once its offers are on disk), so a cheap quote never changes "
-        "threads. A quote whose externality fee may re-plan the queue (more than one offer "
-        "asked) is priced on the one pricing thread instead, and is answered 503 `busy` at "
-        "once, with the estimated wait as Retry-After, when the quotes ahead of it would "
-        "hold it more than 5 s. Every 50-client level of a fast variant runs for a whole "
-        "poll interval as well, so that one of the agent's polls (snapshot, plan, pricing "
-        "context) lands inside it: the `polls` column counts them.",
-        "",
-    ]
-    notes += error_notes(latency)
-    for name, entry in latency.items():
-        for label, levels in entry["variants"].items():
-            for level in (lv for lv in levels if lv["clients"] == 50):
-                notes.append(
-                    f"- {name}, {label}, 50 clients: {level['throughput_per_s']:.0f} quotes/s, "
-                    f"the agent spending {level['agent_cpu_ms_per_request']:.2f} ms of CPU "
-                    f"per quote and each client process "
-                    f"{level['client_cpu_ms_per_request']:.2f} ms (both on the same 2 CPUs)"
-                    + (
-                        f"; {level['busy']} of {level['requests']} answered 503 busy (p50 "
-                        f"{level['busy_p50_ms']:,.0f} ms, max {level['busy_max_ms']:,.0f} ms; "
-                        "p50/p99 are of the priced ones)."
-                        if level["busy"]
-                        else "."
-                    )
-                )
-    fee20 = latency.get("default (externality fee)", {}).get("variants", {}).get("limit 20")
-    if fee20:
-        alone = fee20[0]
-        notes.append(
-            f"- The externality fee with 20 offers asked costs {alone['p50_ms']:,.0f} ms per "
-            "quote even alone (each start inside the schedule re-plans the 10,000-job queue): "
-            "the agent prices a few such quotes per second, whatever the concurrency, and "
-            "answers the excess 503 busy rather than queueing it."
-        )
-    return notes
-
-
-def error_notes(latency: Mapping[str, Any]) -> List[str]:
-    """The errors seen, and what a stale snapshot under load means."""
-    notes = []
-    for name, entry in latency.items():
-        stale = False
-        for label, levels in entry["variants"].items():
-            for level in (level for level in levels if level["errors"]):
-                first = level["first_errors"][0]
-                stale = stale or "snapshot_stale" in first
-                notes.append(
-                    f"- Errors, {name}, {label}, {level['clients']} clients: "
-                    f"{level['errors']} of {level['requests']}; the first: `{first[:160]}`."
-                )
-        if stale:
-            slowest = max(entry["cycles"], key=lambda c: c["snapshot_ms"] + c["plan_ms"])
-            notes.append(
-                f"- The stale snapshot is the agent's own doing: with {name} the quotes' "
-                "re-plans hold the interpreter so long that the poll thread is starved (only "
-                f"{len(entry['cycles'])} cycles logged during the whole run, the slowest "
-                f"snapshot {slowest['snapshot_ms'] / 1000:.1f} s + plan "
-                f"{slowest['plan_ms'] / 1000:.1f} s instead of about 0.05 + 0.3 s), the "
-                "snapshot ages past the staleness limit, and the API refuses quotes with 503 "
-                "as if the batch system were not answering."
-            )
-    return notes + ([""] if notes else [])
-
-
-def markdown(results: Mapping[str, Any]) -> str:
-    where, queue = results["machine"], results["queue"]
-    lines = [
-        "# The running agent on a 10,000-job queue: quote latency, RSS and CPU",
-        "",
-        f"Measured {where['date']} on {where['cpus']} CPUs shared with other work (and with "
-        f"the bench's own client processes), Python {where['python']}, load average "
-        f"{where['load_average_1m_at_start']} at start; installed package compiled: "
-        f"{results['compiled']}."
-        + (" Quick run (--quick): fewer requests, 2-minute watch." if results["quick"] else ""),
-        "",
-        f"Queue: {queue['source']} with submit times x {queue['interarrival_factor']:.4g} on "
-        f"{queue['cores']:,} cores ({queue['path']}), replayed by the agent's SWF backend at "
-        f"speed 1 from offset {queue['offset_s']:,} s, where the package's simulator has "
-        f"{queue['pending_at_offset']:,} jobs waiting and {queue['running_at_offset']:,} "
-        "running. Clients: one process each, one keep-alive HTTPS connection (the agent's "
-        "self-signed certificate verified), signed POST /v1/quotes (every request signed "
-        "afresh, and verified in full by the agent), cores 1..256, walltime 10 min..12 h; "
-        "each client connects and sends one unmeasured quote, then all start together. "
-        "p50/p99/max are over the quotes answered 200 (offered or refused), from before "
-        "signing to the parsed answer.",
-        "",
-        "## Quote latency",
-        "",
-    ]
-    rows: List[Mapping[str, Any]] = []
-    for name, entry in results["latency"].items():
-        for label, levels in entry["variants"].items():
-            for level in levels:
-                rows.append(
-                    {
-                        "pricing": name,
-                        "offers asked": label,
-                        "clients": level["clients"],
-                        "requests": level["requests"],
-                        "p50 ms": level["p50_ms"],
-                        "p99 ms": level["p99_ms"],
-                        "max ms": level["max_ms"],
-                        "req/s": level["throughput_per_s"],
-                        "polls": level["polls"],
-                        "offered": level["offered"],
-                        "refused": level["refused"],
-                        "busy": level["busy"],
-                        "errors": level["errors"],
-                        "agent CPU ms/req": level["agent_cpu_ms_per_request"],
-                    }
-                )
-    lines.append(md_table(rows, list(rows[0])))
-    for name, entry in results["latency"].items():
-        for label, levels in entry["variants"].items():
-            at50 = [level for level in levels if level["clients"] == 50]
-            if not at50:
-                lines.append(f"- {name}, {label}: not run at 50 clients in this run.")
-                continue
-            p99 = at50[0]["p99_ms"]
-            verdict = "meets" if p99 < TARGET_P99_S * 1000 else "does NOT meet"
-            under = [str(lv["clients"]) for lv in levels if lv["p99_ms"] < TARGET_P99_S * 1000]
-            lines.append(
-                f"- {name}, {label}: p99 {p99:,.0f} ms at 50 clients, {verdict} the target "
-                f"(< {TARGET_P99_S * 1000:.0f} ms); p99 under it at "
-                f"{', '.join(under) + ' client(s)' if under else 'no level'}."
-            )
-    lines += ["", *latency_notes(results["latency"]), ""]
-    lines += [
-        "## RSS and CPU while polling",
-        "",
-    ]
-    rows = []
-    for name, entry in results["idle"].items():
-        rows.append(
-            {
-                "metrics": name,
-                "minutes": entry["wall_s"] / 60,
-                "max RSS MB": entry["rss_max_mb"],
-                "CPU %": entry["cpu_percent"],
-                "cycles": entry["cycles"],
-                "CPU s per cycle": entry["cpu_s_per_cycle"],
-                "snapshot ms": entry["snapshot_ms_median"],
-                "plan ms": entry["plan_ms_median"],
-                "pending": "{:,}..{:,}".format(*entry["pending_range"]),
-                "start-up s": entry["ready_s"],
-            }
-        )
-    lines.append(md_table(rows, list(rows[0])))
-    for name, entry in results["idle"].items():
-        rss_ok = entry["rss_max_mb"] < TARGET_RSS_MB
-        cpu_ok = entry["cpu_percent"] < TARGET_CPU_PERCENT
-        lines.append(
-            f"- {name}: max RSS {entry['rss_max_mb']:.0f} MB "
-            f"({'meets' if rss_ok else 'does NOT meet'} < {TARGET_RSS_MB:.0f} MB), CPU "
-            f"{entry['cpu_percent']:.2f}% ({'meets' if cpu_ok else 'does NOT meet'} "
-            f"< {TARGET_CPU_PERCENT:.0f}%)."
-        )
-    lines += [
-        "",
-        "CPU % is the process's CPU seconds over the wall seconds watched (after start-up, "
-        "which replays the trace up to the offset: its time is the start-up column). Both "
-        "agents ran at the same time, half a poll apart; snapshot and plan times are the "
-        "medians of the agent's own per-cycle log lines. The difference between the two rows "
-        "is the metrics' reference requests, quoted with the default pricing at the first "
-        "cycle and then every 5 minutes (metrics.reference_interval_s).",
-        "",
-    ]
-    return "\n".join(lines)
-
-
 def main(argv: List[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench service", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench service",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--trace", default="HPC2N-2002-2.2-cln.swf.gz", help="under traces/")
     parser.add_argument("--cores", type=int, default=10_000, help="cluster size (10000)")
     parser.add_argument("--pending", type=int, default=10_000, help="queue length (10000)")
     parser.add_argument("--overload", type=float, default=2.5, help="arrival overload (2.5)")
+    parser.add_argument(
+        "--reference",
+        default="58eb219",
+        help="git revision whose agent the latency levels also run on (58eb219: main before "
+        "the front door)",
+    )
+    parser.add_argument(
+        "--rounds", type=int, help="times each level runs on each agent (3; --quick: 1)"
+    )
     parser.add_argument("--quick", action="store_true", help="fewer requests, 2-minute watch")
     args = parser.parse_args(argv)
-    python = installed_siteagent()
-    siteagent = str(Path(python).parent / "siteagent")
+    rounds = args.rounds or (1 if args.quick else 3)
+    current = Build.of("current", ROOT)
+    reference = Build.of("reference", source_at(args.reference))
     key = Ed25519PrivateKey.generate()
     results: Dict[str, Any] = {
         "machine": machine(),
         "quick": args.quick,
-        "compiled": compiled(python),
+        "rounds": rounds,
+        "compiled": current.compiled,
         "queue": derived_trace(args),
     }
-    results["latency"] = latency_runs(siteagent, results["queue"], key, args.quick)
-    results["idle"] = idle_runs(siteagent, results["queue"], key, 2 if args.quick else 10)
+    latency = latency_runs([current, reference], results["queue"], key, rounds, args.quick)
+    results["latency"] = latency[current.name]
+    results["reference"] = {
+        "revision": args.reference,
+        "commit": commit_of(args.reference),
+        "compiled": reference.compiled,
+        "latency": latency[reference.name],
+    }
+    results["attack"] = attack_runs(current, results["queue"], key, rounds, args.quick)
+    results["idle"] = idle_runs(current, results["queue"], key, 2 if args.quick else 10)
     write_results("service", results, markdown(results))
     return 0

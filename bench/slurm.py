@@ -20,6 +20,9 @@ partitions sharing nodes, and measures, in one run:
   plan the agent uses, and the pooled one it used before on the same snapshot. Target: 80 %.
 - **overlapping accepts**: 50 clients accepting overlapping offers at once, on whole nodes and
   on cores: how many Slurm refused or shrank after the agent admitted them. Target: none.
+- **pyslurm**: the same snapshot through the pyslurm backend (libslurm's calls, no child
+  processes) next to the command backend's, interleaved, on the same 2,000-job queue; needs
+  pyslurm installed (./test builds 22.5.3 into .venv), else the section says why it is missing.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Sequence
 
 from bench.common import machine, md_table, median, write_results
+from siteagent.backends.base import BackendError
 from siteagent.backends.slurm import SlurmBackend
 from siteagent.backends.slurm.arguments import reservation_args
 from siteagent.config import loading
@@ -156,6 +160,36 @@ def snapshot_cost(cluster: SlurmTestCluster, site: Site, repeats: int) -> Dict[s
     }
 
 
+def pyslurm_snapshot_cost(site: Site, repeats: int) -> Dict[str, Any]:
+    """The snapshot through pyslurm and through the commands, rounds interleaved so both see
+    the same load; ``{"skipped": why}`` where pyslurm cannot be used."""
+    commands = site.backend
+    assert isinstance(commands, SlurmBackend)
+    try:
+        from siteagent.backends.pyslurm import PyslurmBackend
+
+        pyslurm = PyslurmBackend(commands.config)
+    except BackendError as exc:
+        return {"skipped": str(exc)}
+    commands_s: List[float] = []
+    pyslurm_s: List[float] = []
+    try:
+        for _ in range(repeats):
+            commands_s.append(timed(commands.snapshot))
+            pyslurm_s.append(timed(pyslurm.snapshot))
+        jobs = len(pyslurm.snapshot().pending)
+        version = pyslurm.pyslurm.__version__
+    finally:
+        pyslurm.close()
+    return {
+        "pyslurm": version,
+        "pending": jobs,
+        "commands_snapshot_s": median(commands_s),
+        "pyslurm_snapshot_s": median(pyslurm_s),
+        "ratio_pyslurm_to_commands": median(pyslurm_s) / median(commands_s),
+    }
+
+
 def agreement(site: Site, label: str, jobs: int) -> Dict[str, Any]:
     """The node-aware plan's agreement with Slurm's published starts, and the pooled plan's on
     the same snapshot. Jobs Slurm publishes no start for (its search left its one-day window)
@@ -270,6 +304,7 @@ def report(data: Dict[str, Any]) -> str:
     within = sum(row["within 1 min"] * row["compared"] for row in agree)
     pooled = sum(row["pooled within 1 min"] * row["compared"] for row in agree)
     accepted: List[Mapping[str, Any]] = data["overlapping"]
+    through_pyslurm = data["pyslurm_snapshot"]
     met = all(
         r["accept"]["median_ms"] < TARGET_ACCEPT_MEDIAN_S * 1000
         and r["ratio_median"] <= TARGET_ACCEPT_RATIO
@@ -310,6 +345,15 @@ def report(data: Dict[str, Any]) -> str:
         "-t), the nodes and reservations, so a long queue does not slow the accept.\n\n"
         f"## Snapshot with {snap['pending']:,} jobs queued\n\n"
         + md_table([snap], list(snap))
+        + "\n## Snapshot through pyslurm against the commands\n\n"
+        + (
+            f"Not measured: {through_pyslurm['skipped']}\n"
+            if "skipped" in through_pyslurm
+            else md_table([through_pyslurm], list(through_pyslurm))
+            + "\nThe same queue, the two backends' snapshots interleaved (medians). The "
+            "commands run squeue --json, sinfo --json and scontrol at once; pyslurm makes the "
+            "three calls one after another on its worker thread, without forking or JSON.\n"
+        )
     )
 
 
@@ -351,6 +395,7 @@ def measure(args: argparse.Namespace, data: Dict[str, Any]) -> None:
             print(f"submitting {args.queued} jobs ...", flush=True)
             submit_many(cluster, args.queued, ["-n64", "-t", "60"])
             data["snapshot"] = snapshot_cost(cluster, site, repeats=7)
+            data["pyslurm_snapshot"] = pyslurm_snapshot_cost(site, repeats=7)
             data["accept"].append(accept_rounds(cluster, site, args.rounds, "full"))
         finally:
             site.close()

@@ -16,8 +16,11 @@ What runs where, and why:
   configuration kept. What the running objects read at each use is applied at once (prices,
   the confirm timeout, authorized clients, the signature window, the poll interval, the
   policy, the reference requests, the site's description); what was opened at start (the
-  backend, the listener, the state and ledger files, the site key, reservation names) is
-  logged as needing a restart and kept as it was.
+  backend, the listener, the state and ledger files, the site key, reservation names, the
+  notices' socket) is logged as needing a restart and kept as it was.
+- **The batch system's notices** (``notifications.socket``) are heard in a thread of their own:
+  a reservation's start or end moves it at once and wakes the loop, which records what its jobs
+  used; the polls still reconcile whatever a lost notice missed.
 """
 
 from __future__ import annotations
@@ -25,12 +28,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import pwd
 import signal
 import threading
 import time
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Tuple
 
 import uvicorn
 
@@ -44,10 +48,13 @@ from siteagent.config import loading
 from siteagent.config.reading import ConfigError
 from siteagent.config.schema import Config
 from siteagent.market.deals import Deals, open_deals
+from siteagent.market.reservations import LifecycleError, ReservationManager
 from siteagent.market.site import Site, open_site, pricing_of
+from siteagent.market.usage import UsageRecorder
 from siteagent.security import authentication
 from siteagent.security.clients import AuthorizedClient, read_authorized_clients
 from siteagent.serving import sdnotify
+from siteagent.serving.notices import Handler, Notice, NoticeListener
 from siteagent.serving.server import NotifyingServer, ServiceError, https_config, url_of
 
 log = logging.getLogger("siteagent.service")
@@ -62,6 +69,7 @@ RESTART_KEYS = (
     "security.site_key",
     "security.nonces_per_client",
     "reservations.name_prefix",
+    "notifications.",
 )
 
 
@@ -123,6 +131,7 @@ class Daemon:
         self.parts.agent.listeners.append(lambda _: heap.settle())
         try:
             self.server = NotifyingServer(https_for(self.app, site.config))
+            self.notices = notice_listener(site.config, site.manager, self.parts.agent)
         except BaseException:
             self.parts.deals.close()
             raise
@@ -131,6 +140,8 @@ class Daemon:
         """Serve until asked to stop; then finish requests, the cycle, and close."""
         loop = threading.Thread(target=self.parts.agent.run, args=(self._stop,), name="agent")
         previous = self._install_signals()
+        if self.notices is not None:
+            self._start_notices(self.notices)
         loop.start()
         for target, name in ((self._notify_ready, "ready"), (self._reloader, "reload")):
             threading.Thread(target=target, name=name, daemon=True).start()
@@ -140,12 +151,24 @@ class Daemon:
             self._stop.set()
             self._hangup.set()  # wakes the reloader, which sees the stop
             sdnotify.notify("STOPPING=1")
+            if self.notices is not None:
+                self.notices.close()
             log.info("waiting for the agent loop to finish its cycle")
+            self.parts.agent.wake()
             loop.join()
             self.app.state.quotes.close()
             self.parts.deals.close()
             _restore_signals(previous)
             log.info("stopped; the store and the backend are closed next")
+
+    def _start_notices(self, notices: NoticeListener) -> None:
+        try:
+            notices.start()
+        except OSError as exc:
+            raise ServiceError(
+                f"cannot listen for the batch system's notices on {notices.path}: {exc}; set "
+                "notifications.socket to a path in a directory the agent may write"
+            ) from exc
 
     def _run_server(self) -> None:
         with contextlib.suppress(SystemExit):  # uvicorn's way out when it cannot listen
@@ -184,6 +207,7 @@ class Daemon:
 
     def _on_stop(self, signum: int, frame: Optional[FrameType]) -> None:
         self._stop.set()
+        self.parts.agent.wake()
         self.server.should_exit = True
 
     def _on_hangup(self, signum: int, frame: Optional[FrameType]) -> None:
@@ -277,9 +301,67 @@ def assemble(site: Site) -> Parts:
         metrics=metrics,
         watchdog=sdnotify.Watchdog.from_environment(time.monotonic),
         deals=deals,
+        usage=UsageRecorder(
+            site.store, site.backend, config.reservations.name_prefix, site.manager.clock
+        ),
     )
     context = ApiContext(site, agent, authenticator, deals, metrics)
     return Parts(metrics, agent, authenticator, deals, context)
+
+
+def notice_listener(
+    config: Config, manager: ReservationManager, agent: Agent
+) -> Optional[NoticeListener]:
+    """The listener of ``notifications.socket`` (None when not configured), heeding root and
+    ``notifications.users``; ServiceError names a user this host does not know."""
+    path = config.notifications.socket
+    if path is None:
+        return None
+    return NoticeListener(
+        path, user_ids(config.notifications.users), notice_handler(manager, agent)
+    )
+
+
+def user_ids(users: Tuple[str, ...]) -> FrozenSet[int]:
+    uids = set()
+    for user in users:
+        try:
+            uids.add(pwd.getpwnam(user).pw_uid)
+        except KeyError:
+            raise ServiceError(
+                f"notifications.users: there is no user {user!r} on this host"
+            ) from None
+    return frozenset(uids)
+
+
+def notice_handler(manager: ReservationManager, agent: Agent) -> Handler:
+    """What a notice does: the reservation moves now (as far as its window allows), and the
+    loop is woken to record what its jobs used. The answer says where it stands, or why
+    nothing moved."""
+
+    def handle(notice: Notice) -> Dict[str, Any]:
+        moved = manager.started if notice.event == "begin" else manager.ended
+        try:
+            record = moved(notice.reservation)
+        except LifecycleError as exc:
+            log.warning(
+                "notice that %s %s: %s", notice.reservation, _EVENT_WORDS[notice.event], exc
+            )
+            return {"ok": False, "error": str(exc)}
+        log.info(
+            "notice that %s %s (uid %d): it is %s",
+            notice.reservation,
+            _EVENT_WORDS[notice.event],
+            notice.uid,
+            record.state.value,
+        )
+        agent.wake()
+        return {"ok": True, "state": record.state.value}
+
+    return handle
+
+
+_EVENT_WORDS = {"begin": "began", "end": "ended"}
 
 
 def https_for(app: Any, config: Config) -> uvicorn.Config:
@@ -319,6 +401,7 @@ def keep_restart_settings(old: Config, new: Config) -> Config:
         reservations=dataclasses.replace(
             new.reservations, name_prefix=old.reservations.name_prefix
         ),
+        notifications=old.notifications,
         explicit=new.explicit,
     )
 

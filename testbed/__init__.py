@@ -3,7 +3,8 @@
 Real systems: ``slurm_cluster`` (a private Slurm cluster on localhost: munged, slurmctld, one
 slurmd per node), ``slurm_accounting`` (its mariadbd and slurmdbd), ``slurm_queue`` (real jobs
 submitted to it), ``processes`` (system programs, free ports, waiting, stopping), ``agents``
-(``siteagent serve`` over HTTPS), ``sites`` (a site whose agent and commands run as real
+(``siteagent serve`` over HTTPS), ``raw_http`` (raw requests to it, oversized or malformed, as
+an attacker sends them), ``sites`` (a site whose agent and commands run as real
 processes), ``crashrun`` (``siteagent`` with a crash point, run by the crash test).
 
 In one process: ``api_harness`` (the API without a server), ``parties`` (buyers and sites with

@@ -108,6 +108,29 @@ class Buyer:
         return reservation
 
 
+class Service:
+    """A `siteagent` command run in the background, its output in a log file."""
+
+    def __init__(self, arguments: List[str], log: Path) -> None:
+        self.arguments = arguments
+        self.log = log
+        with open(log, "ab") as out:
+            self.process = subprocess.Popen(
+                [str(SITEAGENT), *arguments], stdout=out, stderr=subprocess.STDOUT
+            )
+
+    def wait_healthy(self, what: str, client: Buyer) -> None:
+        def up() -> bool:
+            if self.process.poll() is not None:
+                pytest.fail(f"{what} exited:\n{self.log.read_text(errors='replace')}")
+            return client.cert.exists() and client.request("GET", "/healthz")[0] == 200
+
+        wait_until(f"{what}'s /healthz over HTTPS", up)
+
+    def stop(self) -> None:
+        assert stop(self.process) == 0, self.log.read_text(errors="replace")
+
+
 def lower_keys(headers: Message) -> Dict[str, str]:
     return {name.lower(): value for name, value in headers.items()}
 
@@ -196,6 +219,20 @@ class RunningAgent:
         return self.process.poll() is None
 
 
+def spawn_agent(
+    config_file: Path, log: Path, env: Optional[Mapping[str, str]] = None
+) -> subprocess.Popen[bytes]:
+    """`siteagent serve --config config_file`, its output appended to ``log``; ``env`` is its
+    whole environment (default: the test's)."""
+    with open(log, "ab") as out:
+        return subprocess.Popen(
+            [str(SITEAGENT), "serve", "--config", str(config_file)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=None if env is None else dict(env),
+        )
+
+
 def run_agent(
     tmp_path: Path,
     batch: BatchSystem,
@@ -226,13 +263,7 @@ def run_agent(
     config_file = tmp_path / "siteagent.yaml"
     config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
     log = tmp_path / "agent.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [str(SITEAGENT), "serve", "--config", str(config_file)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=None if env is None else dict(env),
-        )
+    process = spawn_agent(config_file, log, env)
     buyer = Buyer(f"https://127.0.0.1:{port}", state / "tls" / "server.crt", alice)
     agent = RunningAgent(buyer, state, log, process)
 

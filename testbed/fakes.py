@@ -1,10 +1,12 @@
 """Stand-ins for the agent's surroundings inside one process: a clock the test moves, a
-backend that misbehaves on request (refuses, shrinks, loses answers, goes down), and a small
-batch system that places work on particular nodes as Slurm does."""
+backend that misbehaves on request (refuses, shrinks, loses answers, goes down), a small
+batch system that places work on particular nodes as Slurm does, and a Slurm command that
+answers what the test says."""
 
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from siteagent.backends.base import Backend, BackendUnavailable, ReservationRefused
@@ -174,3 +176,16 @@ class Trusting(Authenticator):
         self, method: str, url: str, headers: httpsig.Headers, body: bytes
     ) -> AuthorizedClient:
         return self.client
+
+
+class FakeRun:
+    """Stands in for SlurmBackend._run: records argument lists, answers with one result."""
+
+    def __init__(self, rc: int, stdout: str = "", stderr: str = "") -> None:
+        self.calls: List[List[str]] = []
+        self.result = (rc, stdout, stderr)
+
+    def __call__(self, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        self.calls.append(list(args))
+        rc, out, err = self.result
+        return subprocess.CompletedProcess(list(args), rc, out, err)

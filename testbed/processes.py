@@ -14,7 +14,7 @@ import signal
 import socket
 import subprocess
 import time
-from typing import Any, Dict, Iterator, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator
 
 import pytest
 
@@ -22,8 +22,6 @@ from testbed.slurm_accounting import missing_accounting_binaries
 from testbed.slurm_cluster import (
     ClusterError,
     SlurmTestCluster,
-    TestNode,
-    TestPartition,
     missing_binaries,
 )
 
@@ -33,13 +31,10 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 START_TIMEOUT_S = 60.0
 
 
-def running_slurm(
-    accounting: bool = False,
-    shape: Optional[Tuple[Sequence[TestNode], Sequence[TestPartition]]] = None,
-) -> Iterator[SlurmTestCluster]:
-    """A started Slurm test cluster (with slurmdbd if ``accounting``; of ``shape`` if given),
-    stopped afterwards; skips (or, under CI, fails) with the reason when it cannot run or start
-    here."""
+def running_slurm(accounting: bool = False, **options: Any) -> Iterator[SlurmTestCluster]:
+    """A started Slurm test cluster (with slurmdbd if ``accounting``, and the other
+    :class:`SlurmTestCluster` ``options``: its ``shape``, extra configuration, ...), stopped
+    afterwards; skips (or, under CI, fails) with the reason when it cannot run or start here."""
     missing = missing_binaries() + (missing_accounting_binaries() if accounting else [])
     if os.geteuid() != 0:
         reason = "the Slurm test cluster needs root (slurmd runs jobs as users)"
@@ -51,7 +46,7 @@ def running_slurm(
         if IN_CI:
             pytest.fail(f"Slurm test cluster unavailable under CI: {reason}", pytrace=False)
         pytest.skip(reason)
-    cluster = SlurmTestCluster(accounting=accounting, shape=shape)
+    cluster = SlurmTestCluster(accounting=accounting, **options)
     try:
         cluster.start()
     except ClusterError as exc:
@@ -69,7 +64,7 @@ def require_programs(*names: str) -> Dict[str, str]:
     if missing:
         reason = (
             f"missing {', '.join(missing)}; run tests/setup/install-system-deps "
-            "(Debian packages prometheus, systemd)"
+            "(Debian packages prometheus, systemd, lua5.1)"
         )
         if IN_CI:
             pytest.fail(f"under CI: {reason}", pytrace=False)

@@ -11,7 +11,9 @@ The recipe and the reasons behind each setting are in ``docs/slurm.md`` §1:
 ``%n`` in the slurmd paths lets several slurmd share one host, private ports keep it apart from
 any other cluster on the machine, ``bf_interval=5`` makes backfill estimates appear within
 seconds, and no accounting keeps slurmdbd out of the picture (``accounting=True`` adds a private
-slurmdbd for the tests that need ``sacct``: testbed/slurm_accounting.py).
+slurmdbd for the tests that need ``sacct``: testbed/slurm_accounting.py). ``extra_config`` adds
+slurm.conf lines and ``files`` puts files beside slurm.conf before slurmctld starts (a
+``job_submit.lua``, which slurmctld reads from there).
 
 Every command is an argument list, never a shell string. Needs root (slurmd runs jobs as their
 owners) and Debian's ``munge slurmctld slurmd slurm-client`` (tests/setup/install-system-deps).
@@ -31,7 +33,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
 if TYPE_CHECKING:
     from testbed.slurm_accounting import SlurmAccounting
@@ -151,6 +153,8 @@ class SlurmTestCluster:
         base_dir: Optional[str] = None,
         accounting: bool = False,
         shape: Optional[Tuple[Sequence[TestNode], Sequence[TestPartition]]] = None,
+        extra_config: Sequence[str] = (),
+        files: Optional[Mapping[str, bytes]] = None,
     ) -> None:
         if shape is None:
             shape = (
@@ -176,6 +180,8 @@ class SlurmTestCluster:
         #: with ``accounting``, a private mariadbd + slurmdbd (testbed/slurm_accounting.py)
         self.accounting: Optional[SlurmAccounting] = None
         self._with_accounting = accounting
+        self.extra_config = tuple(extra_config)
+        self.files = dict(files or {})
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -242,6 +248,8 @@ class SlurmTestCluster:
             self.accounting = SlurmAccounting(self.dir, self.env)
             self.accounting.start()
         self.conf.write_text(self._config_text())
+        for name, content in self.files.items():
+            (self.dir / name).write_bytes(content)
         if self.accounting is not None:
             self.accounting.add_cluster(self.cluster_name)
         self._daemon(["slurmctld", "-f", str(self.conf)])
@@ -291,6 +299,7 @@ class SlurmTestCluster:
             "KillWait=5",
             "Waittime=0",
             "MailProg=/bin/true",
+            *self.extra_config,
         ]
         for node in self.nodes:
             lines.append(
@@ -373,6 +382,20 @@ class SlurmTestCluster:
             time.sleep(0.1)
         if _pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+    def pause_controller(self) -> None:
+        """Freeze slurmctld (SIGSTOP): connections are accepted and never answered, as by a
+        controller that hangs. :meth:`resume_controller` thaws it."""
+        pid = self._pid_from("slurmctld.pid")
+        if pid is None:
+            raise ClusterError("no slurmctld to pause")
+        os.kill(pid, signal.SIGSTOP)
+
+    def resume_controller(self) -> None:
+        """Thaw a slurmctld :meth:`pause_controller` froze."""
+        pid = self._pid_from("slurmctld.pid")
+        if pid is not None:
+            os.kill(pid, signal.SIGCONT)
 
     def start_controller(self) -> None:
         """Start slurmctld again and wait until every node is idle or busy (not ``unk``)."""

@@ -10,8 +10,14 @@ first cycle's reconciliation is the start-up one that repairs whatever a crash l
 store, each cycle records the queue waits of the jobs that started since the cycle before
 (:class:`WaitObserver`: a job that was submitted and started between two polls counts, with
 its wait by the batch system's times; jobs already running at the agent's first cycle do not).
-With the site's deals, each cycle then settles with the bank: voids the receipts of
-reservations that were never confirmed and books what is owed.
+With a usage recorder, each cycle records the jobs running in the agent's reservations and
+makes final the figures of those that are over. With the site's deals, each cycle then settles
+with the bank: voids the receipts of reservations that were never confirmed and books what is
+owed.
+
+:meth:`Agent.wake` starts the next cycle at once: the batch system's notice that a reservation
+started or ended has moved it already, and the cycle records what its jobs used without waiting
+for the poll interval.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from siteagent.core.waits import QueueWait
 from siteagent.market.deals import Deals
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.store import Store, StoreError
+from siteagent.market.usage import UsageRecorder
 from siteagent.market.view import market_view
 from siteagent.pricing import Pricing
 from siteagent.serving import sdnotify
@@ -43,6 +50,9 @@ log = logging.getLogger("siteagent.agent")
 STALE_POLLS = 3
 STALE_GRACE_S = 60.0
 
+#: How often an idle loop looks whether it was asked to stop (seconds), when nothing wakes it.
+STOP_CHECK_S = 0.5
+
 
 class Agent:
     """Keeps a fresh :class:`State` of one cluster, polling its backend.
@@ -50,9 +60,10 @@ class Agent:
     ``pricing`` prices each state's market view (slots, the context quotes price against);
     ``manager`` (optional) carries the reservations along each cycle; ``store`` (optional)
     receives the queue waits observed between cycles; ``metrics`` (optional) takes each
-    cycle's state; ``watchdog`` (optional) is fed while the loop makes progress; ``deals``
-    (optional) settles with the bank after the housekeeping; ``listeners`` are called in order
-    with each new state at the end of its cycle, in the loop's thread.
+    cycle's state; ``watchdog`` (optional) is fed while the loop makes progress; ``usage``
+    (optional) records the jobs in the agent's reservations; ``deals`` (optional) settles with
+    the bank after the housekeeping; ``listeners`` are called in order with each new state at
+    the end of its cycle, in the loop's thread.
     """
 
     def __init__(
@@ -68,6 +79,7 @@ class Agent:
         watchdog: Optional[sdnotify.Watchdog] = None,
         deals: Optional[Deals] = None,
         listeners: Sequence[Callable[[State], object]] = (),
+        usage: Optional[UsageRecorder] = None,
     ) -> None:
         if poll_interval_s <= 0:
             raise ValueError(f"poll interval must be > 0 s, got {poll_interval_s}")
@@ -82,7 +94,9 @@ class Agent:
         self.watchdog = watchdog
         self.deals = deals
         self.listeners: List[Callable[[State], object]] = list(listeners)
+        self.usage = usage
         self._waits = WaitObserver()
+        self._wake = threading.Event()
         self.state: Optional[State] = None
         self.last_error: Optional[str] = None
 
@@ -145,6 +159,9 @@ class Agent:
                 self.store.record_waits(self._waits.observe(state.snapshot))
             if self.manager is not None:
                 log.info(self.manager.housekeeping().describe())
+            if self.usage is not None:
+                self.usage.observe(state.snapshot)
+                self.usage.settle()
             if self.deals is not None:
                 caught_up = self.deals.settle()
                 if caught_up.booked or caught_up.problems:
@@ -208,15 +225,24 @@ class Agent:
             self._idle(stop)
         log.info("agent stopped")
 
+    def wake(self) -> None:
+        """Start the next cycle now instead of at the end of the poll interval (and let a
+        stop be seen at once)."""
+        self._wake.set()
+
     def _idle(self, stop: threading.Event) -> None:
-        """Wait for the next cycle, feeding the watchdog: waiting is what a healthy loop does."""
-        step = self.watchdog.beat_every_s if self.watchdog is not None else None
+        """Wait for the next cycle, feeding the watchdog: waiting is what a healthy loop does.
+        A :meth:`wake` ends the wait early."""
+        beat = self.watchdog.beat_every_s if self.watchdog is not None else None
+        step = STOP_CHECK_S if beat is None else min(beat, STOP_CHECK_S)
         deadline = time.monotonic() + self.poll_interval_s
         while not stop.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
                 return
-            stop.wait(left if step is None else min(left, step))
+            if self._wake.wait(min(left, step)):
+                self._wake.clear()
+                return
             self._beat()
 
 

@@ -10,6 +10,9 @@ age, which is a subtraction.
 Reservation counts and transition counters are read from the store, incrementally (new
 history lines since the last cycle), so they count every move made by any process sharing the
 state directory, and the counters carry on across restarts instead of falling back to zero.
+So are the figures of the capacity sold: the cores of the active reservations and the cores
+their jobs use now (a reservation bought and left empty shows as sold and unused, and is
+counted), and over the reservations that are over, the core-hours sold and used.
 
 Names carry the ``siteagent_`` prefix and a unit suffix; capacity is always in cores (a
 partition allocating whole nodes is converted with its cores per node), money in the site's
@@ -48,9 +51,16 @@ from siteagent.agent.state import State
 from siteagent.backends.base import Backend, BackendUnavailable, ReservationRefused
 from siteagent.config.schema import ReferenceRequest, SiteConfig
 from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
-from siteagent.core.model import BatchReservation, ClusterSnapshot, ReservationSpec
+from siteagent.core.model import BatchReservation, CapacityUnit, ClusterSnapshot, ReservationSpec
+from siteagent.core.usage import JobUsage
 from siteagent.market.quoting import quote
-from siteagent.market.store import ReservationState, Store
+from siteagent.market.store import (
+    BidFigures,
+    ReservationRecord,
+    ReservationState,
+    Store,
+    UsageTotals,
+)
 from siteagent.pricing import Refused, Window
 from siteagent.protocol.models import QuoteRequest
 
@@ -118,8 +128,12 @@ class Metrics:
         self._transitions: Dict[Tuple[str, str], int] = {}
         self._by_state: Dict[ReservationState, int] = {}
         self._bookings_owed = 0
+        self._bids = BidFigures(0, 0, 0, 0)
+        self._unit = CapacityUnit.CORE
         self._database_bytes = 0
         self._last_seq = 0
+        self._usage_totals = UsageTotals()
+        self._cores_per_node = 1
         self.requests = Histogram(
             "siteagent_http_request_duration_seconds",
             "API requests by route template, method and status code.",
@@ -138,7 +152,7 @@ class Metrics:
         self.rate_limited = Counter(
             "siteagent_rate_limited_requests",
             "Signed requests refused (429) because their client asked faster than its rate, "
-            "by kind: quotes, reservations (accept, confirm, cancel).",
+            "by kind: quotes, reservations (accept, confirm, cancel), bids.",
             ("kind",),
             registry=self.registry,
         )
@@ -159,11 +173,16 @@ class Metrics:
         samples = cluster_samples(state.snapshot, state.plan.profile.free_at(state.snapshot.now))
         samples += plan_samples(state)
         samples += self._reference_quotes(state)
+        if self.store is not None:
+            active = self.store.reservations([ReservationState.ACTIVE])
+            samples += sold_samples(state.snapshot, active)
         with self._lock:
             self._state_samples = samples
             self._taken_at = state.taken_at
             self._backend_up = 1.0
             self._backend_name = state.snapshot.backend
+            self._unit = state.snapshot.unit
+            self._cores_per_node = state.snapshot.cores_per_node
         self.observe_reservations()
 
     def follow(self, requests: Sequence[ReferenceRequest], interval_s: float) -> None:
@@ -188,13 +207,18 @@ class Metrics:
             self._refresh_failures += 1
 
     def observe_reservations(self) -> None:
-        """Re-read reservation counts and new transitions from the store (if there is one)."""
+        """Re-read reservation counts and new transitions, and the bids' figures, from the
+        store (if there is one)."""
         if self.store is None:
             return
         by_state = self.store.count_by_state()
         owed = self.store.count_bookings_owed()
+        bids = self.store.bid_figures()
         size = self.store.size_bytes()
+        totals = self.store.usage_totals()
         with self._lock:
+            self._bids = bids
+            self._usage_totals = totals
             last, counts = self.store.count_transitions(self._last_seq)
             self._last_seq = last
             self._by_state = by_state
@@ -212,7 +236,8 @@ class Metrics:
         self.requests.labels(route, method, str(status)).observe(max(seconds, 0.0))
 
     def observe_rate_limited(self, kind: str) -> None:
-        """A signed request refused for its client's rate (``kind``: quotes, reservations)."""
+        """A signed request refused for its client's rate (``kind``: quotes, reservations,
+        bids)."""
         self.rate_limited.labels(kind).inc()
 
     def observe_backend_call(
@@ -265,6 +290,13 @@ class Metrics:
                 samples.append(
                     Sample("siteagent_state_database_bytes", float(self._database_bytes))
                 )
+                samples += [
+                    Sample("siteagent_auctions_open", float(self._bids.open_auctions)),
+                    Sample(
+                        "siteagent_auction_held_cores",
+                        float(self._bids.held_units * _cores_per(self._unit, self._cores_per_node)),
+                    ),
+                ]
             return samples
 
     def _counters(self) -> List[Sample]:
@@ -279,6 +311,11 @@ class Metrics:
                     (ReservationState.TENTATIVE.value, ReservationState.EXPIRED.value), 0
                 )
                 counters.append(Sample("siteagent_reservation_confirm_timeouts", float(timeouts)))
+                counters += [
+                    Sample("siteagent_auction_bids_made", float(self._bids.made)),
+                    Sample("siteagent_auction_bids_won", float(self._bids.won)),
+                ]
+                counters += finished_samples(self._usage_totals, self._cores_per_node)
             return counters
 
 
@@ -311,13 +348,18 @@ def _families(
 # --------------------------------------------------------------------------- figures of a state
 
 
+def cores_per_unit(snapshot: ClusterSnapshot) -> int:
+    """Cores in one unit of the snapshot's capacity (metrics count cores)."""
+    return _cores_per(snapshot.unit, snapshot.cores_per_node)
+
+
 def cluster_samples(snapshot: ClusterSnapshot, free_now: int) -> List[Sample]:
     """Cores and nodes by state, and jobs by state, from one snapshot.
 
     With node records (Slurm, PBS) cores are counted per node; a replayed cluster has none,
     so its cores are split by the plan's free capacity now (running jobs and reservations).
     """
-    per_unit = snapshot.cores_per_node if snapshot.unit.value == "node" else 1
+    per_unit = cores_per_unit(snapshot)
     cores = dict.fromkeys(("allocated", "idle", "unavailable"), 0)
     nodes = dict.fromkeys(NODE_STATES, 0)
     if snapshot.nodes:
@@ -356,7 +398,7 @@ def cluster_samples(snapshot: ClusterSnapshot, free_now: int) -> List[Sample]:
 def plan_samples(state: State) -> List[Sample]:
     """How the cycle went and what the plan leaves free: slots and core-hours ahead."""
     snapshot, predicted = state.snapshot, state.plan
-    per_unit = snapshot.cores_per_node if snapshot.unit.value == "node" else 1
+    per_unit = cores_per_unit(snapshot)
     sources: Dict[str, int] = {}
     for source in predicted.sources.values():
         sources[source.value] = sources.get(source.value, 0) + 1
@@ -451,6 +493,41 @@ def quote_samples(
     return samples
 
 
+def sold_samples(snapshot: ClusterSnapshot, active: Sequence[ReservationRecord]) -> List[Sample]:
+    """The cores sold in the agent's ``active`` reservations, the cores their running jobs use
+    now, and how many of them no job uses."""
+    in_use: Dict[str, int] = {}
+    for job in snapshot.running:
+        if job.reservation:
+            in_use[job.reservation] = in_use.get(job.reservation, 0) + job.cores
+    sold = sum(record.size * _cores_per(record.unit, snapshot.cores_per_node) for record in active)
+    used = sum(in_use.get(record.name, 0) for record in active)
+    empty = sum(record.name not in in_use for record in active)
+    return [
+        Sample("siteagent_reserved_cores_sold", float(sold)),
+        Sample("siteagent_reserved_cores_used", float(used)),
+        Sample("siteagent_reservations_active_empty", float(empty)),
+    ]
+
+
+def finished_samples(totals: UsageTotals, cores_per_node: int) -> List[Sample]:
+    """Over the reservations that are over (their figures final): core-hours sold and used,
+    and how many no job ever used."""
+    sold = sum(
+        seconds * _cores_per(unit, cores_per_node)
+        for unit, seconds in totals.sold_unit_seconds.items()
+    )
+    return [
+        Sample("siteagent_reserved_core_hours_sold", sold / _HOUR),
+        Sample("siteagent_reserved_core_hours_used", totals.core_seconds / _HOUR),
+        Sample("siteagent_reservations_finished_empty", float(totals.empty)),
+    ]
+
+
+def _cores_per(unit: CapacityUnit, cores_per_node: int) -> int:
+    return cores_per_node if unit is CapacityUnit.NODE else 1
+
+
 # --------------------------------------------------------------------------- the backend
 
 
@@ -494,6 +571,11 @@ class MeteredBackend(Backend):
 
     def list_reservations(self) -> List[BatchReservation]:
         return self._timed("list_reservations", self.inner.list_reservations)
+
+    def reservation_jobs(self, name: str, start: int, end: int) -> Optional[List[JobUsage]]:
+        return self._timed(
+            "reservation_jobs", lambda: self.inner.reservation_jobs(name, start, end)
+        )
 
     def now(self) -> int:
         return self.inner.now()
@@ -541,4 +623,20 @@ HELP = {
     "siteagent_refresh_failures": "Cycles whose snapshot failed since the agent started.",
     "siteagent_reservation_transitions": "Reservation lifecycle moves, from the store.",
     "siteagent_reservation_confirm_timeouts": "Tentative reservations expired unconfirmed.",
+    "siteagent_auctions_open": "English auctions the site takes part in now (bidding, or "
+    "without a bid for lack of capacity), until their bids are won or released.",
+    "siteagent_auction_held_cores": "Cores the site's open bids in English auctions hold: no "
+    "other auction, and no quote's offer, can have them until those auctions end.",
+    "siteagent_auction_bids_made": "English auctions the site made a bid in, from the store.",
+    "siteagent_auction_bids_won": "English auctions the site's bid won (its offer accepted).",
+    "siteagent_reserved_cores_sold": "Cores sold in the agent's active reservations.",
+    "siteagent_reserved_cores_used": "Cores of the jobs running now in the agent's active "
+    "reservations.",
+    "siteagent_reservations_active_empty": "Active reservations of the agent in which no job "
+    "runs now (bought, and left empty).",
+    "siteagent_reserved_core_hours_sold": "Core-hours sold in the agent's reservations that "
+    "are over (their job figures final).",
+    "siteagent_reserved_core_hours_used": "Core-hours the jobs in those reservations used, "
+    "within their windows.",
+    "siteagent_reservations_finished_empty": "Reservations that are over in which no job ran.",
 }

@@ -2,7 +2,8 @@
 
 Routes, by area: the site (``/v1/info``, ``/v1/slots``, ``/v1/history/waits``, in
 :mod:`.site`), the market (``/v1/quotes``, ``/v1/reservations`` accept, show, confirm and
-cancel, in :mod:`.market`), operations (``/healthz``, ``/metrics``, in :mod:`.operations`).
+cancel, in :mod:`.market`), English auctions (``/v1/bids``, in :mod:`.auctions`), operations
+(``/healthz``, ``/metrics``, in :mod:`.operations`).
 The OpenAPI description is ``/v1/openapi.json``; request and response bodies are the models
 of :mod:`siteagent.protocol.models`, shared with the client (the protocol is the marketplace
 paper's, docs/design.md §4.5).
@@ -20,7 +21,7 @@ import fastapi
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from siteagent.agent.metrics import Metrics
-from siteagent.api import market, operations, site
+from siteagent.api import auctions, market, operations, site
 from siteagent.api.context import ApiContext
 from siteagent.api.site import API_VERSION
 from siteagent.security.admission import RateLimited, RateLimiter
@@ -58,20 +59,24 @@ def create_app(context: ApiContext) -> fastapi.FastAPI:
         app.add_middleware(Timed, metrics=context.metrics)
     site.add_routes(app, context)
     market.add_routes(app, context, desk)
+    auctions.add_routes(app, context)
     operations.add_routes(app, context)
     return app
 
 
 def admission(context: ApiContext) -> Admit:
-    """Each signed request counted against its client's rate: quotes, and the reservation
-    requests (accept, confirm, cancel); refusals counted in the metrics."""
+    """Each signed request counted against its client's rate: quotes, bids (announcing,
+    valuing again, releasing), and the reservation requests (accept, confirm, cancel);
+    refusals counted in the metrics."""
     rates = context.site.config.api.rate_limits
-    limiter = RateLimiter({QUOTES: rates.quotes, RESERVATIONS: rates.reservations})
+    limiter = RateLimiter(
+        {QUOTES: rates.quotes, RESERVATIONS: rates.reservations, BIDS: rates.bids}
+    )
 
     def admit(client: AuthorizedClient, method: str, path: str) -> None:
         if not signs_state_changes(method, path):
             return
-        kind = QUOTES if path == "/v1/quotes" else RESERVATIONS
+        kind = kind_of(path)
         try:
             limiter.admit(client.key_id, kind)
         except RateLimited:
@@ -83,7 +88,16 @@ def admission(context: ApiContext) -> Admit:
 
 
 #: The kinds of request each client's rate is counted in.
-QUOTES, RESERVATIONS = "quotes", "reservations"
+QUOTES, RESERVATIONS, BIDS = "quotes", "reservations", "bids"
+
+
+def kind_of(path: str) -> str:
+    """The rate a state-changing request counts against."""
+    if path == "/v1/quotes":
+        return QUOTES
+    if path == "/v1/bids" or path.startswith("/v1/bids/"):
+        return BIDS
+    return RESERVATIONS
 
 
 class Timed:

@@ -9,10 +9,11 @@ from __future__ import annotations
 import abc
 import dataclasses
 import time
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from siteagent.core.errors import SiteagentError
 from siteagent.core.model import BatchReservation, ClusterSnapshot, ReservationSpec
+from siteagent.core.usage import JobUsage
 
 
 class BackendError(SiteagentError):
@@ -72,6 +73,12 @@ class Backend(abc.ABC):
         in its way), so a backend that can leave the queue out answers faster on a long one.
         """
         return dataclasses.replace(self.snapshot(), pending=())
+
+    def reservation_jobs(self, name: str, start: int, end: int) -> Optional[List[JobUsage]]:
+        """The jobs that ran in reservation ``name`` over [start, end), exactly, from the batch
+        system's accounting; None when it keeps none the agent can read (the default), and
+        the agent counts from its polls instead."""
+        return None
 
     def now(self) -> int:
         """The batch system's clock (epoch seconds): wall time, except on a replayed cluster."""

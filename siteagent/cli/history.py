@@ -2,7 +2,8 @@
 
 Reads the waits the agent recorded from its own snapshots (``--source store``, any backend) or
 Slurm's accounting (``--source sacct``, needs slurmdbd), and prints them by core-count and
-walltime bins: a table for people, one JSON object (the API's shape) with ``--json``.
+walltime bins, with each bin's upper bounds on the quantiles of the wait (QBETS): a table
+for people, one JSON object (the API's shape) with ``--json``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         description=(
             "Queue waits of jobs that started since --since, grouped by core count (1, 2-4, "
             "5-16, 17-64, 65-256, 257+) and walltime limit (<=1h, <=4h, <=12h, <=24h, >24h): "
-            "jobs, mean, median and 90th percentile per bin. --source store reads the waits "
+            "jobs, mean, median and 90th percentile per bin, and upper bounds on the wait's "
+            "quantiles at 95% confidence from each bin's most recent waits (QBETS' binomial "
+            "method; '-' where a bin holds too few). --source store reads the waits "
             "`siteagent serve` recorded from its snapshots (any backend); --source sacct asks "
             "Slurm's accounting (slurm/pyslurm backends with slurmdbd), where a wait counts "
             "from when the job became eligible."
@@ -70,7 +73,9 @@ def _history(args: argparse.Namespace) -> int:
     if not rows:
         console.stdout.print(f"{title}; no started jobs recorded")
         return 0
-    console.print_table(rows, ["cores", "walltime", "jobs", "mean", "median", "p90"], title)
+    bounds = [_bound_column(b) for b in table["bins"][0]["wait_bounds"]]
+    columns = ["cores", "walltime", "jobs", "mean", "median", "p90", *bounds]
+    console.print_table(rows, columns, f"{title}; {_bounds_note(table)}")
     return 0
 
 
@@ -101,7 +106,21 @@ def _row(b: Dict[str, Any]) -> Dict[str, Any]:
         "mean": _wait(b["mean_wait_s"]),
         "median": _wait(b["median_wait_s"]),
         "p90": _wait(b["p90_wait_s"]),
+        **{_bound_column(w): _wait(w["upper_bound_s"]) for w in b["wait_bounds"]},
     }
+
+
+def _bound_column(bound: Dict[str, Any]) -> str:
+    """``p95 <=``: the column of the upper bound on the 95th percentile."""
+    return f"p{bound['quantile'] * 100:g} <="
+
+
+def _bounds_note(table: Dict[str, Any]) -> str:
+    confidence = table["bins"][0]["wait_bounds"][0]["confidence"]
+    return (
+        f"'<=' columns: upper bounds at {confidence * 100:g}% confidence, "
+        f"from each bin's last {table['bound_window_jobs']} waits"
+    )
 
 
 def _cores(lo: int, hi: Optional[int]) -> str:

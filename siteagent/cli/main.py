@@ -21,6 +21,7 @@ from siteagent.backends.base import BackendError, BackendUnavailable
 from siteagent.cli import (
     console,
     history,
+    install,
     ledger,
     market,
     options,
@@ -83,14 +84,45 @@ def exit_code(error: SiteagentError) -> int:
 
 def client_main(argv: Optional[Sequence[str]] = None) -> int:
     """``siteagent-client``: find, price and reserve compute across sites."""
+    # imported here: the client's HTTP stack is no business of `siteagent`'s commands
+    from siteagent.cli import (
+        client_auction,
+        client_common,
+        client_english,
+        client_ledger,
+        client_provision,
+        client_quotes,
+        client_reservations,
+        client_sites,
+    )
+
     parser = argparse.ArgumentParser(
         prog="siteagent-client",
-        description="Thin client of siteagent site agents: auctions, provisioning, selection.",
+        description=(
+            "The buyer's side: find, price and reserve compute across the site agents of a "
+            "sites file (default: $SITEAGENT_CLIENT_SITES, else "
+            "~/.config/siteagent/sites.yaml). Run `siteagent-client COMMAND --help` for details."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.parse_args(argv)
-    parser.print_help()
-    return 0
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    client_sites.add_commands(commands)
+    client_quotes.add_commands(commands)
+    client_auction.add_commands(commands)
+    client_english.add_commands(commands)
+    client_provision.add_commands(commands)
+    client_reservations.add_commands(commands)
+    client_ledger.add_commands(commands)
+    args = parser.parse_args(argv)
+    command: Command = args.command
+    try:
+        return command(args)
+    except (SiteagentError, ValueError, OSError) as exc:
+        console.error(str(exc))
+        return client_common.exit_code(exc)
+    except KeyboardInterrupt:
+        console.error("interrupted")
+        return 130
 
 
 def _site_parser() -> argparse.ArgumentParser:
@@ -108,6 +140,7 @@ def _site_parser() -> argparse.ArgumentParser:
     cli_reservations.add_commands(commands)
     market.add_commands(commands)
     setup.add_commands(commands)
+    install.add_commands(commands)
     history.add_commands(commands)
     ledger.add_commands(commands)
     return parser

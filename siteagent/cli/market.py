@@ -170,10 +170,6 @@ def _quote(args: argparse.Namespace) -> int:
 
 def _request_for_quotes(args: argparse.Namespace, now: int) -> QuoteRequest:
     """The command line's request, checked by the same model as the API's requests."""
-    from pydantic import ValidationError
-
-    from siteagent.protocol.models import QuoteRequest
-
     fields: Dict[str, Any] = {
         "cores": args.cores,
         "walltime": args.duration,
@@ -183,14 +179,7 @@ def _request_for_quotes(args: argparse.Namespace, now: int) -> QuoteRequest:
         "alpha": args.alpha,
         "limit": args.limit,
     }
-    try:
-        return QuoteRequest.model_validate(fields)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{OPTION_OF.get(str(error['loc'][0]), error['loc'][0])}: {error['msg']}"
-            for error in exc.errors()
-        )
-        raise ValueError(problems) from None
+    return options.quote_request(fields, OPTION_OF)
 
 
 #: The command line's name of each field of the request for quotes.

@@ -13,7 +13,7 @@ import dataclasses
 import time
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, TypeVar
 
 from siteagent.config import loading, reading
 from siteagent.config.schema import ApiConfig, Config, LedgerConfig
@@ -25,9 +25,11 @@ from siteagent.core.defaults import (
 )
 from siteagent.core.money import AMOUNT, PRICE, BadMoney, MoneyForm
 
+if TYPE_CHECKING:
+    from siteagent.protocol.models import QuoteRequest
+
 #: A configuration section with a ``listen`` address and a ``port`` (the API, the ledger).
 Listener = TypeVar("Listener", ApiConfig, LedgerConfig)
-
 
 
 # --------------------------------------------------------------------------- the site
@@ -124,6 +126,26 @@ def _money(form: MoneyForm, text: str) -> Decimal:
         return form.parse(text)
     except BadMoney as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def quote_request(fields: Dict[str, Any], option_of: Mapping[str, str]) -> QuoteRequest:
+    """A request for quotes from a command line's values (``None``: not given), checked by
+    the API's own model; ValueError naming each option at fault (``option_of`` maps the
+    request's fields to the options that set them)."""
+    # imported here: pydantic costs every command a tenth of a second at start
+    from pydantic import ValidationError
+
+    from siteagent.protocol.models import QuoteRequest
+
+    given = {field: value for field, value in fields.items() if value is not None}
+    try:
+        return QuoteRequest.model_validate(given)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{option_of.get(str(error['loc'][0]), error['loc'][0])}: {error['msg']}"
+            for error in exc.errors()
+        )
+        raise ValueError(problems) from None
 
 
 def local_time(epoch_s: Any) -> Optional[str]:

@@ -13,14 +13,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import getpass
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, Tuple
 
 from siteagent.cli import console, options
+from siteagent.core.usage import Usage
 from siteagent.market.deals import Deal, Deals, open_deals
 from siteagent.market.site import STORE_FILE, open_site
 from siteagent.market.store import ReservationRecord, ReservationState, Store
+from siteagent.market.usage import reservation_usage
 from siteagent.protocol.documents import confirm_body
 from siteagent.protocol.keys import load_private_key, public_key_text
 from siteagent.security.clients import AuthorizedClient, read_authorized_clients
@@ -53,7 +56,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         choices=[state.value for state in ReservationState],
         help="only reservations in this state (repeatable)",
     )
-    shower = _action(actions, "show", "one reservation and its history", _show)
+    shower = _action(
+        actions, "show", "one reservation, its history and the jobs that ran in it", _show
+    )
     shower.add_argument("id", help="reservation id")
 
     accepter = _action(
@@ -144,9 +149,10 @@ def _show(args: argparse.Namespace) -> int:
     try:
         record = store.get_reservation(args.id)
         history = store.history(args.id)
+        usage = None if record is None else reservation_usage(store, record, int(time.time()))
     finally:
         store.close()
-    if record is None:
+    if record is None or usage is None:
         raise ValueError(f"no reservation {args.id!r} in this site's database")
     steps = [
         {
@@ -159,7 +165,9 @@ def _show(args: argparse.Namespace) -> int:
         for step in history
     ]
     if args.json:
-        console.print_json({"reservation": record.to_dict(), "history": steps})
+        console.print_json(
+            {"reservation": record.to_dict(), "history": steps, "usage": usage.to_json()}
+        )
         return 0
     _print_record(record, f"Reservation {record.id}")
     console.print_table(
@@ -167,6 +175,7 @@ def _show(args: argparse.Namespace) -> int:
         ["at", "actor", "from", "to", "reason"],
         title="History",
     )
+    _print_usage(usage)
     return 0
 
 
@@ -228,6 +237,38 @@ def _answer(deal: Deal, as_json: bool, title: str) -> int:
     else:
         _print_record(deal.record, title)
     return 0
+
+
+def _print_usage(usage: Usage) -> None:
+    """The jobs that ran in a reservation, and what they used of it."""
+    console.print_table(
+        [
+            {
+                "job": job.job_id,
+                "user": job.user,
+                "cores": job.cores,
+                "nodes": job.nodes,
+                "start": options.local_time(job.start),
+                "end": "running" if job.end is None else options.local_time(job.end),
+            }
+            for job in usage.jobs
+        ],
+        ["job", "user", "cores", "nodes", "start", "end"],
+        title=f"Jobs ({len(usage.jobs)})",
+    )
+    unit = usage.unit.value
+    console.print_pairs(
+        [
+            ("core-hours used", f"{usage.core_hours:.2f}"),
+            (
+                f"{unit}-hours used of sold",
+                f"{usage.used_unit_seconds / 3600:.2f} of {usage.sold_unit_seconds / 3600:.2f}",
+            ),
+            ("utilization", f"{usage.utilization:.1%}"),
+            ("figures", f"{'final' if usage.final else 'so far'}, from {usage.source.value}"),
+        ],
+        title="Usage",
+    )
 
 
 def _print_record(record: ReservationRecord, title: str) -> None:

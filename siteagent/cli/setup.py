@@ -6,8 +6,8 @@ of a federation must name as ``ledger.ca`` before their configuration checks), a
 Ed25519 key pair with its authorized-clients entry, and a site's own key (the one ``serve``
 would make on first start) with its entry in the bank's participants file. ``check-config``
 validates a configuration file the way ``serve`` will at start (the files it names included:
-those others may write are refused), and shows the effective settings, so that a mistake is
-found before a restart, not by it.
+those others may write are refused; for ``backend.type: pyslurm``, the installed pyslurm too),
+and shows the effective settings, so that a mistake is found before a restart, not by it.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import yaml
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from siteagent.backends.pyslurm import versions as pyslurm_versions
 from siteagent.cli import console, options
 from siteagent.config import loading, reading, schema
 from siteagent.config.reading import scheduler_user
@@ -27,10 +27,8 @@ from siteagent.core.files import UnsafeFile, check_not_writable_by_others
 from siteagent.protocol.keys import (
     check_key_id,
     load_or_create_site_key,
-    private_key_pem,
     public_key_text,
-    write_private,
-    write_public,
+    write_key_pair,
 )
 from siteagent.security import tls
 from siteagent.security.clients import load_authorized_clients
@@ -134,14 +132,9 @@ def _keys(args: argparse.Namespace) -> int:
         ]
     if client is not None:
         key_id, entry = client
-        client_key = Ed25519PrivateKey.generate()
-        write_private(files["client.key"], private_key_pem(client_key), args.force)
-        entry["public_key"] = public_key_text(client_key.public_key())
-        write_public(files["client.pub"], (entry["public_key"] + "\n").encode(), args.force)
+        entry["public_key"] = write_key_pair(files["client.key"], files["client.pub"], args.force)
         report["client"] = {"key_id": key_id, **entry}
-        report["authorized_clients"] = yaml.safe_dump(
-            {"clients": {key_id: entry}}, sort_keys=False
-        )
+        report["authorized_clients"] = yaml.safe_dump({"clients": {key_id: entry}}, sort_keys=False)
         written += [
             (files["client.key"], f"client {key_id}'s Ed25519 private key"),
             (files["client.pub"], "its public key"),
@@ -218,6 +211,7 @@ def _check_config(args: argparse.Namespace) -> int:
         effective = loading.load(source)
         clients = _clients(effective)
         _check_trusted_files(effective)
+        _check_pyslurm(effective)
     except reading.ConfigError as exc:
         if args.json:
             console.print_json(
@@ -275,6 +269,17 @@ def _clients(effective: schema.Config) -> List[Tuple[str, str, str]]:
         (client.key_id, client.user, client.account)
         for client in load_authorized_clients(path).values()
     ]
+
+
+def _check_pyslurm(effective: schema.Config) -> None:
+    """A pyslurm site's pyslurm: installed, supported and built for the local Slurm, as the
+    backend will require at start (ConfigError at ``backend.type`` saying what would work)."""
+    if effective.backend.type is not schema.BackendType.PYSLURM:
+        return
+    refused = pyslurm_versions.installed_refusal()
+    if refused:
+        source = str(effective.source or "configuration")
+        raise reading.ConfigError(source, [reading.Problem("backend.type", refused)])
 
 
 def _check_trusted_files(effective: schema.Config) -> None:

@@ -59,6 +59,7 @@ from siteagent.config.schema import (
     DEFAULT_CREDIT,
     DEFAULT_REFERENCE_INTERVAL_S,
     ApiConfig,
+    AuctionsConfig,
     BackendConfig,
     BackendType,
     Config,
@@ -67,6 +68,7 @@ from siteagent.config.schema import (
     LedgerConfig,
     LoadPricing,
     MetricsConfig,
+    NotificationsConfig,
     PbsOptions,
     PlannerConfig,
     PricingConfig,
@@ -246,6 +248,7 @@ def read_api(section: Section, paths: Paths, state_dir: Path) -> ApiConfig:
         rate_limits=RateLimits(
             quotes=read_rate_limit(limits, "quotes", RateLimits.quotes),
             reservations=read_rate_limit(limits, "reservations", RateLimits.reservations),
+            bids=read_rate_limit(limits, "bids", RateLimits.bids),
         ),
         max_live_offers_per_client=section.get(
             "max_live_offers_per_client", DEFAULT_MAX_LIVE_OFFERS_PER_CLIENT, positive_int
@@ -345,6 +348,26 @@ def read_metrics(section: Section) -> MetricsConfig:
     return MetricsConfig(reference_requests=tuple(shapes), reference_interval_s=interval)
 
 
+def read_auctions(section: Section) -> AuctionsConfig:
+    return AuctionsConfig(
+        transfer_rate=section.get("transfer_rate", AuctionsConfig.transfer_rate, positive_int),
+        max_length_s=section.get("max_length_s", AuctionsConfig.max_length_s, whole_seconds),
+        max_open_per_client=section.get(
+            "max_open_per_client", AuctionsConfig.max_open_per_client, positive_int
+        ),
+        accept_window_s=section.get(
+            "accept_window_s", AuctionsConfig.accept_window_s, whole_seconds
+        ),
+    )
+
+
+def read_notifications(section: Section, paths: Paths) -> NotificationsConfig:
+    return NotificationsConfig(
+        socket=section.get("socket", None, optional(paths.socket)),
+        users=section.items("users", scheduler_user),
+    )
+
+
 def parse(
     data: Any, source: Optional[Path] = None, state_dir: Optional[Path] = None
 ) -> Config:
@@ -373,6 +396,10 @@ def parse(
         ledger=read_ledger(root.section("ledger", keys_of(LedgerConfig)), paths, state_dir),
         state_dir=state_dir,
         metrics=read_metrics(root.section("metrics", keys_of(MetricsConfig))),
+        auctions=read_auctions(root.section("auctions", keys_of(AuctionsConfig))),
+        notifications=read_notifications(
+            root.section("notifications", keys_of(NotificationsConfig)), paths
+        ),
         source=source,
         explicit=frozenset(reading.explicit),
         deprecations=tuple(reading.deprecations),

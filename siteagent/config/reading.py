@@ -353,6 +353,10 @@ def reservation_prefix(raw: Any) -> str:
     return raw
 
 
+#: The longest path a Unix socket may have (``sun_path`` holds 108 bytes with the final NUL).
+MAX_SOCKET_PATH_BYTES = 107
+
+
 class Paths:
     """Converters for paths, which are relative to the configuration file's directory."""
 
@@ -364,6 +368,17 @@ class Paths:
             raise Invalid("a file path")
         path = Path(raw).expanduser()
         return path if path.is_absolute() else self.base_dir / path
+
+    def socket(self, raw: Any) -> Path:
+        """A Unix socket's path: short enough for the kernel (107 bytes), and plain enough to
+        be written into the programs that connect to it (no quotes, backslashes or controls)."""
+        path = self.path(raw)
+        text = str(path)
+        if len(text.encode("utf-8")) > MAX_SOCKET_PATH_BYTES or not text.isprintable():
+            raise Invalid(f"a socket path of at most {MAX_SOCKET_PATH_BYTES} printable bytes")
+        if any(char in text for char in "\"'\\"):
+            raise Invalid("a socket path without quotes or backslashes")
+        return path
 
     def existing_file(self, raw: Any) -> Path:
         path = self.path(raw)

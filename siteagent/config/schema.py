@@ -14,11 +14,16 @@ from pathlib import Path
 from typing import FrozenSet, Optional, Tuple
 
 from siteagent.core.defaults import (
+    DEFAULT_AUCTION_ACCEPT_WINDOW_S,
+    DEFAULT_BIDS_BURST,
+    DEFAULT_BIDS_PER_S,
     DEFAULT_COMMAND_TIMEOUT_S,
     DEFAULT_CONFIRM_TIMEOUT_S,
+    DEFAULT_MAX_AUCTION_S,
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_HEADER_BYTES,
     DEFAULT_MAX_LIVE_OFFERS_PER_CLIENT,
+    DEFAULT_MAX_OPEN_BIDS_PER_CLIENT,
     DEFAULT_NONCES_PER_CLIENT,
     DEFAULT_PENALTY_FACTOR,
     DEFAULT_POLL_INTERVAL_S,
@@ -29,6 +34,7 @@ from siteagent.core.defaults import (
     DEFAULT_RESERVATION_PREFIX,
     DEFAULT_RESERVATIONS_BURST,
     DEFAULT_RESERVATIONS_PER_S,
+    DEFAULT_TRANSFER_RATE,
 )
 from siteagent.core.model import CapacityUnit
 from siteagent.core.scheduling import Policy
@@ -173,6 +179,19 @@ class ReservationsConfig:
 
 
 @dataclass(frozen=True)
+class AuctionsConfig:
+    """The site's part in English auctions (docs/design.md §4.6): how fast a job's input
+    reaches it from another site (bytes per second), the longest auction it takes part in
+    (seconds), how many auctions one client may take it into at once, and how long after an
+    auction closes its winner has to accept (seconds: its bid's capacity is held until then)."""
+
+    transfer_rate: int = DEFAULT_TRANSFER_RATE
+    max_length_s: int = DEFAULT_MAX_AUCTION_S
+    max_open_per_client: int = DEFAULT_MAX_OPEN_BIDS_PER_CLIENT
+    accept_window_s: int = DEFAULT_AUCTION_ACCEPT_WINDOW_S
+
+
+@dataclass(frozen=True)
 class TlsConfig:
     """TLS for the API. ``self_signed`` (derived, not a key): cert and key were not given, so
     the agent makes a self-signed pair for localhost at these paths on first start."""
@@ -193,10 +212,11 @@ class RateLimit:
 
 @dataclass(frozen=True)
 class RateLimits:
-    """Per client: quotes, and the reservation requests (accept, confirm, cancel)."""
+    """Per client: quotes, the reservation requests (accept, confirm, cancel), and bids."""
 
     quotes: RateLimit = RateLimit(DEFAULT_QUOTES_PER_S, DEFAULT_QUOTES_BURST)
     reservations: RateLimit = RateLimit(DEFAULT_RESERVATIONS_PER_S, DEFAULT_RESERVATIONS_BURST)
+    bids: RateLimit = RateLimit(DEFAULT_BIDS_PER_S, DEFAULT_BIDS_BURST)
 
 
 @dataclass(frozen=True)
@@ -296,6 +316,18 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True)
+class NotificationsConfig:
+    """The local socket on which the batch system's reservation programs (contrib/slurm's
+    ResvProlog and ResvEpilog, contrib/pbs's hook) tell the agent that one of its reservations
+    started or ended, so that it moves at once rather than at the next poll. ``socket`` None:
+    no socket, the polls alone notice. ``users``: who may notify besides root (Slurm's
+    SlurmUser); the kernel says who connected, so nobody else can."""
+
+    socket: Optional[Path] = None
+    users: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Config:
     """The whole effective configuration. ``source`` is the file read (None: defaults);
     ``explicit`` holds the dotted paths the file set, so a listing can tell them from
@@ -312,6 +344,8 @@ class Config:
     ledger: LedgerConfig
     state_dir: Path
     metrics: MetricsConfig = MetricsConfig()
+    auctions: AuctionsConfig = AuctionsConfig()
+    notifications: NotificationsConfig = NotificationsConfig()
     source: Optional[Path] = None
     explicit: FrozenSet[str] = frozenset()
     deprecations: Tuple[str, ...] = ()

@@ -59,6 +59,28 @@ DEFAULT_QUOTES_BURST = 100
 DEFAULT_RESERVATIONS_PER_S = 2.0
 DEFAULT_RESERVATIONS_BURST = 20
 
+#: Bids per second each client may ask for (announcing an English auction's job, valuing the
+#: bid again in a later round, releasing it): an auctioneer asks each site about every job once
+#: a round, and a bid costs the site a plan of its queue around the capacity held.
+DEFAULT_BIDS_PER_S = 20.0
+DEFAULT_BIDS_BURST = 100
+
+#: How fast a job's input reaches this site from another (bytes per second), for a bid's
+#: transfer time: a shared 1 Gbit/s link's worth.
+DEFAULT_TRANSFER_RATE = 100_000_000
+
+#: The longest English auction a site takes part in (seconds): its bid holds capacity until
+#: the auction ends, so an auctioneer may not hold it for long. The paper's best auctions last
+#: 0.3-0.4 of a job's mean run time; six hours covers jobs of a day and more.
+DEFAULT_MAX_AUCTION_S = 6 * 3600
+
+#: Auctions one client may take the site into at once: each may hold capacity.
+DEFAULT_MAX_OPEN_BIDS_PER_CLIENT = 200
+
+#: Seconds after an English auction closes that its winner has to accept the winning bid's
+#: offer; the bid's capacity is held until then. A minute, as a quote's buyer has to accept.
+DEFAULT_AUCTION_ACCEPT_WINDOW_S = 60
+
 #: Offers a client may hold at once (quoted, not expired, not accepted): each is a row of the
 #: state database until a day after it lapses, so quoting alone must not grow it without end.
 DEFAULT_MAX_LIVE_OFFERS_PER_CLIENT = 2000

@@ -11,6 +11,7 @@ open at the horizon is divisible and extensible. Default price: ``c = 1`` per co
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import List, Optional, Sequence, Tuple
@@ -89,9 +90,24 @@ def fit_request(
     same window (the thesis' vertical combination: the cores may come from different slots
     but the time must be the same), cheapest cores first. None if nothing fits.
     """
-    candidates = sorted({earliest} | {s.start for s in slots if s.start >= earliest})
+    # A slot can hold the window from its start up to its end less the duration (for ever if
+    # extensible). Slots that cannot hold it from ``earliest`` on are left out at once; a
+    # start the window fits at is ``earliest`` or a remaining slot's start, where the set of
+    # slots that can hold it last grew.
+    spans = []
+    for slot in slots:
+        since = slot.start
+        latest = math.inf if slot.extensible else since + slot.duration - duration
+        if latest >= since and latest >= earliest:
+            spans.append((slot, since, latest))
+    candidates = sorted({earliest} | {since for _, since, _ in spans if since >= earliest})
     for start in candidates:
-        placed = _single(slots, cores, duration, start) or _stacked(slots, cores, duration, start)
+        holding = [slot for slot, since, latest in spans if since <= start <= latest]
+        if sum(slot.cores for slot in holding) < cores:
+            continue
+        placed = _single(holding, cores, duration, start) or _stacked(
+            holding, cores, duration, start
+        )
         if placed is not None:
             return placed
     return None
@@ -144,3 +160,32 @@ def _stacked(slots: Sequence[Slot], cores: int, duration: int, start: int) -> Op
     if needed > 0 or len(parts) < 2:
         return None
     return SlotFit(start, tuple(parts), total)
+
+
+def remainder(slot: Slot, cores: int, start: int, end: int) -> List[Slot]:
+    """What is left of ``slot`` once a task holds ``cores`` of it over [start, end) (the
+    thesis' Figure 3): the time before the task and after it at full width, and the cores
+    beside it.
+
+    The leftovers of a divisible slot keep its price; those before and beside the task are
+    bounded by it (not extensible), the one after keeps the slot's extensibility (an
+    extensible slot is free past its end, so that piece exists even when the task outlasts
+    the slot). An indivisible slot was paid whole when first taken, so its leftovers are free
+    and divisible: later tasks of the same plan use them at no further cost.
+    """
+    paid = not slot.divisible
+    price, fee = (Decimal(0), Decimal(0)) if paid else (slot.unit_price, slot.fee)
+
+    def piece(since: int, until: int, width: int, extensible: bool = False) -> Slot:
+        return Slot(since, until - since, width, price, fee, True, extensible and not paid)
+
+    pieces = []
+    if start > slot.start:
+        pieces.append(piece(slot.start, start, slot.cores))
+    if slot.cores > cores:
+        pieces.append(piece(start, end, slot.cores - cores))
+    if end < slot.end:
+        pieces.append(piece(end, slot.end, slot.cores, slot.extensible))
+    elif slot.extensible and not paid:
+        pieces.append(piece(end, end + max(slot.duration, 1), slot.cores, True))
+    return pieces

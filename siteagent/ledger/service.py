@@ -37,6 +37,7 @@ from siteagent.ledger.bank import Ledger, LedgerForbidden, LedgerRefused
 from siteagent.ledger.participants import load_participants, register_all
 from siteagent.protocol.documents import Cancellation, MalformedDocument, Receipt
 from siteagent.protocol.httpsig import authority
+from siteagent.protocol.models import AccountBalance, AccountStatement
 from siteagent.security.authentication import Authenticator, NonceCache
 from siteagent.security.clients import AuthorizedClient
 from siteagent.serving import errors
@@ -99,7 +100,7 @@ def create_app(ledger: Ledger, readers: Authenticator) -> fastapi.FastAPI:
         done = checked(lambda: ledger.refund(cancellation), "malformed_cancellation")
         return {"voided": cancellation.receipt_id} if done is None else done.to_json()
 
-    @app.get("/v1/accounts/{account}", tags=["ledger"])
+    @app.get("/v1/accounts/{account}", tags=["ledger"], response_model=AccountBalance)
     def balance(account: str = account_read) -> Dict[str, Any]:
         """An account's balance and credit (signed by its holder or a site)."""
         return {
@@ -108,7 +109,7 @@ def create_app(ledger: Ledger, readers: Authenticator) -> fastapi.FastAPI:
             "credit": str(ledger.credit(account)),
         }
 
-    @app.get("/v1/accounts/{account}/statement", tags=["ledger"])
+    @app.get("/v1/accounts/{account}/statement", tags=["ledger"], response_model=AccountStatement)
     def statement(account: str = account_read) -> Dict[str, Any]:
         """An account's movements in booking order, each with the balance after it and the
         receipt it books, if any (signed by its holder or a site)."""

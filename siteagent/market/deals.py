@@ -24,6 +24,7 @@ and the signatures around it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -34,6 +35,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from siteagent.config.schema import Config
 from siteagent.core.errors import SiteagentError
 from siteagent.core.money import cancellation_penalty
+from siteagent.core.usage import Usage
 from siteagent.ledger.bank import (
     Bookkeeper,
     InsufficientFunds,
@@ -51,6 +53,7 @@ from siteagent.market.reservations import (
     check_transition,
 )
 from siteagent.market.store import ReservationRecord, ReservationState, Store
+from siteagent.market.usage import reservation_usage
 from siteagent.protocol.documents import (
     Receipt,
     Signed,
@@ -111,11 +114,14 @@ class Deal:
     deal: Dict[str, Any]
     receipt: Optional[Dict[str, Any]]
     outcome: Mapping[str, Any] = field(default_factory=dict)
+    usage: Optional[Usage] = None
 
     def to_json(self) -> Dict[str, Any]:
         """The reservation as the API answers its buyer (``ReservationView`` in the OpenAPI)."""
         view = self.record.to_dict()
         del view["accept_key"]  # the client's own idempotency key: nobody else's business
+        if self.usage is not None:
+            view["usage"] = self.usage.to_json()
         return {**view, "deal": self.deal, "receipt": self.receipt, **self.outcome}
 
     def public_json(self) -> Dict[str, Any]:
@@ -261,8 +267,10 @@ class Deals:
         return Deal(record, self.deal_document(record), receipt, {**found, **(outcome or {})})
 
     def show(self, reservation_id: str) -> Deal:
-        """A reservation of this site, with its deal and receipt."""
-        return self.deal_of(self._current(reservation_id))
+        """A reservation of this site, with its deal, its receipt, and its jobs."""
+        record = self._current(reservation_id)
+        usage = reservation_usage(self.store, record, int(self.manager.clock()))
+        return dataclasses.replace(self.deal_of(record), usage=usage)
 
     def deal_document(self, record: ReservationRecord) -> Dict[str, Any]:
         """The deal a buyer signs to confirm ``record``, built from the site's own records."""

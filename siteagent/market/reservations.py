@@ -70,7 +70,7 @@ from siteagent.core.model import (
     ReservationSpec,
 )
 from siteagent.core.money import CENT, cancellation_penalty
-from siteagent.core.scheduling import Policy, ReservationConflict, reservation_nodes
+from siteagent.core.scheduling import Policy, ReservationConflict, plan, reservation_nodes
 from siteagent.market.store import (
     RECEIPT,
     REFUND,
@@ -80,6 +80,7 @@ from siteagent.market.store import (
     StaleState,
     Store,
 )
+from siteagent.pricing.bids import Hold, held_profile
 
 log = logging.getLogger("siteagent.reservations")
 
@@ -100,6 +101,10 @@ OFFER_RETENTION_S = 86400
 
 #: The actor named in the history for the agent's own moves (expiry, reconciliation, time).
 AGENT = "agent"
+
+#: Seconds a batch system's notice that a window started or ended may come before the agent's
+#: clock says so (the clocks of the controller and the agent's host may differ this much).
+NOTICE_SKEW_S = 60
 
 #: Legal moves. Everything else raises IllegalTransition and changes nothing.
 TRANSITIONS: Mapping[ReservationState, FrozenSet[ReservationState]] = {
@@ -219,6 +224,7 @@ class Housekeeping:
     reconciliation: Reconciliation
     by_state: Dict[ReservationState, int]
     offers_pruned: int = 0
+    bids_released: int = 0
 
     def describe(self) -> str:
         """One log line: the live reservations, then what changed (if anything)."""
@@ -233,6 +239,7 @@ class Housekeeping:
             (len(rec.lost), "LOST (vanished from the batch system)"),
             (len(rec.orphans_deleted), "leftovers deleted"),
             (self.offers_pruned, "expired offers forgotten"),
+            (self.bids_released, "bids released (their auctions ended)"),
         ]
         done = "; ".join(f"{n} {what}" for n, what in changes if n)
         return f"reservations: {live}" + (f"; this cycle: {done}" if done else "")
@@ -492,15 +499,69 @@ class ReservationManager:
         now = self.clock() if now is None else now
         moved = []
         for record in self.store.reservations([S.CONFIRMED, S.ACTIVE]):
-            try:
-                if record.state is S.CONFIRMED and record.start <= now:
-                    record = self._move(record, S.ACTIVE, "its window started")
-                    moved.append(record)
-                if record.state is S.ACTIVE and record.end <= now:
-                    record = self._move(record, S.COMPLETED, "its window ended")
-                    moved.append(record)
-            except StaleState:
-                continue  # cancelled or found lost meanwhile
+            moved += self._advance(record, now, "its window")
+        return moved
+
+    def started(self, name: str) -> ReservationRecord:
+        """The batch system says reservation ``name`` started (Slurm's ResvProlog, PBS's
+        resv_begin hook): a CONFIRMED one is ACTIVE now rather than at the next poll.
+
+        The notice moves a reservation only as far as its window allows, give or take
+        :data:`NOTICE_SKEW_S` between the clocks: a notice for a window still far ahead is
+        refused (IllegalTransition) and changes nothing. A TENTATIVE reservation stays
+        tentative: it is its buyer's to confirm. Returns the record as it is now."""
+        record = self._notified(name)
+        if self.clock() + NOTICE_SKEW_S < record.start:
+            raise IllegalTransition(
+                f"reservation {record.id} starts at {_when(record.start)}, not now: the "
+                "notice is ignored"
+            )
+        self._advance(record, max(self.clock(), record.start), "the batch system: its window")
+        return self._current(record)
+
+    def ended(self, name: str) -> ReservationRecord:
+        """The batch system says reservation ``name`` ended (Slurm's ResvEpilog, PBS's
+        resv_end hook): it is COMPLETED now rather than at the next poll.
+
+        A notice before the window's end (give or take :data:`NOTICE_SKEW_S`) is refused and
+        changes nothing: a reservation that ends early was deleted, which the next
+        reconciliation finds LOST rather than completed. Returns the record as it is now."""
+        record = self._notified(name)
+        if self.clock() + NOTICE_SKEW_S < record.end:
+            raise IllegalTransition(
+                f"reservation {record.id} ends at {_when(record.end)}, not now: the notice "
+                "is ignored (a reservation deleted early is found LOST by the next poll)"
+            )
+        self._advance(record, max(self.clock(), record.end), "the batch system: its window")
+        return self._current(record)
+
+    def _notified(self, name: str) -> ReservationRecord:
+        """The agent's reservation a batch-system notice names."""
+        record = self.store.reservation_by_name(name) if name.startswith(self.name_prefix) else None
+        if record is None:
+            raise UnknownReservation(f"no reservation named {name!r} is the agent's")
+        return record
+
+    def _current(self, record: ReservationRecord) -> ReservationRecord:
+        current = self.store.get_reservation(record.id)
+        if current is None:  # reservations are never deleted from the store
+            raise RuntimeError(f"reservation {record.id} vanished from the store")
+        return current
+
+    def _advance(
+        self, record: ReservationRecord, now: float, why: str
+    ) -> List[ReservationRecord]:
+        """Move one reservation along with time as of ``now``; the records that moved."""
+        moved = []
+        try:
+            if record.state is S.CONFIRMED and record.start <= now:
+                record = self._move(record, S.ACTIVE, f"{why} started")
+                moved.append(record)
+            if record.state is S.ACTIVE and record.end <= now:
+                record = self._move(record, S.COMPLETED, f"{why} ended")
+                moved.append(record)
+        except StaleState:
+            pass  # cancelled, found lost, or moved by another notice meanwhile
         return moved
 
     def reconcile(self) -> Reconciliation:
@@ -542,13 +603,17 @@ class ReservationManager:
         return result
 
     def housekeeping(self) -> Housekeeping:
-        """One agent cycle's work: advance with time, expire, reconcile, forget old offers."""
+        """One agent cycle's work: advance with time, expire, reconcile, release the bids of
+        auctions that ended (the first cycle after a restart releases those that ended while
+        the agent was down), forget old offers."""
         activated: List[str] = []
         completed: List[str] = []
         for record in self.advance():
             (completed if record.state is S.COMPLETED else activated).append(record.id)
         expired = [record.id for record in self.expire_due()]
         reconciliation = self.reconcile()
+        with self.store.exclusive():  # not while an accept of one of their offers runs
+            released = self.store.release_due_bids(self.clock())
         pruned = self.store.prune_offers(int(self.clock()) - OFFER_RETENTION_S)
         return Housekeeping(
             activated=activated,
@@ -557,6 +622,7 @@ class ReservationManager:
             reconciliation=reconciliation,
             by_state=self.store.count_by_state(),
             offers_pruned=pruned,
+            bids_released=released,
         )
 
     # ---- helpers
@@ -663,10 +729,11 @@ class ReservationManager:
         """Withdraw if the offer's window can no longer be reserved (docs/design.md §4.3 rule);
         else the nodes it goes on, where the batch system places reservations on nodes.
 
-        Admissible means no conflict with running jobs or existing reservations over the
-        window the batch system will hold (it may round it up); queued jobs do not count (they
-        are planned around it), so they are left out of the check, which keeps it cheap on a
-        long queue.
+        Admissible means no conflict with running jobs, existing reservations or the capacity
+        that English auctions' open bids hold (but the offer's own bid: it is the one winning),
+        over the window the batch system will hold (it may round it up); queued jobs do not
+        count (they are planned around it), so they are left out of the check, which keeps it
+        cheap on a long queue.
         """
         if offer.start < snapshot.now:
             raise OfferRefused(
@@ -676,16 +743,32 @@ class ReservationManager:
                 f"({_when(snapshot.now)}); ask for a new quote",
             )
         start, end = self.backend.held_window(offer.start, offer.end)
+        holds = [Hold(*held) for held in self.store.bid_holds(except_offer=offer.id)]
         try:
-            return reservation_nodes(snapshot, start, end, offer.size, self.policy)
-        except ReservationConflict:
+            nodes = reservation_nodes(snapshot, start, end, offer.size, self.policy)
+            fits = self._fits_beside(holds, snapshot, offer.size, start, end)
+        except ReservationConflict:  # no room, or the batch system's own reservations collide
+            fits = False
+        if not fits:
             raise OfferRefused(
                 offer.id,
                 "capacity_gone",
                 f"the capacity offered in {offer.id} ({offer.size} {snapshot.unit.value}s, "
-                f"{_when(offer.start)} to {_when(offer.end)}) is no longer free: running "
-                "work or another reservation holds it now; ask for a new quote",
-            ) from None
+                f"{_when(offer.start)} to {_when(offer.end)}) is no longer free: running work, "
+                "another reservation or an auction's bid holds it now; ask for a new quote",
+            )
+        return nodes
+
+    def _fits_beside(
+        self, holds: Sequence[Hold], snapshot: ClusterSnapshot, size: int, start: int, end: int
+    ) -> bool:
+        """Whether ``size`` units over [start, end) are left free beside running work,
+        reservations and ``holds``; bids hold capacity by count, wherever the plan puts it."""
+        if not holds:
+            return True
+        hard = plan(dataclasses.replace(snapshot, pending=()), self.policy).profile
+        free, _ = held_profile(hard, holds)
+        return free.fits(size, start, end - start)
 
     def _intent(
         self,

@@ -1,4 +1,5 @@
-"""The agent's memory: reservations and their history, offers, idempotency keys, queue waits.
+"""The agent's memory: reservations and their history, offers, bids, idempotency keys, queue
+waits, and the jobs that ran in each reservation.
 
 Why SQLite: one file in the state directory that ``siteagent serve`` and the admin commands
 share, transactions that survive SIGKILL and power loss (WAL journal, ``synchronous=FULL``),
@@ -26,7 +27,7 @@ import json
 import os
 import sqlite3
 import threading
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from decimal import Decimal
 from typing import (
     Any,
@@ -44,6 +45,7 @@ from typing import (
 from siteagent.core.errors import SiteagentError
 from siteagent.core.files import make_database_private, make_private
 from siteagent.core.model import Allocation, CapacityUnit, Offer, Request
+from siteagent.core.usage import JobUsage, UsageSource
 from siteagent.core.waits import QueueWait
 
 #: Seconds a writer waits for another process's transaction before giving up.
@@ -167,6 +169,68 @@ class ReservationRecord:
                 value = tuple((str(name), int(cores)) for name, cores in value or ())
             values[item.name] = value
         return cls(**values)
+
+
+class BidState(str, enum.Enum):
+    """Where the site's bid in one English auction stands: ``OPEN`` (it bids, and holds the
+    capacity its offer names), ``NONE`` (it takes part without a bid: no capacity), ``WON``
+    (its offer was accepted: the reservation holds the capacity now) or ``RELEASED`` (lost, or
+    the auction ended: it holds nothing)."""
+
+    OPEN = "OPEN"
+    NONE = "NONE"
+    WON = "WON"
+    RELEASED = "RELEASED"
+
+
+#: Bid states whose auction the site still takes part in.
+BIDDING = (BidState.OPEN, BidState.NONE)
+
+
+@dataclass(frozen=True)
+class BidRecord:
+    """The site's bid in one client's auction, as valued last.
+
+    ``job`` is the job as announced (its JSON), ``closes_at`` when the auction ends and
+    ``held_until`` when the bid's capacity is released if its offer was not accepted by then.
+    An OPEN bid names its ``offer_id`` and holds ``size`` units over [start, end); ``value``
+    and its parts are the valuation it was made with. ``reason_code``/``reason`` say why a
+    bid is NONE or RELEASED. ``made`` is true once the site bid in the auction; ``updates``
+    counts the valuations.
+    """
+
+    client: str
+    auction_id: str
+    job: Mapping[str, Any]
+    closes_at: int
+    held_until: int
+    state: BidState
+    created: float
+    updated: float
+    offer_id: Optional[str] = None
+    start: Optional[int] = None
+    end: Optional[int] = None
+    size: Optional[int] = None
+    value: Optional[Decimal] = None
+    cores_value: Optional[Decimal] = None
+    displacement: Optional[Decimal] = None
+    transfer: Optional[Decimal] = None
+    transfer_s: int = 0
+    reason_code: str = ""
+    reason: str = ""
+    made: bool = False
+    updates: int = 0
+
+
+@dataclass(frozen=True)
+class BidFigures:
+    """The bids as the metrics show them: auctions the site takes part in now, auctions it
+    ever bid in and won, and the units its open bids hold."""
+
+    open_auctions: int
+    made: int
+    won: int
+    held_units: int
 
 
 @dataclass(frozen=True)
@@ -315,6 +379,68 @@ def _migrate_5(db: sqlite3.Connection) -> None:
 
 
 def _migrate_6(db: sqlite3.Connection) -> None:
+    """The jobs that ran in each reservation (seen by the polls, or read from the batch
+    system's accounting), and which reservations' figures are final and from where."""
+    sources = ", ".join(f"'{source.value}'" for source in UsageSource)
+    db.execute(
+        f"""CREATE TABLE reservation_jobs (
+            reservation_id TEXT NOT NULL REFERENCES reservations(id),
+            job_id TEXT NOT NULL,
+            user TEXT NOT NULL,
+            cores INTEGER NOT NULL,
+            nodes INTEGER NOT NULL,
+            start_time INTEGER NOT NULL,
+            end_time INTEGER,
+            last_seen INTEGER NOT NULL,
+            source TEXT NOT NULL CHECK (source IN ({sources})),
+            PRIMARY KEY (reservation_id, job_id)
+        )"""
+    )
+    db.execute("CREATE INDEX reservation_jobs_running ON reservation_jobs(end_time)")
+    db.execute(
+        f"""CREATE TABLE reservation_usage (
+            reservation_id TEXT PRIMARY KEY REFERENCES reservations(id),
+            source TEXT NOT NULL CHECK (source IN ({sources})),
+            settled_at REAL NOT NULL
+        )"""
+    )
+
+
+def _migrate_7(db: sqlite3.Connection) -> None:
+    """Bids in English auctions: one per (client, auction), holding the capacity its offer
+    names until the auction ends (docs/design.md §4.6)."""
+    states = ", ".join(f"'{state.value}'" for state in BidState)
+    db.execute(
+        f"""CREATE TABLE bids (
+            client TEXT NOT NULL,
+            auction_id TEXT NOT NULL,
+            job TEXT NOT NULL,
+            closes_at INTEGER NOT NULL,
+            held_until INTEGER NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ({states})),
+            offer_id TEXT REFERENCES offers(id),
+            start_time INTEGER,
+            end_time INTEGER,
+            size INTEGER,
+            value TEXT,
+            cores_value TEXT,
+            displacement TEXT,
+            transfer TEXT,
+            transfer_s INTEGER NOT NULL DEFAULT 0,
+            reason_code TEXT NOT NULL DEFAULT '',
+            reason TEXT NOT NULL DEFAULT '',
+            made INTEGER NOT NULL DEFAULT 0,
+            updates INTEGER NOT NULL DEFAULT 0,
+            created REAL NOT NULL,
+            updated REAL NOT NULL,
+            PRIMARY KEY (client, auction_id)
+        )"""
+    )
+    db.execute("CREATE INDEX bids_by_state ON bids(state, held_until)")
+    db.execute("CREATE INDEX bids_by_offer ON bids(offer_id)")
+
+
+def _migrate_8(db: sqlite3.Connection) -> None:
     """Reservations remember their nodes (JSON [[name, cores], ...]); earlier ones have none
     and are planned as the batch system shows them."""
     db.execute("ALTER TABLE reservations ADD COLUMN allocation TEXT NOT NULL DEFAULT '[]'")
@@ -328,10 +454,28 @@ MIGRATIONS: Tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_4,
     _migrate_5,
     _migrate_6,
+    _migrate_7,
+    _migrate_8,
 )
 
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+#: The columns of a reservation's job, in :class:`JobUsage`'s order.
+_JOB_COLUMNS = "job_id, user, cores, nodes, start_time, end_time"
+
+
+@dataclass
+class UsageTotals:
+    """What the reservations with final figures sold and their jobs used, by unit (in unit
+    seconds), the core-seconds used, how many there are and how many no job ever used."""
+
+    sold_unit_seconds: Dict[CapacityUnit, int] = field(default_factory=dict)
+    used_unit_seconds: Dict[CapacityUnit, int] = field(default_factory=dict)
+    core_seconds: int = 0
+    reservations: int = 0
+    empty: int = 0
 
 
 _RESERVATION_COLUMNS = (
@@ -448,39 +592,9 @@ class Store:
     def add_offers(self, offers: Sequence[Offer], at: float) -> None:
         """Remember the offers of one quote in one transaction (one sync to disk, not one per
         offer: a quote answers with up to 100); ids are unique, and a clash stores none."""
-        encoded: Dict[int, str] = {}
-
-        def request_json(request: Request) -> str:
-            """The offers of a quote share one request: it is encoded once."""
-            if id(request) not in encoded:
-                encoded[id(request)] = json.dumps(request_to_dict(request), sort_keys=True)
-            return encoded[id(request)]
-
-        rows = [
-            (
-                offer.id,
-                offer.site,
-                request_json(offer.request),
-                offer.start,
-                offer.duration,
-                offer.size,
-                str(offer.unit_price),
-                str(offer.fee),
-                str(offer.total),
-                offer.expires,
-                at,
-                offer.client,
-            )
-            for offer in offers
-        ]
         try:
             with self._write() as db:
-                db.executemany(
-                    "INSERT INTO offers (id, site, request, start_time, duration, size, "
-                    "unit_price, fee, total, expires, created, client) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                    rows,
-                )
+                _insert_offers(db, offers, at)
         except StoreError as exc:
             if isinstance(exc.__cause__, sqlite3.IntegrityError):
                 ids = ", ".join(repr(offer.id) for offer in offers)
@@ -520,6 +634,7 @@ class Store:
                 count = db.execute(
                     "DELETE FROM offers WHERE id IN (SELECT id FROM offers WHERE expires < ? "
                     "AND NOT EXISTS (SELECT 1 FROM reservations WHERE offer_id = offers.id) "
+                    "AND NOT EXISTS (SELECT 1 FROM bids WHERE offer_id = offers.id) "
                     "LIMIT ?)",
                     (expired_before, batch),
                 ).rowcount
@@ -533,11 +648,16 @@ class Store:
         self, record: ReservationRecord, actor: str, reason: str, remember: Remember
     ) -> None:
         """Write a new reservation (its first state), its first history line, and the
-        idempotency key of the request that made it (answer pending), in one transaction."""
+        idempotency key of the request that made it (answer pending), in one transaction. An
+        open bid whose offer this is has won: from now on the reservation holds its capacity."""
         try:
             with self._write() as db:
                 _insert_reservation(db, record)
                 _insert_transition(db, record.id, record.created, actor, None, record.state, reason)
+                db.execute(
+                    "UPDATE bids SET state = ?, updated = ? WHERE offer_id = ? AND state = ?",
+                    (BidState.WON.value, record.created, record.offer_id, BidState.OPEN.value),
+                )
                 db.execute(
                     "INSERT INTO idempotency (client, key, operation, result, created) "
                     "VALUES (?,?,?,NULL,?)",
@@ -635,6 +755,13 @@ class Store:
     def reservation_for_offer(self, offer_id: str) -> Optional[ReservationRecord]:
         rows = self._read(
             f"SELECT {_RESERVATION_COLUMNS} FROM reservations WHERE offer_id = ?", (offer_id,)
+        )
+        return _record(rows[0]) if rows else None
+
+    def reservation_by_name(self, name: str) -> Optional[ReservationRecord]:
+        """The reservation called ``name`` in the batch system, if the agent made it."""
+        rows = self._read(
+            f"SELECT {_RESERVATION_COLUMNS} FROM reservations WHERE name = ?", (name,)
         )
         return _record(rows[0]) if rows else None
 
@@ -808,6 +935,231 @@ class Store:
         )
         return [(rid, kind, json.loads(document)) for rid, kind, document in rows]
 
+    # ---- bids
+
+    def bid(self, client: str, auction_id: str) -> Optional[BidRecord]:
+        rows = self._read(
+            f"SELECT {_BID_COLUMNS} FROM bids WHERE client = ? AND auction_id = ?",
+            (client, auction_id),
+        )
+        return _bid(rows[0]) if rows else None
+
+    def bids(self) -> List[BidRecord]:
+        """Every bid, oldest first."""
+        rows = self._read(f"SELECT {_BID_COLUMNS} FROM bids ORDER BY created, client, auction_id")
+        return [_bid(row) for row in rows]
+
+    def save_bid(
+        self, record: BidRecord, offer: Optional[Offer], withdrawn: Optional[str]
+    ) -> None:
+        """Write the bid as valued now in one transaction: its new ``offer`` stored, the offer
+        it made before (``withdrawn``) lapsing at once, so that no two offers of one bid can
+        both be accepted."""
+        with self._write() as db:
+            if offer is not None:
+                _insert_offers(db, [offer], record.updated)
+            if withdrawn is not None:
+                _withdraw_offer(db, withdrawn, record.updated)
+            db.execute(
+                f"INSERT OR REPLACE INTO bids ({_BID_COLUMNS}) "
+                f"VALUES ({', '.join('?' for _ in _BID_FIELDS)})",
+                _bid_row(record),
+            )
+
+    def release_bid(
+        self, client: str, auction_id: str, code: str, reason: str, at: float
+    ) -> Optional[BidRecord]:
+        """OPEN or NONE -> RELEASED, its offer lapsing at once; the bid as it is now, which
+        is unchanged if it was settled already (None if there is no such bid)."""
+        with self._write() as db:
+            mine = [client, auction_id]
+            _release_bids(db, "client = ? AND auction_id = ?", mine, code, reason, at)
+            row = db.execute(
+                f"SELECT {_BID_COLUMNS} FROM bids WHERE client = ? AND auction_id = ?",
+                (client, auction_id),
+            ).fetchone()
+        return None if row is None else _bid(row)
+
+    def release_due_bids(self, now: float) -> int:
+        """Release the bids whose auction ended and whose offer was not accepted in time (and
+        those that took part without a bid); how many."""
+        with self._write() as db:
+            return _release_bids(
+                db, "held_until <= ?", [now], "auction_ended", "the auction ended", now
+            )
+
+    def bid_holds(self, except_offer: Optional[str] = None) -> List[Tuple[int, int, int]]:
+        """(start, end, size) of the capacity open bids hold, the bid of ``except_offer`` left
+        out; oldest bid first."""
+        rows = self._read(
+            "SELECT start_time, end_time, size FROM bids WHERE state = ? "
+            "AND offer_id IS NOT ? ORDER BY created, client, auction_id",
+            (BidState.OPEN.value, except_offer),
+        )
+        return [(start, end, size) for start, end, size in rows]
+
+    def bidding(self, client: str) -> Tuple[int, Optional[int]]:
+        """How many auctions ``client`` takes this site into now (its OPEN and NONE bids), and
+        when the first of them is released."""
+        ((count, first),) = self._read(
+            "SELECT COUNT(*), MIN(held_until) FROM bids WHERE client = ? AND state IN (?, ?)",
+            (client, *(state.value for state in BIDDING)),
+        )
+        return int(count), first
+
+    def bid_figures(self) -> BidFigures:
+        ((open_auctions, made, won, held),) = self._read(
+            "SELECT COALESCE(SUM(state IN (?, ?)), 0), COALESCE(SUM(made), 0), "
+            "COALESCE(SUM(state = ?), 0), COALESCE(SUM(CASE WHEN state = ? THEN size END), 0) "
+            "FROM bids",
+            (*(state.value for state in BIDDING), BidState.WON.value, BidState.OPEN.value),
+        )
+        return BidFigures(int(open_auctions), int(made), int(won), int(held))
+
+    # ---- the jobs that ran in the reservations
+
+    def record_running(self, running: Mapping[str, Sequence[JobUsage]], seen_at: int) -> None:
+        """The jobs running now in each reservation (by reservation id): new ones are added,
+        known ones marked seen at ``seen_at`` (with their size and start as the batch system
+        gives them now). A reservation's figures read from accounting are left alone."""
+        rows = [
+            (rid, job.job_id, job.user, job.cores, job.nodes, job.start, seen_at)
+            for rid, jobs in running.items()
+            for job in jobs
+        ]
+        if not rows:
+            return
+        with self._write() as db:
+            db.executemany(
+                "INSERT INTO reservation_jobs (reservation_id, job_id, user, cores, nodes, "
+                "start_time, end_time, last_seen, source) VALUES (?,?,?,?,?,?,NULL,?,'poll') "
+                "ON CONFLICT (reservation_id, job_id) DO UPDATE SET cores = excluded.cores, "
+                "nodes = excluded.nodes, start_time = excluded.start_time, end_time = NULL, "
+                "last_seen = excluded.last_seen WHERE reservation_jobs.source = 'poll'",
+                rows,
+            )
+
+    def open_jobs(self) -> Dict[str, List[JobUsage]]:
+        """Jobs recorded as running (no end yet), by reservation id."""
+        rows = self._read(
+            f"SELECT reservation_id, {_JOB_COLUMNS} FROM reservation_jobs "
+            "WHERE end_time IS NULL ORDER BY reservation_id, start_time, job_id"
+        )
+        found: Dict[str, List[JobUsage]] = {}
+        for rid, *job in rows:
+            found.setdefault(rid, []).append(JobUsage(*job))
+        return found
+
+    def close_jobs(self, reservation_id: str, job_ids: Iterable[str], end: int) -> None:
+        """The jobs ended (the polls no longer see them) at ``end``."""
+        rows = [(end, reservation_id, job_id) for job_id in job_ids]
+        with self._write() as db:
+            db.executemany(
+                "UPDATE reservation_jobs SET end_time = ? "
+                "WHERE reservation_id = ? AND job_id = ? AND end_time IS NULL",
+                rows,
+            )
+
+    def reservation_jobs(self, reservation_id: str) -> List[JobUsage]:
+        """The jobs that ran (or run) in a reservation, in the order they started."""
+        rows = self._read(
+            f"SELECT {_JOB_COLUMNS} FROM reservation_jobs WHERE reservation_id = ? "
+            "ORDER BY start_time, job_id",
+            (reservation_id,),
+        )
+        return [JobUsage(*row) for row in rows]
+
+    def settle_usage(
+        self,
+        reservation_id: str,
+        source: UsageSource,
+        at: float,
+        end: int,
+        jobs: Optional[Sequence[JobUsage]] = None,
+    ) -> None:
+        """Make a reservation's figures final, in one transaction: ``jobs`` read from the
+        batch system's accounting replace what the polls saw; without them, the jobs still
+        open are closed at ``end`` (the reservation's end, where the batch system ends them)."""
+        with self._write() as db:
+            if jobs is not None:
+                db.execute(
+                    "DELETE FROM reservation_jobs WHERE reservation_id = ?", (reservation_id,)
+                )
+                db.executemany(
+                    "INSERT INTO reservation_jobs (reservation_id, job_id, user, cores, nodes, "
+                    "start_time, end_time, last_seen, source) VALUES (?,?,?,?,?,?,?,?,?)",
+                    [
+                        (
+                            reservation_id,
+                            job.job_id,
+                            job.user,
+                            job.cores,
+                            job.nodes,
+                            job.start,
+                            job.end,
+                            job.end if job.end is not None else end,
+                            source.value,
+                        )
+                        for job in jobs
+                    ],
+                )
+            db.execute(
+                "UPDATE reservation_jobs SET end_time = ? "
+                "WHERE reservation_id = ? AND end_time IS NULL",
+                (end, reservation_id),
+            )
+            db.execute(
+                "INSERT OR REPLACE INTO reservation_usage (reservation_id, source, settled_at) "
+                "VALUES (?, ?, ?)",
+                (reservation_id, source.value, at),
+            )
+
+    def usage_source(self, reservation_id: str) -> Optional[UsageSource]:
+        """Where a reservation's final figures came from; None while they are not final."""
+        rows = self._read(
+            "SELECT source FROM reservation_usage WHERE reservation_id = ?", (reservation_id,)
+        )
+        return UsageSource(rows[0][0]) if rows else None
+
+    def unsettled(self, states: Iterable[ReservationState]) -> List[ReservationRecord]:
+        """Reservations in ``states`` whose figures are not final yet, oldest first."""
+        params = [state.value for state in states]
+        rows = self._read(
+            f"SELECT {_RESERVATION_COLUMNS} FROM reservations WHERE state IN "
+            f"({', '.join('?' for _ in params)}) AND NOT EXISTS (SELECT 1 FROM "
+            "reservation_usage u WHERE u.reservation_id = reservations.id) ORDER BY end_time, id",
+            params,
+        )
+        return [_record(row) for row in rows]
+
+    def usage_totals(self) -> UsageTotals:
+        """What the reservations with final figures sold and what their jobs used of it."""
+        used_row = self._read(
+            "SELECT r.unit, SUM(MAX(0, MIN(COALESCE(j.end_time, r.end_time), r.end_time) - "
+            "MAX(j.start_time, r.start_time)) * CASE r.unit WHEN 'node' THEN MAX(1, j.nodes) "
+            "ELSE j.cores END), SUM(MAX(0, MIN(COALESCE(j.end_time, r.end_time), r.end_time) - "
+            "MAX(j.start_time, r.start_time)) * j.cores) FROM reservation_jobs j "
+            "JOIN reservations r ON r.id = j.reservation_id "
+            "JOIN reservation_usage u ON u.reservation_id = r.id GROUP BY r.unit"
+        )
+        sold_rows = self._read(
+            "SELECT r.unit, SUM(r.size * (r.end_time - r.start_time)), COUNT(*), "
+            "SUM(NOT EXISTS (SELECT 1 FROM reservation_jobs j WHERE j.reservation_id = r.id)) "
+            "FROM reservations r JOIN reservation_usage u ON u.reservation_id = r.id "
+            "GROUP BY r.unit"
+        )
+        used = {CapacityUnit(unit): (units or 0, cores or 0) for unit, units, cores in used_row}
+        totals = UsageTotals()
+        for unit, sold, count, empty in sold_rows:
+            kind = CapacityUnit(unit)
+            units, cores = used.get(kind, (0, 0))
+            totals.sold_unit_seconds[kind] = sold or 0
+            totals.used_unit_seconds[kind] = units
+            totals.core_seconds += cores
+            totals.reservations += count
+            totals.empty += empty or 0
+        return totals
+
     # ---- queue waits
 
     def record_waits(self, waits: Iterable[QueueWait]) -> int:
@@ -832,6 +1184,124 @@ class Store:
             (since if since is not None else -(2**62),),
         )
         return [QueueWait(*row) for row in rows]
+
+
+def _insert_offers(db: sqlite3.Connection, offers: Sequence[Offer], at: float) -> None:
+    encoded: Dict[int, str] = {}
+
+    def request_json(request: Request) -> str:
+        """The offers of a quote share one request: it is encoded once."""
+        if id(request) not in encoded:
+            encoded[id(request)] = json.dumps(request_to_dict(request), sort_keys=True)
+        return encoded[id(request)]
+
+    rows = [
+        (
+            offer.id,
+            offer.site,
+            request_json(offer.request),
+            offer.start,
+            offer.duration,
+            offer.size,
+            str(offer.unit_price),
+            str(offer.fee),
+            str(offer.total),
+            offer.expires,
+            at,
+            offer.client,
+        )
+        for offer in offers
+    ]
+    db.executemany(
+        "INSERT INTO offers (id, site, request, start_time, duration, size, "
+        "unit_price, fee, total, expires, created, client) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        rows,
+    )
+
+
+def _withdraw_offer(db: sqlite3.Connection, offer_id: str, at: float) -> None:
+    """An offer lapses now (a bid moved on or was released): it can no longer be accepted."""
+    db.execute(
+        "UPDATE offers SET expires = MIN(expires, ?) WHERE id = ?", (int(at), offer_id)
+    )
+
+
+def _release_bids(
+    db: sqlite3.Connection, condition: str, params: List[Any], code: str, reason: str, at: float
+) -> int:
+    """Release the OPEN and NONE bids matching ``condition``, their offers lapsing now."""
+    bidding = [state.value for state in BIDDING]
+    where = f"state IN (?, ?) AND {condition}"
+    for (offer_id,) in db.execute(
+        f"SELECT offer_id FROM bids WHERE {where} AND offer_id IS NOT NULL", [*bidding, *params]
+    ).fetchall():
+        _withdraw_offer(db, offer_id, at)
+    return int(
+        db.execute(
+            f"UPDATE bids SET state = ?, reason_code = ?, reason = ?, updated = ? WHERE {where}",
+            [BidState.RELEASED.value, code, reason, at, *bidding, *params],
+        ).rowcount
+    )
+
+
+#: The bids table's columns, in BidRecord's order.
+_BID_FIELDS = (
+    ("client", "client"),
+    ("auction_id", "auction_id"),
+    ("job", "job"),
+    ("closes_at", "closes_at"),
+    ("held_until", "held_until"),
+    ("state", "state"),
+    ("created", "created"),
+    ("updated", "updated"),
+    ("offer_id", "offer_id"),
+    ("start", "start_time"),
+    ("end", "end_time"),
+    ("size", "size"),
+    ("value", "value"),
+    ("cores_value", "cores_value"),
+    ("displacement", "displacement"),
+    ("transfer", "transfer"),
+    ("transfer_s", "transfer_s"),
+    ("reason_code", "reason_code"),
+    ("reason", "reason"),
+    ("made", "made"),
+    ("updates", "updates"),
+)
+_BID_COLUMNS = ", ".join(column for _, column in _BID_FIELDS)
+_BID_MONEY = ("value", "cores_value", "displacement", "transfer")
+
+
+def _bid_row(record: BidRecord) -> List[Any]:
+    row: List[Any] = []
+    for name, _ in _BID_FIELDS:
+        value = getattr(record, name)
+        if name == "job":
+            value = json.dumps(dict(value), sort_keys=True)
+        elif name == "state":
+            value = value.value
+        elif name in _BID_MONEY and value is not None:
+            value = str(value)
+        elif name == "made":
+            value = int(value)
+        row.append(value)
+    return row
+
+
+def _bid(row: Sequence[Any]) -> BidRecord:
+    values: Dict[str, Any] = {}
+    for (name, _), value in zip(_BID_FIELDS, row):
+        if name == "job":
+            value = json.loads(value)
+        elif name == "state":
+            value = BidState(value)
+        elif name in _BID_MONEY and value is not None:
+            value = Decimal(value)
+        elif name == "made":
+            value = bool(value)
+        values[name] = value
+    return BidRecord(**values)
 
 
 def _keep_receipt(db: sqlite3.Connection, reservation_id: str, document: Mapping[str, Any]) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Dict, List, Optional, Sequence
 
+from siteagent.core import tradeoff
 from siteagent.core.defaults import DEFAULT_PENALTY_FACTOR
 from siteagent.core.model import ClusterSnapshot, Request, Slot
 from siteagent.core.money import CENT
@@ -132,20 +133,6 @@ class Pricing:
 
 def choose(alternatives: Sequence[Price], alpha: float) -> int:
     """Index of the alternative minimising α·norm(fee) + (1-α)·norm(start); earliest on ties."""
-    if not alternatives:
-        raise ValueError("no alternatives to choose from")
-    if not 0.0 <= alpha <= 1.0:
-        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
     fees = [float(a.fee) for a in alternatives]
-    starts = [a.window.start for a in alternatives]
-
-    def norm(value: float, values: Sequence[float]) -> float:
-        low, high = min(values), max(values)
-        return 0.0 if high == low else (value - low) / (high - low)
-
-    scores = [
-        alpha * norm(fee, fees) + (1 - alpha) * norm(float(start), [float(s) for s in starts])
-        for fee, start in zip(fees, starts)
-    ]
-    best = min(scores)
-    return min((i for i, score in enumerate(scores) if score == best), key=lambda i: starts[i])
+    starts = [float(a.window.start) for a in alternatives]
+    return tradeoff.choose(fees, starts, alpha)

@@ -50,7 +50,10 @@ _BY_STATUS: Tuple[Tuple[int, Tuple[str, ...]], ...] = (
         ),
     ),
     (403, ("not_owner",)),
-    (404, ("not_found", "unknown_offer", "unknown_reservation", "metrics_disabled")),
+    (
+        404,
+        ("not_found", "unknown_offer", "unknown_reservation", "unknown_bid", "metrics_disabled"),
+    ),
     (405, ("method_not_allowed",)),
     (
         409,
@@ -62,6 +65,7 @@ _BY_STATUS: Tuple[Tuple[int, Tuple[str, ...]], ...] = (
             "offer_used",
             "offer_window_passed",
             "offer_capacity_gone",
+            "auction_conflict",
         ),
     ),
     (413, ("body_too_large",)),
@@ -75,7 +79,7 @@ _BY_STATUS: Tuple[Tuple[int, Tuple[str, ...]], ...] = (
             "bad_confirm_signature",
         ),
     ),
-    (429, ("rate_limited", "too_many_offers")),
+    (429, ("rate_limited", "too_many_offers", "too_many_bids")),
     (431, ("headers_too_large",)),
     (500, ("internal_error",)),
     (502, ("backend_error",)),

@@ -46,6 +46,16 @@ def _created(path: Path, overwrite: bool, mode: int) -> BinaryIO:
     return os.fdopen(os.open(path, flags, mode), "wb")
 
 
+def write_key_pair(private: Path, public: Path, overwrite: bool = False) -> str:
+    """Make a client's Ed25519 key pair: the private key in ``private`` (0600) and its public
+    key in ``public`` (one line); returns the public key as authorized-clients files write it."""
+    key = Ed25519PrivateKey.generate()
+    write_private(private, private_key_pem(key), overwrite)
+    text = public_key_text(key.public_key())
+    write_public(public, (text + "\n").encode(), overwrite)
+    return text
+
+
 def private_key_pem(key: Ed25519PrivateKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM,

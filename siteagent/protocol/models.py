@@ -49,6 +49,18 @@ Price = Annotated[
 ]
 
 OFFER_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+#: An auction's id, chosen by its auctioneer: the same characters as an offer's.
+AUCTION_ID_PATTERN = OFFER_ID_PATTERN
+#: A site's name, as sites are named in deals and in a buyer's sites file.
+SITE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+#: The highest absolute priority a job may have (1 is the lowest).
+MAX_PRIORITY = 100
+#: The largest input a job may name: a petabyte.
+MAX_INPUT_BYTES = 10**15
+#: A bid's value, or the bid to beat: core-hours to the thousandth, either sign.
+BidValue = Annotated[
+    Decimal, Field(max_digits=money.INTEGER_DIGITS + 3, decimal_places=3, allow_inf_nan=False)
+]
 
 
 class Strict(BaseModel):
@@ -100,6 +112,40 @@ class AcceptRequest(Strict):
     """Accept one offer: the site creates a tentative reservation for it."""
 
     offer_id: str = Field(pattern=OFFER_ID_PATTERN)
+
+
+class AuctionedJob(Strict):
+    """The job an English auction sells: what it needs, its absolute priority, and where its
+    input is (the sites bid for it with their free capacity, docs/design.md §4.6)."""
+
+    cores: StrictInt = Field(ge=1, le=MAX_CORES, description="total cores")
+    walltime: StrictInt = Field(ge=1, le=MAX_WALLTIME_S, description="seconds it runs at most")
+    priority: StrictInt = Field(
+        1, ge=1, le=MAX_PRIORITY, description="absolute priority: 1 the lowest"
+    )
+    input_bytes: StrictInt = Field(0, ge=0, le=MAX_INPUT_BYTES, description="its input's size")
+    input_site: Optional[StrictStr] = Field(
+        None,
+        pattern=SITE_NAME_PATTERN,
+        description="the site holding its input (none: every site must fetch it)",
+    )
+
+
+class BidRequest(Strict):
+    """An auctioneer's call for bids: the first one for an ``auction_id`` announces the job,
+    each later one (the same job, the same ``closes_at``) asks the site to value its bid again
+    while the auction is open."""
+
+    auction_id: str = Field(pattern=AUCTION_ID_PATTERN, description="chosen by the auctioneer")
+    job: AuctionedJob
+    closes_at: StrictInt = Field(
+        ge=0, le=MAX_TIME, description="when the auction ends (epoch seconds)"
+    )
+    to_beat: Optional[BidValue] = Field(
+        None,
+        description="the bid to beat: the standing bid, or the auction's starting price; a "
+        "site that cannot beat it holds nothing",
+    )
 
 
 class ConfirmRequest(BaseModel):
@@ -289,6 +335,34 @@ class QuoteAnswer(Answer):
     refusal: Optional[RefusalView] = None
 
 
+class BidView(Answer):
+    """A site's bid: its ``value`` (core-hours) and its parts, and the offer that wins it
+    (accept it with ``POST /v1/reservations``)."""
+
+    value: str = Field(description="cores_value - displacement - transfer")
+    cores_value: str = Field(description="the cores offered, by how soon they are free")
+    displacement: str = Field(description="the delay imposed on queued work (core-hours)")
+    transfer: str = Field(description="the input's transfer time, in the job's core-hours")
+    transfer_s: int = Field(description="seconds the input takes to reach the site")
+    offer: OfferView
+
+
+class BidAnswer(Answer):
+    """``POST /v1/bids`` and ``DELETE /v1/bids/{auction_id}``: where the site's bid stands.
+    ``open``: the site bids ``bid`` and holds its capacity until ``held_until``; ``none``: it
+    takes part without a bid (``refusal`` says why); ``won``: its offer was accepted;
+    ``released``: it holds nothing any more (``refusal`` says why)."""
+
+    auction_id: str
+    state: Literal["open", "none", "won", "released"]
+    now: int
+    closes_at: int
+    held_until: int = Field(description="its offer can be accepted until then")
+    updates: int = Field(description="how many times the site valued this bid")
+    bid: Optional[BidView] = None
+    refusal: Optional[RefusalView] = None
+
+
 class RequestDocument(Answer):
     """The request as the deal carries it: only the fields the buyer set."""
 
@@ -382,6 +456,37 @@ class LedgerTransaction(Answer):
     entries: List[LedgerEntry]
 
 
+class AccountBalance(Answer):
+    """The bank's ``GET /v1/accounts/{id}``: the account's balance, and the ``credit`` it may
+    owe the bank (how far below zero a deal may take it)."""
+
+    account: str
+    balance: Money
+    credit: Money
+
+
+class StatementLine(Answer):
+    """One movement of an account: its transaction, when, what kind (``deposit``, ``deal``,
+    ``refund``), the receipt it books (null for a deposit), the amount (negative when the
+    account paid) and the balance after it."""
+
+    transaction_id: int
+    at: int
+    kind: str
+    receipt_id: Optional[str]
+    memo: str
+    amount: Money
+    balance: Money
+
+
+class AccountStatement(Answer):
+    """The bank's ``GET /v1/accounts/{id}/statement``: the movements in booking order."""
+
+    account: str
+    balance: Money
+    lines: List[StatementLine]
+
+
 class PublicReservationView(Answer):
     """What anybody may see of a reservation (``GET /v1/reservations/{id}`` unsigned, or
     signed by another client than its buyer): where it stands and what it holds when."""
@@ -404,11 +509,38 @@ class PublicReservationView(Answer):
     unit: Literal["core", "node"]
 
 
+class ReservationJobView(Answer):
+    """A job that ran (or runs) in the reservation: its cores and nodes, start and end (null
+    while it runs), epoch seconds by the batch system's clock."""
+
+    id: str
+    user: str
+    cores: int
+    nodes: int
+    start: int
+    end: Optional[int]
+
+
+class UsageView(Answer):
+    """What the jobs in the reservation used of it, within its window: in its unit
+    (``used_unit_hours`` of ``sold_unit_hours``) and in core-hours. ``source`` ``poll``: the
+    agent's polls (ends to within one poll interval), ``accounting``: the batch system's
+    records (exact). ``final`` once the window is over and the figures will not change."""
+
+    jobs: List[ReservationJobView]
+    core_hours: float
+    used_unit_hours: float
+    sold_unit_hours: float
+    utilization: float = Field(description="used_unit_hours / sold_unit_hours, 0 when empty")
+    source: Literal["poll", "accounting"]
+    final: bool
+
+
 class ReservationView(PublicReservationView):
     """A reservation as its buyer sees it: where it stands, the deal to sign, its receipt
     once confirmed; after a confirm or a cancel the bank's transaction (null without a
     bank), after a cancel the penalty kept and the site's signed cancellation (kept in the
-    reservation's view from then on)."""
+    reservation's view from then on); when read (GET), the jobs that ran in it."""
 
     name: str = Field(description="the reservation's name in the batch system")
     offer_id: str
@@ -428,6 +560,19 @@ class ReservationView(PublicReservationView):
     receipt: Optional[ReceiptDocument]
     ledger_transaction: Optional[LedgerTransaction] = None
     cancellation: Optional[CancellationDocument] = None
+    usage: Optional[UsageView] = Field(
+        None, description="the jobs that ran in it and what they used (in a GET's answer)"
+    )
+
+
+class WaitBoundView(Answer):
+    """With probability ``confidence``, at least a fraction ``quantile`` of the bin's jobs
+    wait at most ``upper_bound_s`` seconds (QBETS' binomial bound over the bin's most recent
+    waits); ``null`` when the bin holds too few waits to say so."""
+
+    quantile: float
+    confidence: float
+    upper_bound_s: Optional[int]
 
 
 class WaitBinView(Answer):
@@ -441,6 +586,10 @@ class WaitBinView(Answer):
     mean_wait_s: Optional[float]
     median_wait_s: Optional[float]
     p90_wait_s: Optional[int]
+    wait_bounds: List[WaitBoundView] = Field(
+        default_factory=list,
+        description="upper bounds on quantiles of the wait (empty from older agents)",
+    )
 
 
 class WaitHistory(Answer):
@@ -450,6 +599,9 @@ class WaitHistory(Answer):
     jobs: int
     skipped: int
     source: str
+    bound_window_jobs: Optional[int] = Field(
+        None, description="how many of each bin's most recent waits its bounds are taken over"
+    )
     since: Optional[int] = Field(None, description="the epoch seconds ``since`` meant, if given")
 
 

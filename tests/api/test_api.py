@@ -16,6 +16,7 @@ import pytest
 from fastapi.routing import APIRoute
 
 from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
+from siteagent.core.usage import JobUsage
 from siteagent.core.waits import QueueWait
 from siteagent.ledger.bank import Ledger, LedgerUnavailable, Transaction
 from siteagent.market.quoting import ACCEPT_LEAD_S
@@ -193,6 +194,24 @@ def test_quote_accept_confirm_books_a_doubly_signed_receipt(world: World) -> Non
     shown = world.signed(world.alice, "GET", f"/v1/reservations/{reservation['id']}").json()
     assert shown["state"] == "CONFIRMED" and shown["receipt"] == confirmed["receipt"]
     assert "accept_key" not in shown
+
+
+def test_the_buyer_sees_the_jobs_that_ran_in_its_reservation(world: World) -> None:
+    reservation = reserve(world, world.alice)
+    confirm(world, world.alice, reservation)
+    start = reservation["start"]
+    job = JobUsage("42", "alice", 2, 1, start + 60, start + 660)
+    world.site.store.record_running({reservation["id"]: [job]}, start + 600)
+    world.site.store.close_jobs(reservation["id"], ["42"], start + 660)
+    path = f"/v1/reservations/{reservation['id']}"
+    usage = world.signed(world.alice, "GET", path).json()["usage"]
+    [shown] = usage["jobs"]
+    held = {"id": "42", "user": "alice", "cores": 2, "nodes": 1}
+    assert shown == {**held, "start": start + 60, "end": start + 660}
+    assert usage["core_hours"] == pytest.approx(2 * 600 / 3600, abs=1e-4)
+    assert (usage["source"], usage["final"]) == ("poll", False)
+    assert "usage" not in world.http.get(path).json()  # nobody else's business
+    assert "usage" not in world.signed(world.bob, "GET", path).json()
 
 
 def test_a_retried_confirm_returns_the_same_receipt_and_books_once(world: World) -> None:
@@ -655,6 +674,30 @@ def test_history_waits_are_binned_by_cores_and_walltime(world: World) -> None:
     assert len(filled) == 1 and filled[0]["median_wait_s"] == 600
     later = world.http.get("/v1/history/waits", params={"since": 2200}).json()
     assert later["jobs"] == 2 and later["since"] == 2200
+
+
+def test_history_waits_publish_upper_bounds_on_the_quantiles_of_each_bin(world: World) -> None:
+    """Ten waits of 10..100 s: the median's 95% bound is the 9th smallest (P(Binomial(10, 1/2)
+    <= 8) = 0.989 is the first to reach 0.95); the 95th percentile's needs 59 waits."""
+    world.site.store.record_waits(
+        [
+            QueueWait(job_id=str(w), cores=2, walltime=600, submit=10_000 + i, start=10_000 + i + w)
+            for i, w in enumerate([70, 10, 100, 40, 20, 90, 30, 60, 50, 80])
+        ]
+    )
+    table = world.http.get("/v1/history/waits").json()
+    (filled,) = [b for b in table["bins"] if b["jobs"]]
+    bounds = {b["quantile"]: b["upper_bound_s"] for b in filled["wait_bounds"]}
+    assert bounds == {0.5: 90, 0.75: None, 0.9: None, 0.95: None}
+    assert {b["confidence"] for b in filled["wait_bounds"]} == {0.95}
+    assert table["bound_window_jobs"] == 500
+    schemas = world.http.get("/v1/openapi.json").json()["components"]["schemas"]
+    assert set(schemas["WaitBoundView"]["properties"]) == {
+        "quantile",
+        "confidence",
+        "upper_bound_s",
+    }
+    assert "wait_bounds" in schemas["WaitBinView"]["properties"]
 
 
 def test_history_waits_since_takes_an_age_as_the_command_line_does(world: World) -> None:

@@ -14,43 +14,18 @@ to the file.
 from __future__ import annotations
 
 import signal
-import subprocess
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, Optional
 
 import pytest
 import yaml
 
 from siteagent.protocol import documents, keys
-from testbed.agents import BUSY_JOBS, SITEAGENT, Buyer
+from testbed.agents import BUSY_JOBS, Buyer, Service
 from testbed.parties import Party
-from testbed.processes import free_port, stop, wait_until
+from testbed.processes import free_port, wait_until
 from testbed.traces import write_trace
-
-
-class Process:
-    """A `siteagent` command run in the background, its output in a log file."""
-
-    def __init__(self, arguments: List[str], log: Path) -> None:
-        self.arguments = arguments
-        self.log = log
-        with open(log, "ab") as out:
-            self.process = subprocess.Popen(
-                [str(SITEAGENT), *arguments], stdout=out, stderr=subprocess.STDOUT
-            )
-
-    def wait_healthy(self, what: str, client: Buyer) -> None:
-        def up() -> bool:
-            if self.process.poll() is not None:
-                pytest.fail(f"{what} exited:\n{self.log.read_text(errors='replace')}")
-            return client.cert.exists() and client.request("GET", "/healthz")[0] == 200
-
-        wait_until(f"{what}'s /healthz over HTTPS", up)
-
-    def stop(self) -> None:
-        assert stop(self.process) == 0, self.log.read_text(errors="replace")
-
 
 #: What alice may owe the bank (the participants file); carol has no credit.
 CREDIT = Decimal("500.00")
@@ -125,7 +100,7 @@ class Federation:
         agent_cert = tmp_path / "agent" / "tls" / "server.crt"
         self.buyer = Buyer(agent_url, agent_cert, self.alice)
         self.carol_buyer = Buyer(agent_url, agent_cert, self.carol)
-        self.agent = Process(["serve", "--config", str(agent_config)], tmp_path / "agent.log")
+        self.agent = Service(["serve", "--config", str(agent_config)], tmp_path / "agent.log")
         self.agent.wait_healthy("the agent", self.buyer)
 
     def _write(self, name: str, document: Dict[str, Any]) -> Path:
@@ -133,8 +108,8 @@ class Federation:
         path.write_text(yaml.safe_dump(document), encoding="utf-8")
         return path
 
-    def start_ledger(self) -> Process:
-        process = Process(
+    def start_ledger(self) -> Service:
+        process = Service(
             ["ledger", "serve", "--config", str(self.ledger_config)], self.tmp_path / "ledger.log"
         )
         process.wait_healthy("the ledger service", self.bank)

@@ -10,8 +10,6 @@ benchmark, not asserted here.
 from __future__ import annotations
 
 import json
-import socket
-import ssl
 import threading
 from pathlib import Path
 from typing import Iterator, List
@@ -19,6 +17,7 @@ from typing import Iterator, List
 import psutil
 import pytest
 
+from testbed import raw_http
 from testbed.agents import BUSY_JOBS, ReplayBatch, RunningAgent, run_agent
 from testbed.processes import wait_until
 
@@ -30,37 +29,8 @@ def agent(tmp_path: Path) -> Iterator[RunningAgent]:
     yield from run_agent(tmp_path, ReplayBatch(BUSY_JOBS))
 
 
-def connect(agent: RunningAgent) -> ssl.SSLSocket:
-    host, port = agent.buyer.url.removeprefix("https://").split(":")
-    context = ssl.create_default_context(cafile=str(agent.buyer.cert))
-    raw = socket.create_connection((host, int(port)), timeout=20)
-    return context.wrap_socket(raw, server_hostname=host)
-
-
 def status_after_sending(agent: RunningAgent, head: bytes, body: Iterator[bytes]) -> int:
-    """Send ``head`` then ``body`` until the agent stops reading; the status it answered."""
-    with connect(agent) as tls:
-        try:
-            tls.sendall(head)
-            for chunk in body:
-                tls.sendall(chunk)
-        except (BrokenPipeError, ConnectionResetError, ssl.SSLEOFError, ssl.SSLZeroReturnError):
-            pass  # refused and closed before we were done: what it is meant to do
-        answer = b""
-        try:
-            while b"\r\n" not in answer:
-                piece = tls.recv(4096)
-                if not piece:
-                    break
-                answer += piece
-        except (ConnectionResetError, ssl.SSLError):
-            pass
-    return int(answer.split(b" ", 2)[1]) if answer.startswith(b"HTTP/1.1 ") else 0
-
-
-def repeated(piece: bytes, total: int) -> Iterator[bytes]:
-    for _ in range(total // len(piece)):
-        yield piece
+    return raw_http.status_after_sending(agent.buyer.url, agent.buyer.cert, head, body)
 
 
 def rss_mb(agent: RunningAgent) -> float:
@@ -82,13 +52,13 @@ def test_oversized_and_unsigned_traffic_is_refused_unread(agent: RunningAgent) -
     attacks = []
     for _ in range(4):  # 32 MB of header fields
         head = b"GET /v1/info HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-        attacks.append((head, repeated(b"X-Pad: " + b"a" * 4089 + b"\r\n", 32 * MB)))
+        attacks.append((head, raw_http.repeated(b"X-Pad: " + b"a" * 4089 + b"\r\n", 32 * MB)))
     for _ in range(8):  # 64 MB bodies, announced
         head = b"POST /v1/quotes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n"
-        attacks.append((head % (64 * MB), repeated(b"[{}," * 1024, 64 * MB)))
+        attacks.append((head % (64 * MB), raw_http.repeated(b"[{}," * 1024, 64 * MB)))
     for _ in range(2):  # 24 MB sent chunked, announced by nothing
         head = b"POST /v1/quotes HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
-        attacks.append((head, repeated(b"1000\r\n" + b"{}," * 1365 + b"a\r\n", 24 * MB)))
+        attacks.append((head, raw_http.repeated(b"1000\r\n" + b"{}," * 1365 + b"a\r\n", 24 * MB)))
     threads = [threading.Thread(target=attack, args=pair) for pair in attacks]
     for thread in threads:
         thread.start()

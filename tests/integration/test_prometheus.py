@@ -147,6 +147,10 @@ def test_prometheus_scrapes_the_agent(prometheus: str) -> None:
 
     reservations = by_label(prometheus, "siteagent_reservations", "state")
     assert len(reservations) == 9 and sum(reservations.values()) == 0
+    for sold in ("cores_sold", "cores_used", "core_hours_sold_total", "core_hours_used_total"):
+        assert one(prometheus, f"siteagent_reserved_{sold}") == 0  # nothing sold yet
+    assert one(prometheus, "siteagent_reservations_active_empty") == 0
+    assert one(prometheus, "siteagent_reservations_finished_empty_total") == 0
     assert one(prometheus, "siteagent_refresh_failures_total") == 0
     snapshots = by_label(
         prometheus, "siteagent_backend_operation_duration_seconds_count", "operation"
@@ -171,6 +175,8 @@ def test_every_rule_evaluates_and_none_fires(prometheus: str) -> None:
         "SiteagentBackendErrors",
         "SiteagentConfirmTimeoutsRising",
         "SiteagentLedgerBookingsOwed",
+        "SiteagentReservationLeftEmpty",
+        "SiteagentSoldCapacityMostlyUnused",
     }
     assert [rule["name"] for rule in rules if rule["health"] != "ok"] == []
     assert [rule["name"] for rule in rules if rule["state"] != "inactive"] == []
@@ -202,4 +208,4 @@ def test_promtool_accepts_the_rules() -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 6 rules found" in result.stdout
+    assert "SUCCESS: 8 rules found" in result.stdout

@@ -153,6 +153,44 @@ def test_sacct_waits_match_slurm_accounting(
     assert json.loads(capsys.readouterr().out)["bins"] == table["bins"]
 
 
+# ----------------------------------------------------------------------------- usage
+
+
+def sacct_end(cluster: SlurmTestCluster, job_id: str) -> int:
+    """A finished job's end as accounting records it (epoch seconds)."""
+    env = dict(cluster.env, SLURM_TIME_FORMAT="%s")
+    proc = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "End"],
+        env=env, capture_output=True, text=True, timeout=30, check=True,
+    )
+    return int(proc.stdout.split()[0])
+
+
+def test_the_jobs_of_a_reservation_come_from_accounting(acct: SlurmTestCluster) -> None:
+    """What the agent makes a finished reservation's figures final with where slurmdbd runs:
+    accounting's own record of each job that ran in it, to the second, and no other job."""
+    name = "sa-acctusage"
+    start = int(time.time()) - 1
+    acct.run(["scontrol", "create", "reservation", f"ReservationName={name}", "StartTime=now",
+              "Duration=5", "CoreCnt=4", "Users=root"])
+    try:
+        inside = acct.submit(f"--reservation={name}", "-n2", "-t", "2", wrap="sleep 2")
+        outside = acct.submit("-n1", "-t", "2", wrap="sleep 2")
+        wait_for("both jobs finished and in accounting", lambda: {inside, outside} <= {
+            j.job_id for j in sacct_text(acct) if j.state == "COMPLETED"}, timeout=90)
+        reference = {j.job_id: j for j in sacct_text(acct)}[inside]
+        backend = SlurmBackend(SlurmConfig(slurm_conf=str(acct.conf), partition="batch"))
+        jobs = backend.reservation_jobs(name, start, int(time.time()) + 1)
+    finally:
+        acct.cancel_all()
+        acct.run(["scontrol", "delete", f"ReservationName={name}"], check=False)
+    assert jobs is not None
+    assert [(j.job_id, j.user, j.cores, j.start) for j in jobs] == [
+        (inside, "root", 2, reference.start)
+    ]
+    assert jobs[0].end == sacct_end(acct, inside)
+
+
 # ----------------------------------------------------------------------------- admin level
 
 

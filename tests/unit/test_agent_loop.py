@@ -5,6 +5,7 @@ like an outage (reported, retried) instead of ending the loop's thread, which wo
 from __future__ import annotations
 
 import gc
+import threading
 import weakref
 from pathlib import Path
 from typing import List
@@ -106,3 +107,21 @@ def test_a_replaced_state_is_freed_by_reference_counting_alone(tmp_path: Path) -
     finally:
         if collecting:
             gc.enable()
+
+
+def test_a_wake_starts_the_next_cycle_before_the_poll_interval(tmp_path: Path) -> None:
+    backend = SwfReplayBackend(write_trace(tmp_path / "t.swf", [(0, 3600, 8, 3600)], 16))
+    cycles = threading.Semaphore(0)
+    agent = Agent(backend, PRICING, poll_interval_s=3600, listeners=[lambda _: cycles.release()])
+    stop = threading.Event()
+    loop = threading.Thread(target=agent.run, args=(stop,))
+    loop.start()
+    try:
+        assert cycles.acquire(timeout=30)  # the first cycle
+        agent.wake()
+        assert cycles.acquire(timeout=30), "no second cycle within the hour's wait"
+    finally:
+        stop.set()
+        agent.wake()
+        loop.join(timeout=30)
+    assert not loop.is_alive()

@@ -1,18 +1,26 @@
 """The service benchmark's helpers that could silently go wrong: reading the agent's per-cycle
-log line (a changed format would turn every cycle figure into NaN) and deriving the
-compressed trace (the queue the agent is measured on)."""
+log line (a changed format would turn every cycle figure into NaN), deriving the compressed
+trace (the queue the agent is measured on), the settings that keep each version's per-client
+limits out of the way (else the latencies are those of 429s), and how rounds are ordered and
+summed up."""
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
+from typing import Any, Dict
 
 import pytest
 
 from bench.quote_clients import Level, Load, percentile
-from bench.service import cycles, queue_offset, write_compressed
+from bench.service import queue_offset, write_compressed
+from bench.service_agent import UNLIMITED, cycles, unthrottled
+from bench.service_attack import rss_figures
+from bench.service_levels import in_turn, over_rounds
 from siteagent.agent.loop import describe
 from siteagent.agent.state import State
+from siteagent.config.loading import parse
 from siteagent.config.schema import PricingConfig
 from siteagent.core.model import ClusterSnapshot, Job
 from siteagent.core.scheduling import Policy, plan
@@ -75,3 +83,63 @@ def test_a_load_sends_its_count_and_then_goes_on_for_its_seconds() -> None:
     assert Load(2, 1).more(1, now) and not Load(2, 1).more(2, now)
     assert Load(2, 1, seconds=60).more(5, now)
     assert not Load(2, 1, seconds=60).more(5, now - 61)
+
+
+def test_the_bench_lifts_this_trees_per_client_limits_in_the_keys_it_reads(tmp_path: Path) -> None:
+    config = parse(unthrottled(Path(__file__).parents[2]), state_dir=tmp_path)
+    assert config.api.rate_limits.quotes.per_second == UNLIMITED
+    assert config.api.rate_limits.quotes.burst == UNLIMITED
+    assert config.api.max_live_offers_per_client == UNLIMITED
+    assert config.security.nonces_per_client == UNLIMITED
+
+
+def test_a_version_before_the_rate_limits_gets_its_one_limit_lifted(tmp_path: Path) -> None:
+    schema = tmp_path / "siteagent" / "config" / "schema.py"
+    schema.parent.mkdir(parents=True)
+    schema.write_text("class SecurityConfig:\n    nonce_cache_size: int = 100_000\n")
+    assert unthrottled(tmp_path) == {"security": {"nonce_cache_size": UNLIMITED}}
+
+
+def level(clients: int, p99_ms: float, max_ms: float, errors: int) -> Dict[str, Any]:
+    figures = dict.fromkeys(
+        ["p50_ms", "throughput_per_s", "wall_s", "agent_cpu_ms_per_request"], 1.0
+    )
+    figures.update(dict.fromkeys(["requests", "polls", "offered", "refused", "busy"], 10))
+    return {
+        **figures,
+        "clients": clients,
+        "p99_ms": p99_ms,
+        "max_ms": max_ms,
+        "busy_p50_ms": float("nan"),  # no busy answers in that round
+        "busy_max_ms": float("nan"),
+        "client_cpu_ms_per_request": 0.5,
+        "throttled": 0,
+        "errors": errors,
+        "first_errors": [f"error {n}" for n in range(errors)],
+    }
+
+
+def test_a_levels_rounds_give_medians_sums_and_the_largest_maximum() -> None:
+    rounds = [level(10, 30.0, 40.0, 0), level(10, 90.0, 400.0, 2), level(10, 50.0, 60.0, 1)]
+    summary = over_rounds(rounds)
+    assert summary["clients"] == 10
+    assert summary["p99_ms"] == 50.0  # the median, not the mean (56.7)
+    assert summary["max_ms"] == 400.0
+    assert summary["requests"] == 30 and summary["errors"] == 3
+    assert summary["first_errors"] == ["error 0", "error 1", "error 0"]
+    assert math.isnan(summary["busy_p50_ms"])
+    assert summary["rounds"] == rounds
+
+
+def test_rounds_alternate_which_side_goes_first() -> None:
+    assert [in_turn(["current", "reference"], turn) for turn in range(3)] == [
+        ["current", "reference"],
+        ["reference", "current"],
+        ["current", "reference"],
+    ]
+
+
+def test_rss_figures_are_the_idle_median_the_peak_during_and_the_last_after() -> None:
+    samples = [(0.0, 100.0), (0.5, 102.0), (0.9, 101.0), (1.0, 150.0), (2.0, 130.0), (7.0, 110.0)]
+    figures = rss_figures(samples, began=1.0, ended=2.0)
+    assert figures == {"idle_mb": 101.0, "peak_mb": 150.0, "after_mb": 110.0}

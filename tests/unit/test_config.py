@@ -235,6 +235,15 @@ def test_tls_files_given_are_used_not_generated(tmp_path: Path) -> None:
         ("ledger: {default_credit: '1e99'}", "ledger.default_credit: expected an amount"),
         ("ledger: {listen: 'not an address!'}", "ledger.listen: expected an IP address or host"),
         ("state_dir: 5", "state_dir: expected a file path, got 5"),
+        (
+            f"notifications: {{socket: /{'x' * 107}}}",
+            "notifications.socket: expected a socket path of at most 107 printable bytes",
+        ),
+        (
+            """notifications: {socket: '/run/a"b.sock'}""",
+            "notifications.socket: expected a socket path without quotes or backslashes",
+        ),
+        ("notifications: {users: [Slurm User]}", "notifications.users[0]: expected a scheduler"),
     ],
 )
 def test_every_error_names_the_path_and_the_expectation(
@@ -265,6 +274,15 @@ def test_the_ledger_service_keys(tmp_path: Path, data_home: Path) -> None:
     assert ledger.ca == tmp_path / "bank-ca.pem"  # relative to the file
     assert ledger.participants == tmp_path / "participants.yaml"
     assert (ledger.listen, ledger.port) == ("0.0.0.0", 9444)
+
+
+def test_the_notices_socket_is_off_unless_named(tmp_path: Path) -> None:
+    assert loading.load(None).notifications == schema.NotificationsConfig(None, ())
+    config = loading.load(
+        write(tmp_path, "notifications: {socket: run/notify.sock, users: [slurm]}")
+    )
+    assert config.notifications.socket == tmp_path / "run" / "notify.sock"
+    assert config.notifications.users == ("slurm",)
 
 
 def test_cert_without_key_is_refused(tmp_path: Path) -> None:

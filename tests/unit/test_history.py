@@ -31,6 +31,7 @@ from siteagent.core.waits import (
     wait_table,
 )
 from siteagent.market.store import Store
+from testbed.fakes import FakeRun
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "slurm"
 T0 = 1795318000
@@ -257,19 +258,6 @@ def test_sacct_errors_entry_is_an_outage() -> None:
 # --------------------------------------------------------------------------- running sacct
 
 
-class FakeRun:
-    """Stands in for SlurmBackend._run: records argument lists, answers with one result."""
-
-    def __init__(self, rc: int, stdout: str = "", stderr: str = "") -> None:
-        self.calls: List[List[str]] = []
-        self.result = (rc, stdout, stderr)
-
-    def __call__(self, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
-        self.calls.append(list(args))
-        rc, out, err = self.result
-        return subprocess.CompletedProcess(list(args), rc, out, err)
-
-
 def test_sacct_arguments() -> None:
     assert sacct_args(T0, T0 + 86400) == [
         "sacct",
@@ -328,9 +316,32 @@ def test_history_command_from_the_store(tmp_path: Path, capsys: pytest.CaptureFi
     assert table["jobs"] == 2 and table["source"] == "store"
     assert table["since"] == pytest.approx(now - 7200, abs=5)
     assert bin_of(table, (1, 1), (0, 3600))["p90_wait_s"] == 300
+    assert [b["upper_bound_s"] for b in bin_of(table, (1, 1), (0, 3600))["wait_bounds"]] == [
+        None
+    ] * 4  # two waits bound no quantile at 95%
     assert main(["history", "--state-dir", str(tmp_path)]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "3 jobs" in out and "<= 1h" in out
+    assert "p50 <=" in out and "p95 <=" in out and "95% confidence" in out
+
+
+def test_history_command_shows_the_bounds_of_a_bin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ten waits of 1..10 minutes: the median's 95% bound is the 9th smallest, 9 minutes."""
+    now = int(time.time())
+    store = Store(str(tmp_path / "siteagent.sqlite3"))
+    store.record_waits(
+        [QueueWait(str(m), 1, 1800, now - 3000 - 60 * m, now - 3000) for m in range(1, 11)]
+    )
+    store.close()
+    assert main(["history", "--state-dir", str(tmp_path), "--json"]) == 0
+    bounds = bin_of(json.loads(capsys.readouterr().out), (1, 1), (0, 3600))["wait_bounds"]
+    assert bounds[0] == {"quantile": 0.5, "confidence": 0.95, "upper_bound_s": 540}
+    assert main(["history", "--state-dir", str(tmp_path)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "<= 1h" in line)
+    cells = [cell.strip() for cell in row.split("│") if cell.strip()]
+    assert cells[-4:] == ["9m", "-", "-", "-"]
 
 
 def test_history_sacct_needs_slurm(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,6 +1,6 @@
 """The package's layers, as the README's architecture section draws them: nothing imports a
-layer above its own, the client imports only the protocol and the core, and no modules import
-each other in a circle.
+layer above its own, the client imports only the protocol and the core (and only the command
+line imports the client), and no modules import each other in a circle.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ LAYERS = (
 )
 #: Beside the agent's layers: the buyer's side, a peer of third-party buyers.
 CLIENT_MAY_IMPORT = ("protocol", "core")
+#: The one layer that may import the client: ``siteagent-client`` is a command line.
+CLIENT_IMPORTED_BY = ("cli",)
 
 
 def module_name(path: Path) -> str:
@@ -50,14 +52,25 @@ def imports(path: Path) -> Set[str]:
     for node in ast.walk(tree):
         if id(node) in skipped:
             continue
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "siteagent":
+        if isinstance(node, ast.ImportFrom):
+            module = absolute(node, module_name(path), path.name == "__init__.py")
+            if module == "siteagent":
                 found |= {f"siteagent.{alias.name}" for alias in node.names}
-            elif node.module.startswith("siteagent."):
-                found |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+            elif module.startswith("siteagent."):
+                found |= {module} | {f"{module}.{alias.name}" for alias in node.names}
         elif isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names if alias.name.startswith("siteagent.")}
     return found
+
+
+def absolute(node: ast.ImportFrom, importer: str, is_package: bool) -> str:
+    """The module a ``from ... import`` names, a relative one resolved against ``importer``
+    (so that ``from ..market import store`` cannot slip past the check)."""
+    if node.level == 0:
+        return node.module or ""
+    package = importer.split(".") if is_package else importer.split(".")[:-1]
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
 
 
 def graph() -> Dict[str, Set[str]]:
@@ -69,9 +82,10 @@ def layer(module: str) -> str:
     return module.split(".")[1] if module.count(".") else "__init__"
 
 
-def test_nothing_imports_a_layer_above_its_own() -> None:
+def upward_imports(edges: Dict[str, Set[str]]) -> List[str]:
+    """Every import of ``edges`` (module -> modules it imports) that the layers forbid."""
     upward: List[str] = []
-    for module, targets in graph().items():
+    for module, targets in edges.items():
         mine = layer(module)
         for target in targets:
             theirs = layer(target)
@@ -82,9 +96,48 @@ def test_nothing_imports_a_layer_above_its_own() -> None:
                     upward.append(f"{module} -> {target} (the client speaks the protocol only)")
                 continue
             assert mine in LAYERS and theirs in (*LAYERS, "client"), f"{module}: new layer?"
-            if theirs == "client" or LAYERS.index(theirs) < LAYERS.index(mine):
+            if theirs == "client":
+                if mine not in CLIENT_IMPORTED_BY:
+                    upward.append(f"{module} -> {target} (only the command line uses the client)")
+            elif LAYERS.index(theirs) < LAYERS.index(mine):
                 upward.append(f"{module} -> {target}")
-    assert upward == []
+    return upward
+
+
+def test_nothing_imports_a_layer_above_its_own() -> None:
+    assert upward_imports(graph()) == []
+
+
+def test_the_client_may_import_only_the_protocol_and_the_core() -> None:
+    allowed = {"siteagent.protocol.signing", "siteagent.core.names", "siteagent.client.sites"}
+    for forbidden in (
+        "siteagent.market.store",
+        "siteagent.config.reading",
+        "siteagent.cli.console",
+    ):
+        edges = {"siteagent.client.quotes": {*allowed, forbidden}}
+        assert upward_imports(edges) == [
+            f"siteagent.client.quotes -> {forbidden} (the client speaks the protocol only)"
+        ]
+    assert upward_imports({"siteagent.cli.client_quotes": {"siteagent.client.quotes"}}) == []
+    assert upward_imports({"siteagent.api.app": {"siteagent.client.quotes"}}) == [
+        "siteagent.api.app -> siteagent.client.quotes (only the command line uses the client)"
+    ]
+
+
+def test_relative_imports_are_checked_like_absolute_ones() -> None:
+    module = PACKAGE / "client" / "quotes.py"
+    tree = ast.parse("from ..market import store\nfrom . import sites\nfrom .fanout import ask_all")
+    found = {
+        absolute(node, module_name(module), is_package=False)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+    }
+    assert found == {"siteagent.market", "siteagent.client", "siteagent.client.fanout"}
+    package = PACKAGE / "client" / "__init__.py"
+    (node,) = ast.parse("from .sites import Site").body
+    assert isinstance(node, ast.ImportFrom)
+    assert absolute(node, module_name(package), is_package=True) == "siteagent.client.sites"
 
 
 def test_no_modules_import_each_other_in_a_circle() -> None:

@@ -27,7 +27,13 @@ else:  # mypy, a dev dependency, brings tomli
     import tomli as tomllib
 
 PROJECT: Dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-RUNTIME = [Requirement(line) for line in PROJECT["dependencies"]]
+#: What users install: the dependencies and the optional extras that run something.
+RUNTIME_EXTRAS = ("client",)
+RUNTIME = [Requirement(line) for line in PROJECT["dependencies"]] + [
+    Requirement(line)
+    for extra in RUNTIME_EXTRAS
+    for line in PROJECT["optional-dependencies"][extra]
+]
 DEV = [Requirement(line) for line in PROJECT["optional-dependencies"]["dev"]]
 
 
@@ -70,6 +76,19 @@ def test_every_runtime_dependency_is_pinned_at_its_lower_bound() -> None:
         assert name in pinned, f"{name} is not tested at its lowest version"
         assert pinned_version(pinned[name]) == lower_bound(requirement), name
         assert pinned[name].marker == requirement.marker, name
+
+
+def test_the_client_extra_is_pinned_and_installed_by_the_lowest_stage() -> None:
+    """The workflow planners' dependencies are an extra, not in the base install; ./test
+    installs it in both environments, so its lower bounds are tested like the others."""
+    pinned = pins(run_script().stdout)
+    for line in PROJECT["optional-dependencies"]["client"]:
+        requirement = Requirement(line)
+        assert pinned_version(pinned[canonicalize_name(requirement.name)]) == lower_bound(
+            requirement
+        )
+    test_script = (ROOT / "test").read_text()
+    assert test_script.count("-e '.[dev,client]'") == 2
 
 
 def test_the_other_pins_are_dev_dependencies_within_their_ranges() -> None:

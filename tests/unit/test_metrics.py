@@ -9,6 +9,7 @@ out by hand from that.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from decimal import Decimal
@@ -20,19 +21,21 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from siteagent.agent.loop import Agent
-from siteagent.agent.metrics import Metrics
+from siteagent.agent.metrics import Metrics, finished_samples, sold_samples
 from siteagent.agent.state import State
 from siteagent.backends.base import BackendUnavailable
 from siteagent.backends.replay import SwfReplayBackend
 from siteagent.config.schema import PricingConfig, ReferenceRequest, SiteConfig
+from siteagent.core.model import CapacityUnit, ClusterSnapshot, Job
 from siteagent.core.slots import advertise
 from siteagent.market.quoting import ACCEPT_LEAD_S
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import pricing_of
-from siteagent.market.store import ReservationState, Store
+from siteagent.market.store import ReservationState, Store, UsageTotals
 from siteagent.pricing import Pricing
 from testbed.fakes import FakeClock, FaultyBackend
 from testbed.offers import record_offer
+from testbed.records import a_record
 from testbed.traces import write_trace
 
 #: The default configuration's pricing.
@@ -344,7 +347,7 @@ def test_the_alerting_rules_use_only_defined_metrics(
     rules = yaml.safe_load((REPO / "contrib/prometheus/siteagent-rules.yml").read_text())
     names = exposed_names(backend, metrics, clock, store)
     exprs = {rule["alert"]: rule["expr"] for group in rules["groups"] for rule in group["rules"]}
-    assert len(exprs) == 6
+    assert len(exprs) == 8
     for alert, expr in exprs.items():
         used = set(METRIC_NAME.findall(expr))
         assert used <= names, f"{alert}: {used - names} undefined"
@@ -360,3 +363,39 @@ def test_bookings_owed_to_the_ledger_are_counted_until_booked(
     store.mark_booked(confirmed.id, "receipt", clock())
     observed(backend, metrics, clock)
     assert value(scrape(metrics), "siteagent_ledger_bookings_owed") == 0
+
+
+def test_sold_capacity_and_what_its_jobs_use() -> None:
+    """Two active reservations, one with a 3-core job in it, the other left empty; and over
+    the finished ones, the core-hours sold and used (node reservations in whole nodes)."""
+    used = dataclasses.replace(a_record("r1"), state=ReservationState.ACTIVE)
+    empty = dataclasses.replace(a_record("r2"), state=ReservationState.ACTIVE, size=2)
+    snapshot = ClusterSnapshot(
+        now=NOW,
+        capacity=16,
+        running=(
+            Job("1", 3, T0, 3600, start=T0, reservation=used.name),
+            Job("2", 5, T0, 3600, start=T0, reservation="maintenance"),
+            Job("3", 1, T0, 3600, start=T0),
+        ),
+        cores_per_node=8,
+    )
+    figures = {sample.name: sample.value for sample in sold_samples(snapshot, [used, empty])}
+    assert figures == {
+        "siteagent_reserved_cores_sold": 6.0,
+        "siteagent_reserved_cores_used": 3.0,
+        "siteagent_reservations_active_empty": 1.0,
+    }
+    totals = UsageTotals(
+        sold_unit_seconds={CapacityUnit.CORE: 4 * 3600, CapacityUnit.NODE: 2 * 3600},
+        used_unit_seconds={CapacityUnit.CORE: 3600, CapacityUnit.NODE: 3600},
+        core_seconds=3 * 3600,
+        reservations=3,
+        empty=1,
+    )
+    finished = {sample.name: sample.value for sample in finished_samples(totals, 8)}
+    assert finished == {
+        "siteagent_reserved_core_hours_sold": 4.0 + 16.0,
+        "siteagent_reserved_core_hours_used": 3.0,
+        "siteagent_reservations_finished_empty": 1.0,
+    }

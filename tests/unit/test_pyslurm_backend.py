@@ -1,10 +1,13 @@
-"""The pyslurm backend against a stand-in pyslurm (testbed/standins/pyslurm): a real pyslurm needs
-a libslurm of its own version, which this machine does not have (see the stand-in's docstring).
+"""The pyslurm backend against a stand-in for pyslurm 25.5 (testbed/standins/pyslurm): a real
+pyslurm needs a libslurm of its own version, and this machine's Slurm 22.05 takes pyslurm 22.5,
+which tests/integration/test_pyslurm_cluster.py runs against the real test cluster. Also the
+refusal of unsupported releases, and the legacy API's requests and records.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 import threading
 import time
@@ -23,7 +26,11 @@ STANDIN = Path(__file__).resolve().parents[2] / "testbed" / "standins" / "pyslur
 
 @pytest.fixture
 def pyslurm(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """The stand-in, imported fresh from the front of sys.path, with a 4-node cluster."""
+    """The stand-in, imported fresh from the front of sys.path, with a 4-node cluster; the
+    local Slurm is the one it is built for (25.05)."""
+    from siteagent.backends.pyslurm import versions
+
+    monkeypatch.setattr(versions, "local_slurm", lambda: (25, 5))
     monkeypatch.syspath_prepend(str(STANDIN))
     monkeypatch.delitem(sys.modules, "pyslurm", raising=False)
     module: Any = importlib.import_module("pyslurm")
@@ -55,7 +62,7 @@ def spec(name: str = "sa-1", start: int = 0, minutes: int = 60, size: int = 16) 
 def test_snapshot_running_pending_held(pyslurm: Any, backend: Any) -> None:
     now = int(time.time())
     cluster = pyslurm.CLUSTER
-    cluster.nodes["n1"].state, cluster.nodes["n1"].alloc_cpus = "ALLOCATED", 16
+    cluster.nodes["n1"].state, cluster.nodes["n1"].allocated_cpus = "ALLOCATED", 16
     cluster.nodes["n4"].state = "IDLE+DRAIN"
     cluster.jobs[1] = pyslurm.Job(
         1,
@@ -125,9 +132,25 @@ def test_snapshot_array_remainder_is_expanded(pyslurm: Any, backend: Any) -> Non
         array_tasks_parallel=2,
         submit_time=now,
     )
+    pyslurm.CLUSTER.jobs[8] = pyslurm.Job(  # task 0, split off: pyslurm reads its id as None
+        8, state="RUNNING", cpus=4, array_id=7, allocated_nodes="n2", start_time=now
+    )
+    pyslurm.CLUSTER.jobs[9] = pyslurm.Job(
+        9, state="RUNNING", cpus=4, array_id=7, array_task_id=1, allocated_nodes="n2"
+    )
     snap = backend.snapshot()
     assert [j.id for j in snap.pending] == ["7_2", "7_3", "7_4", "7_5"]
+    assert sorted(j.id for j in snap.running) == ["7_0", "7_1"]
     assert snap.extra["array_throttle"] == {"7": 2}
+
+
+def test_a_partly_allocated_node_is_mixed_as_sinfo_says(pyslurm: Any, backend: Any) -> None:
+    nodes = pyslurm.CLUSTER.nodes
+    nodes["n1"].state, nodes["n1"].allocated_cpus = "ALLOCATED", 8
+    nodes["n2"].state, nodes["n2"].allocated_cpus = "ALLOCATED+DRAIN", 8
+    nodes["n3"].state, nodes["n3"].allocated_cpus = "ALLOCATED", 16
+    states = {n.name: n.state for n in backend.snapshot().nodes}
+    assert states == {"n1": "mixed", "n2": "mixed+drain", "n3": "allocated", "n4": "idle"}
 
 
 def test_snapshot_with_the_controller_down(pyslurm: Any, backend: Any) -> None:
@@ -235,23 +258,94 @@ def test_invalid_requests_never_reach_pyslurm(pyslurm: Any, backend: Any) -> Non
 # --------------------------------------------------------------------------- installation
 
 
-def test_missing_pyslurm_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    from siteagent.backends import pyslurm as backend_module
+def fake_pyslurm(monkeypatch: pytest.MonkeyPatch, version: str, *names: str) -> None:
+    """A module ``pyslurm`` of ``version`` with attributes ``names``, the local Slurm being
+    22.05."""
+    from siteagent.backends.pyslurm import versions
+
+    module = ModuleType("pyslurm")
+    module.__version__ = version  # type: ignore[attr-defined]
+    for name in names:
+        setattr(module, name, object())
+    monkeypatch.setitem(sys.modules, "pyslurm", module)
+    monkeypatch.setattr(versions, "local_slurm", lambda: (22, 5))
+
+
+def test_missing_pyslurm_says_what_is_supported_and_how_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from siteagent.backends.pyslurm import PyslurmBackend, versions
 
     monkeypatch.setitem(sys.modules, "pyslurm", None)  # import fails
-    monkeypatch.setattr(backend_module, "slurm_series", lambda: "22.5")
-    with pytest.raises(BackendError, match=r"pip install pyslurm==22\.5\.\*"):
-        backend_module.PyslurmBackend(SlurmConfig())
+    monkeypatch.setattr(versions, "local_slurm", lambda: (22, 5))
+    with pytest.raises(BackendError) as refused:
+        PyslurmBackend(SlurmConfig())
+    message = str(refused.value)
+    assert "supports pyslurm 22.5 to 24.x" in message and "25.5 or later" in message
+    assert "pip install 'pyslurm==22.5.*'" in message and "v22.5.*" in message
 
 
-def test_pyslurm_without_reservation_api_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    from siteagent.backends import pyslurm as backend_module
+@pytest.mark.parametrize(
+    ("version", "reason"),
+    [
+        ("21.8.1", r"pyslurm 21\.8\.1 is too old"),
+        ("23.2.2", r"pyslurm 23\.2\.2 is built for Slurm 23\.02, not this Slurm"),
+        ("25.5.0", r"pyslurm 25\.5\.0 is built for Slurm 25\.05, not this Slurm"),
+        ("unknown", r"cannot tell the version of pyslurm 'unknown'"),
+    ],
+)
+def test_unsupported_pyslurm_is_refused_at_start(
+    monkeypatch: pytest.MonkeyPatch, version: str, reason: str
+) -> None:
+    from siteagent.backends.pyslurm import PyslurmBackend
 
-    old = ModuleType("pyslurm")
-    old.__version__ = "24.11.0"  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "pyslurm", old)
-    with pytest.raises(BackendError, match=r"pyslurm 24\.11\.0 has no Reservation API"):
-        backend_module.PyslurmBackend(SlurmConfig())
+    fake_pyslurm(monkeypatch, version, "Jobs", "Nodes", "RPCError", "reservation")
+    with pytest.raises(BackendError, match=reason) as refused:
+        PyslurmBackend(SlurmConfig())
+    assert "supports pyslurm 22.5 to 24.x" in str(refused.value)
+    assert "pip install 'pyslurm==22.5.*'" in str(refused.value)
+
+
+def test_a_release_without_its_reservation_class_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from siteagent.backends.pyslurm import PyslurmBackend
+
+    fake_pyslurm(monkeypatch, "22.5.3", "Jobs", "Nodes", "RPCError")
+    with pytest.raises(BackendError, match=r"pyslurm 22\.5\.3 lacks reservation"):
+        PyslurmBackend(SlurmConfig())
+
+
+def test_each_release_gets_its_reservation_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    from siteagent.backends.pyslurm import PyslurmBackend, versions
+    from siteagent.backends.pyslurm.reservations import LegacyReservations, ObjectReservations
+
+    for version, series, adapter in (
+        ("22.5.3", (22, 5), LegacyReservations),
+        ("24.11.0", (24, 11), LegacyReservations),
+        ("25.5.0", (25, 5), ObjectReservations),
+        ("25.11.1", (25, 11), ObjectReservations),
+    ):
+        names = ("Jobs", "Nodes", "reservation", "Reservation", "Reservations")
+        fake_pyslurm(monkeypatch, version, *names)
+        sys.modules["pyslurm"].RPCError = RuntimeError  # type: ignore[attr-defined]
+        monkeypatch.setattr(versions, "local_slurm", lambda series=series: series)
+        backend = PyslurmBackend(SlurmConfig())
+        try:
+            assert isinstance(backend.reservations, adapter), version
+        finally:
+            backend.close()
+
+
+def test_without_scontrol_the_slurm_version_is_not_compared(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from siteagent.backends.pyslurm import versions
+
+    assert versions.refusal("24.5.1", None) == ""
+    assert versions.series("22.05.8") == (22, 5)
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert versions.local_slurm() is None
 
 
 def test_site_opens_the_pyslurm_backend_lazily(pyslurm: Any, tmp_path: Path) -> None:
@@ -265,3 +359,107 @@ def test_site_opens_the_pyslurm_backend_lazily(pyslurm: Any, tmp_path: Path) -> 
         assert opened.name == "pyslurm"
     finally:
         opened.close()
+
+
+# --------------------------------------------------------------------------- the legacy API
+
+
+def test_legacy_request_is_scontrols_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyslurm 22.5 to 24.x get a dict with the very words scontrol would be given; the real
+    one is exercised against the test cluster (tests/integration/test_pyslurm_cluster.py)."""
+    from siteagent.backends.pyslurm.reservations import LegacyReservations
+    from siteagent.backends.slurm.arguments import reservation_args
+
+    module = ModuleType("pyslurm")
+    module.__version__ = "22.5.3"  # type: ignore[attr-defined]
+    module.RESERVE_FLAG_IGN_JOBS = 1 << 6  # type: ignore[attr-defined]
+    module.RESERVE_FLAG_MAINT = 1  # type: ignore[attr-defined]
+    legacy = LegacyReservations(module)
+    now = int(time.time())
+    config = SlurmConfig(partition="batch", users=("alice", "bob"), flags=("IGNORE_JOBS", "MAINT"))
+    args = reservation_args(ReservationSpec("sa-1", now + 600, 61, 8), config, now)
+    fields = dict(a.split("=", 1) for a in args if "=" in a)
+    assert legacy.request(fields, now + 600, now + 720) == {
+        "name": "sa-1",
+        "start_time": now + 600,
+        "duration": 2,
+        "core_cnt": [8],
+        "users": "alice,bob",
+        "partition": "batch",
+        "flags": (1 << 6) | 1,
+    }
+    nodes = SlurmConfig(users=("alice",), unit=CapacityUnit.NODE, flags=("OVERLAP",))
+    two_nodes = ReservationSpec("sa-2", now + 600, 60, 2, unit=CapacityUnit.NODE)
+    fields = dict(a.split("=", 1) for a in reservation_args(two_nodes, nodes, now) if "=" in a)
+    with pytest.raises(BackendError, match=r"\(22\.5\.3\) cannot set reservation flag\(s\) OVERL"):
+        legacy.request(fields, now + 600, now + 660)
+    del fields["Flags"]
+    assert legacy.request(fields, now + 600, now + 660)["node_cnt"] == 2
+
+
+def test_legacy_record_reads_like_scontrol() -> None:
+    from siteagent.backends.pyslurm.reservations import legacy_reservation
+
+    now = int(time.time())
+    entry = {
+        "accounts": None,
+        "core_cnt": 8,
+        "end_time": now + 3600,
+        "flags": "IGNORE_JOBS,SPEC_NODES",
+        "node_cnt": 1,
+        "node_list": "n1",
+        "partition": "batch",
+        "start_time": now - 60,
+        "tres_str": ["cpu=8"],
+        "users": ["root"],
+    }
+    made = legacy_reservation("sa-1", entry, now)
+    assert (made.start, made.end, made.cores, made.nodes) == (now - 60, now + 3600, 8, 1)
+    assert made.flags == ("IGNORE_JOBS", "SPEC_NODES") and made.users == ("root",)
+    assert made.accounts == () and made.state == "ACTIVE"
+    later = legacy_reservation("sa-2", {**entry, "start_time": now + 60, "tres_str": None}, now)
+    assert later.state == "INACTIVE" and later.cores == 8  # core count without TRES
+
+
+# --------------------------------------------------------------------------- check-config
+
+
+def test_check_config_refuses_a_pyslurm_the_backend_would_refuse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from siteagent.backends.pyslurm import versions
+    from siteagent.cli.main import main
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.delenv("STATE_DIRECTORY", raising=False)
+    path = tmp_path / "agent.yaml"
+    path.write_text("backend:\n  type: pyslurm\n")
+    monkeypatch.setattr(versions.importlib.metadata, "version", lambda name: "23.2.2")
+    monkeypatch.setattr(versions, "local_slurm", lambda: (22, 5))
+    assert main(["check-config", str(path), "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["errors"][0]["path"] == "backend.type"
+    assert "pyslurm 23.2.2 is built for Slurm 23.02" in report["errors"][0]["message"]
+    assert "pip install 'pyslurm==22.5.*'" in report["errors"][0]["message"]
+
+    monkeypatch.setattr(versions.importlib.metadata, "version", lambda name: "22.5.3")
+    assert main(["check-config", str(path), "--json"]) == 0
+    capsys.readouterr()
+    path.write_text("backend:\n  type: slurm\n")  # other backends never look for pyslurm
+    monkeypatch.setattr(versions.importlib.metadata, "version", lambda name: "1.0")
+    assert main(["check-config", str(path), "--json"]) == 0
+
+
+def test_check_config_says_pyslurm_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from siteagent.backends.pyslurm import versions
+
+    def not_installed(name: str) -> str:
+        raise versions.importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(versions.importlib.metadata, "version", not_installed)
+    monkeypatch.setattr(versions, "local_slurm", lambda: (22, 5))
+    refused = versions.installed_refusal()
+    assert refused.startswith("pyslurm is not installed; the pyslurm backend supports")
+    assert "pip install 'pyslurm==22.5.*'" in refused

@@ -27,7 +27,7 @@ from siteagent.protocol.documents import (
 )
 from siteagent.protocol.errors import STATUS
 from siteagent.protocol.keys import public_key_text
-from siteagent.protocol.models import DealDocument
+from siteagent.protocol.models import BidRequest, DealDocument
 from siteagent.protocol.signing import sign_request
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
@@ -104,3 +104,9 @@ def test_the_error_code_table_is_the_apis() -> None:
     assert {code: STATUS[f"ledger_{code}"] for code in passed_on} == {
         code: 503 if code == "unavailable" else 502 for code in passed_on
     }
+
+
+def test_the_bid_request_example_is_a_valid_call_for_bids() -> None:
+    call = BidRequest.model_validate_json(example("bid request"))
+    assert call.job.priority == 3 and call.to_beat == Decimal("5.2")
+    assert call.job.input_site == "hpc2"

@@ -21,6 +21,7 @@ from siteagent.core.defaults import DEFAULT_PENALTY_FACTOR
 from siteagent.core.model import CapacityUnit, Offer, ReservationSpec
 from siteagent.market.reservations import (
     LIVE,
+    NOTICE_SKEW_S,
     TRANSITIONS,
     IdempotencyKeyReused,
     IllegalTransition,
@@ -446,6 +447,69 @@ def test_advance_skips_states_it_does_not_own(
     clock.advance(600 + 3600)  # window over, never confirmed
     assert manager.advance() == []
     assert manager.store.get_reservation(record.id).state is S.TENTATIVE  # type: ignore[union-attr]
+
+
+# --------------------------------------------------------------------------- notices
+
+
+def confirmed(manager: ReservationManager) -> ReservationRecord:
+    record = accepted(manager)
+    return manager.confirm(record.id, "alice", "c1", receipt=A_RECEIPT)
+
+
+def test_a_start_notice_activates_a_confirmed_reservation_at_once(
+    manager: ReservationManager, clock: FakeClock
+) -> None:
+    record = confirmed(manager)
+    clock.advance(600 - NOTICE_SKEW_S)  # the controller's clock is a little ahead
+    assert manager.started(record.name).state is S.ACTIVE
+    [step] = manager.store.history(record.id)[-1:]
+    assert (step.to_state, step.reason) == (S.ACTIVE, "the batch system: its window started")
+    assert manager.started(record.name).state is S.ACTIVE  # told twice: no second move
+    assert [s for _, s in states(manager, record.id)][-2:] == [S.CONFIRMED, S.ACTIVE]
+
+
+def test_an_end_notice_completes_a_reservation_whose_start_was_missed(
+    manager: ReservationManager, clock: FakeClock
+) -> None:
+    record = confirmed(manager)
+    clock.advance(600 + 3600)
+    assert manager.ended(record.name).state is S.COMPLETED
+    assert [s for _, s in states(manager, record.id)][-2:] == [S.ACTIVE, S.COMPLETED]
+
+
+def test_a_notice_before_its_window_moves_nothing(
+    manager: ReservationManager, clock: FakeClock
+) -> None:
+    record = confirmed(manager)
+    before = manager.store.history(record.id)
+    with pytest.raises(IllegalTransition, match="starts at"):
+        manager.started(record.name)
+    clock.advance(600)
+    manager.started(record.name)
+    with pytest.raises(IllegalTransition, match="found LOST by the next poll"):
+        manager.ended(record.name)  # deleted early: not completed
+    assert manager.store.get_reservation(record.id).state is S.ACTIVE  # type: ignore[union-attr]
+    assert len(manager.store.history(record.id)) == len(before) + 1
+
+
+def test_a_tentative_reservation_stays_tentative_when_its_window_starts(
+    manager: ReservationManager, clock: FakeClock
+) -> None:
+    record = accepted(manager)
+    clock.advance(600)
+    assert manager.started(record.name).state is S.TENTATIVE
+
+
+@pytest.mark.parametrize("name", ["sa-000000000000", "maintenance", "other-sa-x"])
+def test_a_notice_for_a_reservation_not_the_agents_is_refused(
+    manager: ReservationManager, name: str
+) -> None:
+    accepted(manager)
+    with pytest.raises(UnknownReservation):
+        manager.started(name)
+    with pytest.raises(UnknownReservation):
+        manager.ended(name)
 
 
 # --------------------------------------------------------------------------- reconcile

@@ -11,6 +11,7 @@ import pytest
 
 from siteagent.cli.main import main
 from siteagent.config import loading
+from siteagent.serving import installation
 
 SAMPLE = Path(__file__).resolve().parents[2] / "contrib" / "siteagent.yaml"
 
@@ -61,4 +62,8 @@ def test_the_sample_shows_every_key(sample: Path) -> None:
 
 def test_the_administrators_guide_installs_the_sample() -> None:
     readme = (SAMPLE.parents[1] / "README.md").read_text(encoding="utf-8")
-    assert "install -m 0644 contrib/siteagent.yaml /etc/siteagent/siteagent.yaml" in readme
+    assert "\nsiteagent install-service " in readme
+    config_file = Path("/etc/siteagent/siteagent.yaml")
+    files = installation.plan(loading.load(None), config_file, Path("/usr/bin/siteagent"), Path())
+    [sample] = [file for file in files if file.target == config_file]
+    assert sample.content == SAMPLE.read_bytes()

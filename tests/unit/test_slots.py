@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from siteagent.core.model import ClusterSnapshot, Job, Slot
 from siteagent.core.scheduling import Policy, plan
-from siteagent.core.slots import advertise, fit_request, provision, subslot_cost
+from siteagent.core.slots import advertise, fit_request, provision, remainder, subslot_cost
 from testbed.strategies import snapshots
 
 H = 3600
@@ -93,6 +93,33 @@ def test_fit_on_one_slot_costs_the_cheapest() -> None:
     dear = Slot(0, 10 * H, 2, D(2), D(0), True, True)
     fit = fit_request([dear, cheap], 2, 1 * H, 0)
     assert fit is not None and fit.parts == ((cheap, 2),) and fit.cost == D("1.00")
+
+
+def test_what_a_task_leaves_of_a_slot_figure_3() -> None:
+    """A task of 2 cores over 2h-3h in a 5-core divisible slot over 1h-5h leaves the hour
+    before (5 cores), the 3 cores beside it, and the two hours after, at the slot's price;
+    only the piece after keeps the slot's extensibility."""
+    slot = Slot(1 * H, 4 * H, 5, D(2), D(0), True, True)
+    pieces = remainder(slot, 2, 2 * H, 3 * H)
+    assert keys(pieces) == [
+        (1 * H, 1 * H, 5, True, False),
+        (2 * H, 1 * H, 3, True, False),
+        (3 * H, 2 * H, 5, True, True),
+    ]
+    assert {p.unit_price for p in pieces} == {D(2)}
+    # outlasting an extensible slot still leaves it open after the task
+    assert keys(remainder(slot, 5, 1 * H, 6 * H)) == [(6 * H, 4 * H, 5, True, True)]
+
+
+def test_an_indivisible_slots_leftovers_are_free_once_it_is_paid() -> None:
+    """S3 (1 core, 0-3h, indivisible) holding a 1-core task over 1h-2h was paid whole: what
+    is left before and after costs nothing more and may be cut."""
+    s3 = Slot(0, 3 * H, 1, D(1), D(0), False, False)
+    pieces = remainder(s3, 1, 1 * H, 2 * H)
+    assert keys(pieces) == [(0, 1 * H, 1, True, False), (2 * H, 1 * H, 1, True, False)]
+    assert all(p.unit_price == 0 and p.fee == 0 for p in pieces)
+    fit = fit_request(pieces, 1, 1 * H, 2 * H)
+    assert fit is not None and fit.cost == D("0.00")
 
 
 # -- Table 1 -------------------------------------------------------------------------------------

@@ -101,13 +101,28 @@ SACCT_STARTED_STATES = ("R", "CD", "F", "TO", "CA", "NF", "OOM", "PR")
 def sacct_args(since: int, until: int) -> List[str]:
     """``sacct`` arguments for the jobs of every user (``-a``), allocations only (``-X``), in
     the window; times are UTC wall-clock text (commands run with ``TZ=UTC``)."""
+    return ["sacct", "--json", *_sacct_selection(since, until)]
+
+
+#: The fields of ``sacct_usage_args``' lines, in order: the admin comment last, since it is
+#: free text that may hold the separator.
+SACCT_USAGE_FIELDS = ("JobID", "User", "AllocCPUS", "NNodes", "Start", "End", "Reservation")
+
+
+def sacct_usage_args(since: int, until: int) -> List[str]:
+    """``sacct`` arguments for the jobs of the window with their reservation, as text
+    (``-P``: ``|`` between fields). Text, because 22.05's ``--json`` prints a garbage number as
+    ``reservation.name`` (docs/slurm.md §6.7)."""
+    fields = ",".join((*SACCT_USAGE_FIELDS, "AdminComment"))
+    return ["sacct", "-n", "-P", "-o", fields, *_sacct_selection(since, until)]
+
+
+def _sacct_selection(since: int, until: int) -> List[str]:
     if since >= until:
         raise ValueError(
             f"empty accounting window: {utc_text(since)}Z is not before {utc_text(until)}Z"
         )
     return [
-        "sacct",
-        "--json",
         "-a",
         "-X",
         "-S",

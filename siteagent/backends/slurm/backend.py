@@ -18,6 +18,7 @@ from siteagent.backends.command import PINNED_ENV, CommandBackend, json_object
 from siteagent.backends.slurm.arguments import (
     reservation_args,
     sacct_args,
+    sacct_usage_args,
     same_window,
     whole_minutes,
 )
@@ -37,10 +38,15 @@ from siteagent.backends.slurm.jobs import (
 from siteagent.backends.slurm.layout import check_errors, detect_layout
 from siteagent.backends.slurm.nodes import parse_nodes
 from siteagent.backends.slurm.reservations import parse_reservations
+from siteagent.backends.slurm.sacct import reservation_jobs_from_sacct
 from siteagent.backends.slurm.scheduler import SchedulerSettings, parse_scheduler_config
 from siteagent.backends.slurm.snapshot import build_snapshot, node_cores
 from siteagent.core import names
 from siteagent.core.model import BatchReservation, ClusterSnapshot, NodeState, ReservationSpec
+from siteagent.core.usage import JobUsage
+
+#: What sacct says on a cluster without slurmdbd (``accounting_storage/none``).
+ACCOUNTING_DISABLED = "accounting storage is disabled"
 
 
 class SlurmBackend(CommandBackend):
@@ -161,6 +167,17 @@ class SlurmBackend(CommandBackend):
         if proc.returncode != 0:
             raise self._failure("sacct", self._message(proc), BackendError)
         return json_object("sacct --json", proc.stdout)
+
+    def reservation_jobs(self, name: str, start: int, end: int) -> Optional[List[JobUsage]]:
+        """The jobs accounting saw in reservation ``name``; None on a cluster without
+        accounting (sacct's own error says so; any other failure is raised)."""
+        proc = self._run(sacct_usage_args(start, max(end, start + 1)))
+        if proc.returncode != 0:
+            message = self._message(proc)
+            if ACCOUNTING_DISABLED in message:
+                return None
+            raise self._failure("sacct", message, BackendError)
+        return reservation_jobs_from_sacct(proc.stdout, name)
 
     # ---- writing
 

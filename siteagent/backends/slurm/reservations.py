@@ -22,7 +22,8 @@ def _tokens(text: str) -> List[Tuple[str, str]]:
     return out
 
 
-def _list(value: str) -> Tuple[str, ...]:
+def comma_list(value: str) -> Tuple[str, ...]:
+    """Slurm's comma-separated list (``Users=a,b``, ``Flags=MAINT,SPEC_NODES``) as a tuple."""
     if value in EMPTY:
         return ()
     return tuple(v for v in value.split(",") if v)
@@ -32,7 +33,8 @@ def _allocation(pairs: List[Tuple[str, int]]) -> Allocation:
     return tuple((name, cores) for name, cores in pairs if name and cores > 0)
 
 
-def _tres_cpu(value: str) -> Optional[int]:
+def tres_cpu(value: str) -> Optional[int]:
+    """The ``cpu=N`` count of a TRES string (``cpu=8,mem=1G``), None without one."""
     m = re.search(r"(?:^|,)cpu=(\d+)", value)
     return int(m.group(1)) if m else None
 
@@ -78,7 +80,7 @@ def parse_reservations(text: str, tz: tzinfo = timezone.utc) -> List[BatchReserv
         if end is None:
             dur = parse_duration(rec.get("Duration", ""))
             end = start + (dur if dur is not None else UNLIMITED_S)
-        cores = _tres_cpu(rec.get("TRES", ""))
+        cores = tres_cpu(rec.get("TRES", ""))
         if cores is None:
             cores = number(rec.get("CoreCnt", "")) or 0
         partition = rec.get("PartitionName", "")
@@ -91,10 +93,10 @@ def parse_reservations(text: str, tz: tzinfo = timezone.utc) -> List[BatchReserv
                 cores=cores,
                 nodes=number(rec.get("NodeCnt", "")) or 0,
                 node_list="" if node_list in EMPTY else node_list,
-                users=_list(rec.get("Users", "")),
-                accounts=_list(rec.get("Accounts", "")),
+                users=comma_list(rec.get("Users", "")),
+                accounts=comma_list(rec.get("Accounts", "")),
                 partition="" if partition in EMPTY else partition,
-                flags=_list(rec.get("Flags", "")),
+                flags=comma_list(rec.get("Flags", "")),
                 state=rec.get("State", ""),
                 node_names=tuple(expand_hostlist(node_list)),
                 allocation=_allocation(allocation),

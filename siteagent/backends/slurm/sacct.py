@@ -1,18 +1,25 @@
-"""Queue waits from Slurm accounting: ``sacct --json`` read into :class:`QueueWait` records.
+"""Slurm accounting: ``sacct --json`` read into queue waits (:class:`QueueWait`) and into the
+jobs that ran in a reservation (:class:`JobUsage`).
 
 Accounting (slurmdbd) knows every job that started, also those that started between two of the
-agent's polls. The document layouts are 22.05's ``openapi/dbv0.0.38`` and the data_parser
-layouts of 23.02+.
+agent's polls, and when each ended to the second. The document layouts are 22.05's
+``openapi/dbv0.0.38`` and the data_parser layouts of 23.02+.
 """
 
 from __future__ import annotations
 
-from typing import Any, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, List, Mapping, Optional
 
-from siteagent.backends.slurm.backend import SlurmBackend
+from siteagent.backends.base import BackendUnavailable
+from siteagent.backends.slurm.arguments import SACCT_USAGE_FIELDS
 from siteagent.backends.slurm.layout import check_errors, is_infinite, number, state_words
+from siteagent.backends.slurm.times import parse_slurm_time
 from siteagent.core.model import UNLIMITED_S
+from siteagent.core.usage import JobUsage
 from siteagent.core.waits import QueueWait
+
+if TYPE_CHECKING:  # the backend runs sacct and reads its answer with this module
+    from siteagent.backends.slurm.backend import SlurmBackend
 
 #: Slurm's "no value" markers for 32-bit fields (NO_VAL, INFINITE) as dbv0.0.38 prints them.
 _NO_VAL32 = (0xFFFFFFFE, 0xFFFFFFFF)
@@ -85,6 +92,39 @@ def waits_from_sacct(document: Mapping[str, Any]) -> List[QueueWait]:
             continue
         since = eligible if submit < eligible <= start else submit
         out.append(QueueWait(_sacct_job_id(rec), _cores(rec), _walltime(times), since, start))
+    return out
+
+
+#: What the job_submit.lua script of contrib/slurm writes into the admin comment of a job
+#: submitted into one of the agent's reservations.
+RESERVATION_TAG = "siteagent:reservation="
+
+
+def reservation_jobs_from_sacct(text: str, reservation: str) -> List[JobUsage]:
+    """The jobs of ``sacct_usage_args``' output that ran in ``reservation``: by the
+    reservation accounting names, or by the tag job_submit.lua gave the job (kept in the admin
+    comment even where the reservation's record is not). Times are UTC text; a job still
+    running has no end; jobs that never started are left out."""
+    tag = RESERVATION_TAG + reservation
+    out = []
+    for number_, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.split("|", len(SACCT_USAGE_FIELDS))
+        if len(fields) != len(SACCT_USAGE_FIELDS) + 1:
+            raise BackendUnavailable(f"sacct line {number_}: unexpected fields in {line!r}")
+        job_id, user, cores, nodes, start, end, name, comment = fields
+        if name != reservation and tag not in comment.split():
+            continue
+        started = parse_slurm_time(start)
+        if started is None:
+            continue
+        try:
+            out.append(
+                JobUsage(job_id, user, int(cores), int(nodes), started, parse_slurm_time(end))
+            )
+        except ValueError:
+            raise BackendUnavailable(f"sacct line {number_}: not a job: {line!r}") from None
     return out
 
 

@@ -1,16 +1,19 @@
 """A stand-in for pyslurm 25.5's object API, backed by an in-memory cluster.
 
-pyslurm is a Cython binding that needs a libslurm of its own version, which the test machine
-does not have (Debian 12 ships Slurm 22.05; pyslurm's Reservation classes start at 25.5). The
-names below are pyslurm's, taken from its published sources (PySlurm/pyslurm,
-``pyslurm/core/job/job.pyx``, ``pyslurm/core/node.pyx``, ``pyslurm/core/reservation.pyx``,
-``pyslurm/core/error.pyx``); values follow the same conventions: None for unset numbers and
-times (``_raw_time``/``u32_parse``), epoch ints for times, minutes for time limits, states as
-Slurm's strings, ``RPCError.msg`` = ``slurm_strerror()`` text. Collections are dicts (pyslurm's
-MultiClusterMap behaves like one for the local cluster: ``values()``, ``get(name)``).
+pyslurm is a Cython binding that needs a libslurm of its own version. The test machine has
+Slurm 22.05, so the real pyslurm the tests run is 22.5.3 (tests/setup/build-pyslurm), which has
+the legacy reservation class; pyslurm's Reservation classes start at 25.5, and this stand-in is
+what shows them. The names below are pyslurm's, taken from its published sources
+(PySlurm/pyslurm, ``pyslurm/core/job/job.pyx``, ``pyslurm/core/node.pyx``,
+``pyslurm/core/reservation.pyx``, ``pyslurm/core/error.pyx``); values follow the same
+conventions: None for unset numbers and times (``_raw_time``/``u32_parse``), epoch ints for
+times, minutes for time limits, states as Slurm's strings, ``RPCError.msg`` =
+``slurm_strerror()`` text. Collections are dicts (pyslurm's MultiClusterMap behaves like one
+for the local cluster: ``values()``, ``get(name)``).
 
 Tests put this directory first on ``sys.path`` and drive :data:`CLUSTER`: nodes, jobs,
-reservations, an outage (``CLUSTER.down``) or a hang (``CLUSTER.hang``).
+reservations, an outage (``CLUSTER.down``) or a hang (``CLUSTER.hang``; unlike the real
+pyslurm, which holds the GIL through a call, the stand-in lets the backend's timeout fire).
 """
 
 from __future__ import annotations
@@ -144,12 +147,13 @@ class Jobs(dict):  # type: ignore[type-arg]
 
 
 class Node:
-    """pyslurm.Node: name, CPUs, complete state string (``IDLE+DRAIN``), partitions."""
+    """pyslurm.Node: name, CPUs, complete state string (``IDLE+DRAIN``), partitions (the
+    allocated CPUs are ``allocated_cpus``, as in pyslurm 22.5.3 and its releases since)."""
 
     def __init__(self, name: str, **attrs: Any) -> None:
         self.name = name
         self.total_cpus = attrs.pop("total_cpus", 16)
-        self.alloc_cpus = attrs.pop("alloc_cpus", 0)
+        self.allocated_cpus = attrs.pop("allocated_cpus", 0)
         self.state = attrs.pop("state", "IDLE")
         self.partitions = attrs.pop("partitions", ["batch"])
         self.real_memory = attrs.pop("real_memory", 64000)

@@ -1,0 +1,333 @@
+"""English auctions for prioritised jobs (Baranov et al., docs/design.md §4.6): placement rate,
+participation and the auctioneer's overhead as the auction's length goes from 0 to the jobs'
+mean run time.
+
+The federation: 4 real ``siteagent serve`` agents on loopback (replay backends, each a
+64-core cluster about 60% busy with its own stream of small local jobs, testbed/market.py)
+booking at one ``siteagent ledger serve``; the auctioneer is the client library
+(:class:`siteagent.client.auctioneer.Auctioneer`, as ``siteagent-client english-auction``
+runs it) in this process. The agents' rate limits are raised: one auctioneer here stands for a
+federation's dispatcher, not for one of many buyers.
+
+The stream, as the paper's test bed had it: 400 jobs (``--jobs``), their priorities uniform
+over 4 levels, Poisson arrivals (``--rate`` per second), cores 1 to 8, run times (walltimes)
+uniform around a mean of ``--mean-run-time`` seconds, inputs of 0.1 to 2 GB spread uniformly
+over the sites: at the default rate, most of the cores the sites' local work (about 60% of
+each machine) leaves free. A won window starts once the winner's time to accept is over (10 s
+here). For each auction length ``T_a = k x mean run time``, k from 0 to 1, the same stream
+(one seed per repeat) is auctioned; measured per run:
+
+- **jobs placed per second**: placed jobs over the time from the first arrival to the last
+  decision, and the share of jobs placed;
+- **share of sites taking part**: in each auction, the sites that bid at least once out of 4,
+  averaged over the auctions (the paper finds about 70% at k = 0.3-0.4);
+- **overhead per job**: the time a job waited beyond its auction's own length, from opening
+  to its reservation confirmed (median, p90); of it, the auctioneer's own share (not waiting
+  for a site: its journal, signatures, TLS, threads), and its CPU per job;
+- **response time by priority**: from arrival to the reservation's end, in mean run times
+  (the paper's Tw), for each priority level.
+
+Then, at k = 0, jobs auctioned one at a time (``--serial`` of them, each arriving once the one
+before is decided): the overhead per job with nothing else in flight, and the auctioneer's own
+share of it. Target: < 50 ms.
+
+Every run has a federation of its own, started afresh, so that no run inherits what another
+left in the agents' databases and replayed clusters. Figures are medians over ``--repeats``
+runs. Everything runs on one machine: the agents, the bank and the auctioneer share its CPUs
+and its disk, where every bid, accept and confirm is written (and synced) before it is
+answered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple
+
+from bench.common import machine, md_table, median, write_results
+from siteagent.client.auctioneer import Auctioneer, Placement, SitePool
+from siteagent.client.english import auction_length
+from siteagent.client.jobs import Job, arrival_order
+from siteagent.client.journal import Journal
+from siteagent.client.sites import load_registry
+from siteagent.protocol.models import AuctionedJob
+from testbed.market import Market, SiteSpec
+
+TARGET_OVERHEAD_S = 0.050
+SITES = 4
+PRIORITIES = 4
+KS = (0.0, 0.2, 0.35, 0.5, 0.75, 1.0)
+QUICK_KS = (0.0, 0.35, 1.0)
+#: Seconds after a close that the winner has to accept (and its window's earliest start).
+ACCEPT_WINDOW_S = 10
+#: What one auctioneer may ask of a site here (a federation's dispatcher).
+GENEROUS = {"per_second": 1000.0, "burst": 1000}
+
+
+def local_jobs(seed: int, count: int = 4000) -> List[Tuple[int, int, int, int]]:
+    """A site's own stream (submit, run time, cores, walltime) on 64 cores: small jobs keeping
+    about 60% of the machine busy (the paper's sites take local and global flows alike)."""
+    rng = random.Random(seed)
+    rows, t = [], 0
+    for _ in range(count):
+        t += rng.randint(3, 25)
+        run = rng.randint(10, 240)
+        rows.append((t, run, rng.randint(1, 8), run + rng.randint(0, 60)))
+    return rows
+
+
+def specs() -> List[SiteSpec]:
+    return [
+        SiteSpec(
+            f"hpc{i + 1}",
+            seed=101 * (i + 1),
+            offset=600 + 300 * i,
+            pricing={"policy": "flat"},
+            jobs=local_jobs(101 * (i + 1)),
+            settings={
+                "api": {
+                    "rate_limits": {"quotes": GENEROUS, "reservations": GENEROUS, "bids": GENEROUS},
+                    "max_live_offers_per_client": 100_000,
+                },
+                # a window starts once the winner's time to accept is over: short here, since
+                # the jobs are short; long enough for an accept on a loaded machine
+                "auctions": {"max_open_per_client": 10_000, "accept_window_s": ACCEPT_WINDOW_S},
+            },
+        )
+        for i in range(SITES)
+    ]
+
+
+def stream(count: int, rate: float, mean_run_time: float, seed: int) -> List[Job]:
+    """The paper's job stream: Poisson arrivals, priorities uniform over 4 levels, inputs
+    spread uniformly over the sites."""
+    rng = random.Random(seed)
+    jobs, t = [], 0.0
+    for index in range(count):
+        t += rng.expovariate(rate)
+        job = AuctionedJob(
+            cores=rng.choice((1, 2, 4, 8)),
+            walltime=max(1, round(rng.uniform(0.5, 1.5) * mean_run_time)),
+            priority=rng.randint(1, PRIORITIES),
+            input_bytes=rng.randint(10**8, 2 * 10**9),
+            input_site=f"hpc{rng.randint(1, SITES)}",
+        )
+        jobs.append(Job(f"job-{index + 1}", job, submit=t))
+    return sorted(jobs, key=arrival_order)
+
+
+@contextlib.contextmanager
+def federation(root: Path) -> Iterator[Market]:
+    """Four fresh agents and a bank: each run finds the sites as a new day would, whatever
+    the runs before it left in their databases and replayed clusters."""
+    market = Market(root, specs(), credit="10000000.00")
+    market.start()
+    try:
+        yield market
+    finally:
+        market.stop()
+
+
+def auction(
+    market: Market, jobs: Sequence[Job], length_s: float, rounds: int, work: Path
+) -> Dict[str, Any]:
+    """Auction the stream; its figures."""
+    registry = load_registry(market.sites_file)
+    journal = Journal(work / "journal.db")
+    pool = SitePool(registry.sites)
+    cpu = time.process_time()
+    try:
+        with Auctioneer(pool, journal, length_s, rounds) as auctioneer:
+            placements = auctioneer.run(jobs)
+    finally:
+        cpu = time.process_time() - cpu
+        pool.close()
+        journal.close()
+    return figures(placements, length_s, cpu)
+
+
+def serial(market: Market, jobs: Sequence[Job], work: Path) -> List[Placement]:
+    """The placed jobs of auctions at k = 0, one at a time."""
+    registry = load_registry(market.sites_file)
+    journal = Journal(work / "journal.db")
+    pool = SitePool(registry.sites)
+    try:
+        with Auctioneer(pool, journal, 0.0, 1) as auctioneer:
+            placements = [auctioneer.place(job) for job in jobs]
+    finally:
+        pool.close()
+        journal.close()
+    return [p for p in placements if p.state == "placed"]
+
+
+def figures(placements: Sequence[Placement], length_s: float, cpu_s: float) -> Dict[str, Any]:
+    placed = [p for p in placements if p.state == "placed"]
+    span = max(p.decided_at for p in placements) - min(p.opened_at for p in placements)
+    mean_run = statistics.mean(p.job.job.walltime for p in placements)
+    began = min(p.opened_at - p.job.submit for p in placements)
+    response: Dict[str, float] = {}
+    for level in range(1, PRIORITIES + 1):
+        times = [
+            (p.end - (began + p.job.submit)) / mean_run
+            for p in placed
+            if p.job.job.priority == level and p.end is not None
+        ]
+        response[str(level)] = statistics.mean(times) if times else math.nan
+    overheads = sorted(p.overhead_s for p in placed)
+    own = sorted(p.own_overhead_s for p in placed)
+    return {
+        "length_s": length_s,
+        "jobs": len(placements),
+        "placed": len(placed),
+        "placed_share": len(placed) / len(placements),
+        "placed_per_s": len(placed) / span if span > 0 else math.nan,
+        "participation": statistics.mean(p.participation for p in placements),
+        "raises_per_auction": statistics.mean(len(p.raises) for p in placements),
+        "overhead_median_s": median(overheads),
+        "overhead_p90_s": p90(overheads),
+        "own_overhead_median_s": median(own),
+        "auctioneer_cpu_per_job_s": cpu_s / len(placements),
+        "response_by_priority": response,
+    }
+
+
+def p90(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    return ordered[int(0.9 * (len(ordered) - 1))] if ordered else math.nan
+
+
+def run(args: argparse.Namespace) -> Dict[str, Any]:
+    ks = QUICK_KS if args.quick else KS
+    count = 100 if args.quick else args.jobs
+    repeats = 1 if args.quick else args.repeats
+    results: Dict[str, Any] = {
+        "machine": machine(),
+        "settings": {
+            "sites": SITES,
+            "jobs": count,
+            "rate_per_s": args.rate,
+            "mean_run_time_s": args.mean_run_time,
+            "rounds": args.rounds,
+            "repeats": repeats,
+            "ks": list(ks),
+        },
+        "levels": [],
+        "target_overhead_s": TARGET_OVERHEAD_S,
+    }
+    with tempfile.TemporaryDirectory(prefix="bench-english-") as scratch:
+        work = Path(scratch)
+        with federation(work / "serial") as market:
+            jobs = stream(args.serial, args.rate, args.mean_run_time, seed=99)
+            placed = serial(market, [Job(j.name, j.job) for j in jobs], work / "serial")
+        runs: Dict[float, List[Dict[str, Any]]] = {k: [] for k in ks}
+        for repeat in range(repeats):
+            jobs = stream(count, args.rate, args.mean_run_time, seed=repeat + 1)
+            mean = statistics.mean(job.job.walltime for job in jobs)
+            for k in ks:
+                length = auction_length(k, mean)
+                began = time.monotonic()
+                where = work / f"run-{repeat + 1}-{k}"
+                with federation(where) as market:
+                    runs[k].append(auction(market, jobs, length, args.rounds, where))
+                took = time.monotonic() - began
+                print(f"repeat {repeat + 1}, k {k}: T_a {length:.1f} s, {took:.0f} s", flush=True)
+        results["levels"] = [{"k": k, **medians(runs[k])} for k in ks]
+    overheads = [p.overhead_s for p in placed]
+    own = [p.own_overhead_s for p in placed]
+    results["serial"] = {
+        "jobs": args.serial,
+        "placed": len(placed),
+        "overhead_median_s": median(overheads),
+        "overhead_p90_s": p90(overheads),
+        "own_overhead_median_s": median(own),
+        "own_overhead_p90_s": p90(own),
+        "met": median(overheads) < TARGET_OVERHEAD_S,
+        "own_met": median(own) < TARGET_OVERHEAD_S,
+    }
+    return results
+
+
+def medians(runs: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
+    """Each figure's median over the runs of one level."""
+    out: Dict[str, Any] = {}
+    for key, value in runs[0].items():
+        if isinstance(value, dict):
+            out[key] = {name: median([run[key][name] for run in runs]) for name in value}
+        else:
+            out[key] = median([run[key] for run in runs])
+    return out
+
+
+def markdown(results: Mapping[str, Any]) -> str:
+    settings = results["settings"]
+    rows = []
+    for level in results["levels"]:
+        response = level["response_by_priority"]
+        rows.append(
+            {
+                "k": level["k"],
+                "T_a (s)": level["length_s"],
+                "placed/s": level["placed_per_s"],
+                "placed": f"{level['placed_share'] * 100:.0f}%",
+                "sites taking part": f"{level['participation'] * 100:.0f}%",
+                "raises": level["raises_per_auction"],
+                "overhead p50 (ms)": level["overhead_median_s"] * 1000,
+                "overhead p90 (ms)": level["overhead_p90_s"] * 1000,
+                "own p50 (ms)": level["own_overhead_median_s"] * 1000,
+                "client CPU/job (ms)": level["auctioneer_cpu_per_job_s"] * 1000,
+                **{f"Tw p{p}": response[p] for p in sorted(response)},
+            }
+        )
+    columns = list(rows[0]) if rows else []
+    serial = results["serial"]
+    met = "met" if serial["met"] else "NOT met"
+    own_met = "met" if serial["own_met"] else "NOT met"
+    lines = [
+        "# English auction (python -m bench english)",
+        "",
+        f"{settings['sites']} agents (replay, 64 cores each, about 60% busy with local jobs) "
+        f"and a bank on loopback; {settings['jobs']} jobs in {PRIORITIES} priority levels, "
+        f"Poisson arrivals at {settings['rate_per_s']}/s, mean run time "
+        f"{settings['mean_run_time_s']} s; up to {settings['rounds']} rounds per auction; "
+        f"medians of {settings['repeats']} run(s) per level. Tw: mean time from arrival to the "
+        "reservation's end, in mean run times, by priority (4 the highest).",
+        "",
+        md_table(rows, columns),
+        f"One auction at a time at k = 0 ({serial['placed']} of {serial['jobs']} jobs placed): "
+        f"overhead per job median {serial['overhead_median_s'] * 1000:.0f} ms (p90 "
+        f"{serial['overhead_p90_s'] * 1000:.0f} ms), target < "
+        f"{TARGET_OVERHEAD_S * 1000:.0f} ms: {met}; of it the auctioneer's own share "
+        f"(the rest is the sites answering: bids, accept, confirm with the bank, each written "
+        f"to disk before it answers) median {serial['own_overhead_median_s'] * 1000:.0f} ms "
+        f"(p90 {serial['own_overhead_p90_s'] * 1000:.0f} ms): {own_met}.",
+        "",
+        f"Measured {results['machine']['date']} on {results['machine']['cpus']} CPUs "
+        f"(load {results['machine']['load_average_1m_at_start']} at start), Python "
+        f"{results['machine']['python']}.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench english", description=__doc__)
+    parser.add_argument("--jobs", type=int, default=400, help="jobs in the stream (400)")
+    parser.add_argument("--rate", type=float, default=3.0, help="arrivals per second (3)")
+    parser.add_argument(
+        "--mean-run-time", type=float, default=10.0, help="the jobs' mean walltime, s (10)"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per auction (3)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per level (3)")
+    parser.add_argument("--serial", type=int, default=40, help="jobs one at a time (40)")
+    parser.add_argument("--quick", action="store_true", help="100 jobs, 3 levels, 1 run")
+    args = parser.parse_args(argv)
+    results = run(args)
+    write_results("english", results, markdown(results))
+    return 0
+

@@ -1,0 +1,207 @@
+"""The pyslurm backend: a Slurm cluster through libslurm's calls instead of its commands.
+
+libslurm calls cannot be interrupted, so each runs on one worker thread and the agent stops
+waiting after ``SlurmConfig.timeout`` (BackendUnavailable); a call still hanging then delays
+the next ones, which time out in turn until the controller answers again. That holds for a
+binding that lets other threads run during its calls; pyslurm 22.5.3 does not (it holds the
+GIL through each RPC), so with it a controller that accepts and never answers stalls the
+whole process until libslurm's own ``MessageTimeout`` (slurm.conf; 10 s by default) ends the
+call with "Socket timed out", which is then BackendUnavailable. A controller that is down
+refuses the connection at once.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import replace
+from typing import Any, Callable, Dict, List, Optional, Tuple, Type, TypeVar
+
+import siteagent.backends.pyslurm.versions as versions
+from siteagent.backends.base import Backend, BackendError, BackendUnavailable, ReservationRefused
+from siteagent.backends.checks import check_ours
+from siteagent.backends.pyslurm.records import job_record, node_record
+from siteagent.backends.pyslurm.reservations import PyslurmReservations, reservations_for
+from siteagent.backends.slurm.arguments import reservation_args
+from siteagent.backends.slurm.config import SlurmConfig
+from siteagent.backends.slurm.errors import is_unavailable
+from siteagent.backends.slurm.jobs import parse_jobs
+from siteagent.backends.slurm.nodes import parse_nodes
+from siteagent.backends.slurm.snapshot import build_snapshot, node_cores
+from siteagent.backends.slurm.times import parse_slurm_time
+from siteagent.core import names
+from siteagent.core.model import BatchReservation, ClusterSnapshot, ReservationSpec
+
+T = TypeVar("T")
+
+#: What the backend uses of a release, by its reservation API: a module lacking one of them is
+#: not the pyslurm its version says (a stand-in, a partial build) and is refused at start.
+NEEDED: Dict[versions.ReservationApi, Tuple[str, ...]] = {
+    versions.ReservationApi.LEGACY: ("Jobs", "Nodes", "RPCError", "reservation"),
+    versions.ReservationApi.OBJECTS: ("Jobs", "Nodes", "RPCError", "Reservation", "Reservations"),
+}
+
+
+def import_pyslurm(slurm_conf: Optional[str] = None) -> Tuple[Any, versions.ReservationApi]:
+    """The pyslurm module and its reservation API, or BackendError saying what is supported
+    and how to install it.
+
+    ``SLURM_CONF`` is set first: libslurm reads it once, when pyslurm initialises on import.
+    """
+    if slurm_conf:
+        os.environ["SLURM_CONF"] = slurm_conf
+    local = versions.local_slurm()
+    try:
+        module = importlib.import_module("pyslurm")
+    except ImportError as exc:
+        raise BackendError(
+            f"the pyslurm backend needs pyslurm: {exc}; {versions.SUPPORTED}. "
+            + versions.install_hint(local)
+        ) from exc
+    version = str(getattr(module, "__version__", "?"))
+    refused = versions.refusal(version, local)
+    if refused:
+        raise BackendError(refused)
+    found = versions.series(version)
+    assert found is not None  # versions.refusal() refuses versions it cannot read
+    api = versions.reservation_api(found)
+    missing = [name for name in NEEDED[api] if not hasattr(module, name)]
+    if missing:
+        raise BackendError(
+            f"pyslurm {version} lacks {', '.join(missing)}, which a release of its version has; "
+            f"{versions.SUPPORTED}. {versions.install_hint(local)}"
+        )
+    return module, api
+
+
+class PyslurmBackend(Backend):
+    """A Slurm cluster through pyslurm 22.5 or later (see
+    :mod:`siteagent.backends.pyslurm.versions`)."""
+
+    name = "pyslurm"
+
+    def __init__(self, config: Optional[SlurmConfig] = None) -> None:
+        self.config = config or SlurmConfig()
+        self.pyslurm, api = import_pyslurm(self.config.slurm_conf)
+        self.reservations: PyslurmReservations = reservations_for(self.pyslurm, api)
+        self._errors: Tuple[Type[Exception], ...] = (
+            self.pyslurm.RPCError,
+            *self.reservations.errors,
+        )
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pyslurm")
+
+    def close(self) -> None:
+        self._worker.shutdown(wait=False)
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """Run one pyslurm call on the worker with the configured timeout; Slurm's errors
+        become BackendError (BackendUnavailable when the controller did not answer)."""
+        future = self._worker.submit(fn)
+        try:
+            return future.result(timeout=self.config.timeout)
+        except FutureTimeout as exc:
+            raise BackendUnavailable(
+                f"{what} did not answer within {self.config.timeout:g} s"
+            ) from exc
+        except self._errors as exc:
+            msg = _slurm_message(exc)
+            if is_unavailable(msg):
+                raise BackendUnavailable(f"{what}: {msg}") from exc
+            raise BackendError(f"{what}: {msg}") from exc
+
+    # ---- reading
+
+    def snapshot(self) -> ClusterSnapshot:
+        now = int(time.time())
+        nodes = parse_nodes(
+            {"nodes": [node_record(n) for n in self._load("Nodes.load", self.pyslurm.Nodes)]}
+        )
+        jobs_doc = {"jobs": [job_record(j) for j in self._load("Jobs.load", self.pyslurm.Jobs)]}
+        reservations = self.list_reservations()
+        jobs = parse_jobs(jobs_doc, now, node_cores(nodes, self.config.partition))
+        layout = f"pyslurm/{self.pyslurm.__version__}"
+        snapshot = build_snapshot(now, nodes, jobs, reservations, self.config, layout)
+        return replace(snapshot, backend=self.name)
+
+    def _load(self, what: str, collection: Any) -> List[Any]:
+        return self._call(f"pyslurm.{what}", lambda: list(collection.load().values()))
+
+    def _reservations(self) -> Dict[str, BatchReservation]:
+        now = int(time.time())
+        return self._call("load reservations", lambda: self.reservations.load(now))
+
+    def list_reservations(self) -> List[BatchReservation]:
+        return list(self._reservations().values())
+
+    def get_reservation(self, name: str) -> Optional[BatchReservation]:
+        """One reservation as Slurm holds it now, or None if there is none of that name."""
+        names.check(names.NAME, name, "reservation name")
+        return self._reservations().get(name)
+
+    # ---- writing
+
+    def create_reservation(self, spec: ReservationSpec) -> BatchReservation:
+        """Create the reservation, then read it back (Slurm may shrink it).
+
+        The request is validated and shaped by the Slurm backend's ``reservation_args`` (start
+        not in the past, whole minutes, users or accounts required, allowed flags only), and
+        its ``Key=Value`` words are what pyslurm is given. A retry that finds its own
+        reservation ("Duplicate reservation name", same window) returns it.
+        """
+        fields = _fields(reservation_args(spec, self.config, int(time.time())))
+        start = parse_slurm_time(fields["StartTime"])
+        if start is None:  # reservation_args always writes a valid StartTime
+            raise ValueError(f"unparsable start time {fields['StartTime']!r}")
+        end = start + int(fields["Duration"]) * 60
+        request = self.reservations.request(fields, start, end)
+        try:
+            self._call(
+                f"create reservation {spec.name}", lambda: self.reservations.create(request)
+            )
+        except BackendUnavailable:
+            raise
+        except BackendError as exc:
+            if "Duplicate reservation name" in str(exc):
+                existing = self.get_reservation(spec.name)
+                if existing is not None and (existing.start, existing.end) == (start, end):
+                    return existing
+            raise ReservationRefused(str(exc)) from exc
+        made = self.get_reservation(spec.name)
+        if made is None:
+            raise BackendError(f"reservation {spec.name} was created but cannot be read back")
+        return made
+
+    def delete_reservation(self, name: str) -> None:
+        """Delete our reservation; a missing one is fine, one in use by jobs is refused, and a
+        name without the agent's prefix is never touched (ValueError)."""
+        check_ours(name, names.NAME, self.config.name_prefix)
+        try:
+            self._call(f"delete reservation {name}", lambda: self.reservations.delete(name))
+        except BackendUnavailable:
+            raise
+        except BackendError as exc:
+            msg = str(exc)
+            if "Requested reservation is invalid" in msg or "doesn't exist" in msg:
+                return
+            if "in use" in msg:
+                raise ReservationRefused(msg) from exc
+            raise
+
+
+def _fields(args: List[str]) -> Dict[str, str]:
+    """``Key=Value`` words of an ``scontrol create reservation`` argument list."""
+    return dict(a.split("=", 1) for a in args if "=" in a)
+
+
+def _slurm_message(exc: BaseException) -> str:
+    """Slurm's error text: a pyslurm.RPCError's ``msg``, the first argument of the legacy
+    API's ``ValueError(message, errno)``, else the exception's string."""
+    msg = getattr(exc, "msg", None)
+    if msg:
+        return str(msg)
+    if exc.args and isinstance(exc.args[0], str) and exc.args[0]:
+        return exc.args[0]
+    return str(exc)

@@ -1,0 +1,83 @@
+"""What the ``siteagent-client`` commands share: the sites file and its options, a connection
+to every site chosen, a fan-out with a progress bar, and what a failure exits with.
+
+Every command takes ``--sites FILE`` (default ``$SITEAGENT_CLIENT_SITES``, else
+``~/.config/siteagent/sites.yaml``) and ``--json``; those that ask sites take ``--site NAME``
+(repeatable) to ask only some. A command that asks several sites succeeds when at least one
+answered: the others are rows of the table, never a failure of the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from pathlib import Path
+from typing import Callable, Iterator, List, Sequence
+
+from siteagent.cli import console
+from siteagent.cli.console import EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_UNAVAILABLE
+from siteagent.client.connection import BadAnswer, SiteConnection, SiteError, SiteUnreachable
+from siteagent.client.sites import Registry, Site, default_path, load_registry
+
+
+def add_sites_options(parser: argparse.ArgumentParser, choose: bool = True) -> None:
+    """``--sites FILE`` and ``--json``; with ``choose``, ``--site NAME`` too."""
+    parser.add_argument(
+        "--sites",
+        type=Path,
+        metavar="FILE",
+        help=f"the sites file (default: $SITEAGENT_CLIENT_SITES, else {default_path({})})",
+    )
+    if choose:
+        parser.add_argument(
+            "--site",
+            action="append",
+            default=[],
+            metavar="NAME",
+            help="ask only this site of the file (repeat for several; default: every site)",
+        )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def registry(args: argparse.Namespace) -> Registry:
+    return load_registry(args.sites)
+
+
+@contextlib.contextmanager
+def connected(sites: Sequence[Site]) -> Iterator[List[SiteConnection]]:
+    """A connection to each site, all closed afterwards."""
+    connections = [SiteConnection(site) for site in sites]
+    try:
+        yield connections
+    finally:
+        for connection in connections:
+            connection.close()
+
+
+@contextlib.contextmanager
+def progress(what: str, count: int, quiet: bool) -> Iterator[Callable[[object], None]]:
+    """A progress bar on stderr of sites answered out of ``count``; yields what a fan-out
+    calls with each result."""
+    with console.progress_bar(f"{what} {count} sites", enabled=not quiet) as update:
+        answered = 0
+
+        def one_more(_result: object) -> None:
+            nonlocal answered
+            answered += 1
+            update(answered / count)
+
+        yield one_more
+
+
+def latency_ms(seconds: float) -> str:
+    return f"{seconds * 1000:,.0f} ms"
+
+
+def exit_code(error: Exception) -> int:
+    """A site's (or the bank's) refusal is EXIT_REFUSED, no answer or an answer that is not
+    the protocol EXIT_UNAVAILABLE, anything else (a sites file, a key, an option) bad input."""
+    if isinstance(error, (SiteUnreachable, BadAnswer)):
+        return EXIT_UNAVAILABLE
+    if isinstance(error, SiteError):
+        return EXIT_REFUSED if error.status is not None and error.status < 500 else EXIT_UNAVAILABLE
+    return EXIT_BAD_INPUT

@@ -1,0 +1,221 @@
+"""``siteagent-client provision``: plan a workflow across the sites and reserve the plan.
+
+The greedy planner (:mod:`siteagent.client.greedy`) takes the tasks in HEFT order, asks every
+site for quotes from when the task's inputs can be there, and holds the best by the trade-off
+``--alpha`` (a tentative reservation); once every task is held, every reservation is confirmed
+through the auction's two-phase commit, or all are released. Every accept, confirm and cancel
+is journaled before it is sent, so ``recover`` and ``reservations`` see a plan as an auction
+whose parts are its tasks.
+
+Exits 0 when every task is confirmed (or, with ``--dry-run``, planned); 3 when a task finds no
+site and window, or a confirm is refused (everything is then released); 130 when interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
+
+from siteagent.cli import client_common, client_reservations, console
+from siteagent.cli.client_auction import EXIT_INTERRUPTED, interruptible
+from siteagent.cli.console import EXIT_REFUSED
+from siteagent.cli.options import local_time
+from siteagent.client import genetic, greedy, pinned
+from siteagent.client.commit import Commit, Held, Outcome
+from siteagent.client.journal import AuctionState
+from siteagent.client.liveoffers import LiveOffers
+from siteagent.client.plans import Network, Plan
+from siteagent.client.recovery import Patient
+from siteagent.client.tasks import TaskGraph, task_of
+from siteagent.client.workflow import load_workflow
+from siteagent.core import tradeoff
+
+#: Bytes per second between sites when not told: the thesis' 10 Gbps (ch. 4.9).
+DEFAULT_BANDWIDTH = 1.25e9
+
+PLANNERS = ("greedy", "genetic")
+
+COLUMNS = ["task", "site", "reservation", "start", "finish", "cost"]
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    provision = commands.add_parser(
+        "provision",
+        help="plan a workflow across sites and reserve every task (all or nothing)",
+        description=(
+            "Plan WORKFLOW (a YAML DAG or ensemble, or a WfFormat JSON instance) across the "
+            "sites: tasks in HEFT order, each placed at the quote minimising alpha x cost + "
+            "(1 - alpha) x finish among the sites' quotes from when its inputs can be there, "
+            "and held there (a tentative reservation); then every task is confirmed, signed, "
+            "or, if one cannot be, everything is released. --dry-run quotes and plans but "
+            "holds nothing. Every step is journaled before it is sent (see `recover`). Exits 0 "
+            "when every task is confirmed, 3 when a task finds no window or a confirm is "
+            "refused, 130 when interrupted."
+        ),
+    )
+    provision.add_argument("workflow", type=Path, metavar="WORKFLOW")
+    provision.add_argument(
+        "--alpha",
+        type=float,
+        default=0.5,
+        metavar="A",
+        help="1 cheapest ... 0 fastest (0.5)",
+    )
+    provision.add_argument(
+        "--bandwidth",
+        type=float,
+        default=DEFAULT_BANDWIDTH,
+        metavar="BYTES_PER_S",
+        help=f"between sites, for a parent's output to reach a child ({DEFAULT_BANDWIDTH:g})",
+    )
+    provision.add_argument(
+        "--latency", type=float, default=0.0, metavar="S", help="of a transfer between sites (0)"
+    )
+    provision.add_argument(
+        "--planner",
+        choices=PLANNERS,
+        default="greedy",
+        help="greedy: task by task over the sites' quotes (the default); genetic: NSGA-II "
+        "over the slots the sites advertise, its plan then held task by task at the sites it "
+        "names, as near its windows as they now offer",
+    )
+    provision.add_argument(
+        "--seed", type=int, metavar="N", help="of the genetic planner's search (random)"
+    )
+    provision.add_argument(
+        "--dry-run", action="store_true", help="quote and plan, hold and confirm nothing"
+    )
+    client_common.add_sites_options(provision)
+    client_reservations.add_journal_option(provision)
+    provision.set_defaults(command=_provision)
+
+
+def _provision(args: argparse.Namespace) -> int:
+    graph = load_workflow(args.workflow)
+    network = Network(args.bandwidth, args.latency)
+    tradeoff.check_alpha(args.alpha)
+    sites = client_common.registry(args).select(args.site)
+    journal = client_reservations.open_journal(args)
+    with client_common.connected(sites) as connections, interruptible() as interrupted:
+        by_name = {connection.site.name: connection for connection in connections}
+        attributes = [
+            connection.info().site.model_copy(update={"name": name})
+            for name, connection in by_name.items()
+        ]
+        if not args.dry_run:
+            for connection in connections:
+                connection.signing_key()  # a missing or unsafe key: say so before holding
+        slot_lists = (
+            {name: connection.slots() for name, connection in by_name.items()}
+            if args.planner == "genetic"
+            else {}
+        )
+        record = journal.open_auction(_described(args, graph))
+        sellers = {name: Patient(connection) for name, connection in by_name.items()}
+        planned: Dict[str, Plan] = {}
+        with journal.running(record.id), _progress(graph, args.json) as one_held:
+            commit = Commit(journal, record.id, sellers, graph.number_of_nodes(), None, interrupted)
+            offers = LiveOffers(by_name, commit, args.dry_run, one_held)
+
+            def hold() -> Mapping[int, Held]:
+                now = int(time.time())
+                if args.planner == "greedy":
+                    plan = greedy.provision(graph, attributes, offers, network, args.alpha, now)
+                else:
+                    pareto = genetic.pareto_plans(
+                        graph, attributes, slot_lists, network, now, seed=args.seed
+                    )
+                    chosen = pareto.choose(args.alpha).plan
+                    plan = pinned.reserve(chosen, graph, attributes, offers, network)
+                planned["plan"] = plan
+                return offers.held
+
+            outcome = commit.run_plan(hold, confirm=not args.dry_run)
+    return _report(args, outcome, planned.get("plan"))
+
+
+def _described(args: argparse.Namespace, graph: TaskGraph) -> Dict[str, Any]:
+    """What the journal keeps of the command: enough to say later what was asked."""
+    return {
+        "provision": str(args.workflow),
+        "tasks": graph.number_of_nodes(),
+        "alpha": args.alpha,
+        "planner": args.planner,
+        "bandwidth": args.bandwidth,
+        "latency": args.latency,
+        "dry_run": args.dry_run,
+    }
+
+
+def _report(args: argparse.Namespace, outcome: Outcome, plan: Optional[Plan]) -> int:
+    done = outcome.state is AuctionState.DONE or (args.dry_run and plan is not None)
+    rows = _rows(plan, outcome) if plan is not None and done else []
+    if args.json:
+        console.print_json(
+            {
+                "state": "planned" if args.dry_run and done else outcome.state.value,
+                "message": outcome.message,
+                "tasks": rows,
+                "cost": None if plan is None else str(plan.cost),
+                "makespan": None if plan is None else plan.makespan,
+                "entries": [entry.to_json() for entry in outcome.entries],
+            }
+        )
+    elif rows and plan is not None:
+        shown = [
+            {**row, "start": local_time(row["start"]), "finish": local_time(row["finish"])}
+            for row in rows
+        ]
+        console.print_table(shown, COLUMNS, title="Plan")
+        console.print_pairs([("cost", plan.cost), ("makespan", f"{plan.makespan} s")])
+    for entry in outcome.unsettled:
+        console.error(
+            f"{entry.site} may hold task {entry.part + 1} ({entry.state.value}: "
+            f"{entry.message}); `siteagent-client recover` settles it once the site answers"
+        )
+    if done:
+        if not args.json and not args.dry_run:
+            console.stdout.print(f"provision: {outcome.message}")
+        return 0
+    console.error(f"provision: {outcome.message}")
+    return EXIT_INTERRUPTED if outcome.state is AuctionState.INTERRUPTED else EXIT_REFUSED
+
+
+def _rows(plan: Plan, outcome: Outcome) -> List[Dict[str, Any]]:
+    """Each task's placement with its reservation (none in a dry run): the parts were held in
+    the plan's order, structural tasks (which hold nothing) left out."""
+    confirmed = {entry.part: entry for entry in outcome.confirmed}
+    real = [p for p in plan.placements if p.site is not None]
+    rows = []
+    for part, placement in enumerate(real):
+        entry = confirmed.get(part)
+        reservation = entry.reservation_id if entry is not None else None
+        rows.append(
+            {
+                "task": placement.task,
+                "site": placement.site,
+                "reservation": reservation,
+                "start": placement.start,
+                "finish": placement.finish,
+                "cost": str(placement.cost),
+            }
+        )
+    return rows
+
+
+@contextlib.contextmanager
+def _progress(graph: TaskGraph, quiet: bool) -> Iterator[Callable[[], None]]:
+    """A progress bar on stderr of the tasks held out of the workflow's tasks that run."""
+    total = max(1, sum(1 for node in graph if not task_of(graph, node).structural))
+    with console.progress_bar(f"planning {total} tasks", enabled=not quiet) as update:
+        held = 0
+
+        def one_held() -> None:
+            nonlocal held
+            held += 1
+            update(held / total)
+
+        yield one_held

@@ -1,0 +1,234 @@
+"""``siteagent-client recover`` and ``siteagent-client reservations``: the buyer's
+reservations across sites, from the journal.
+
+``recover`` finishes or undoes every auction a crash or a second Ctrl-C interrupted:
+tentative reservations are cancelled, answers that were lost are asked for again, confirmed
+parts are kept and listed. ``reservations list`` shows what the journal holds (offline);
+``show`` asks the reservation's site and records what it says; ``cancel`` cancels it (a
+confirmed one at its penalty). A reservation is named by its id, or ``SITE:ID`` when ids of
+two sites collide.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, Dict, List
+
+from siteagent.cli import client_common, console
+from siteagent.cli.console import EXIT_UNAVAILABLE
+from siteagent.cli.options import local_time
+from siteagent.client.journal import RELEASED, Entry, Journal, State, default_path
+from siteagent.client.recovery import Patient, observe, recover, settle
+from siteagent.client.sites import Registry, Site
+
+#: The columns of a journal entry in a table.
+ENTRY_COLUMNS = ["part", "site", "reservation", "state", "start", "end", "cores", "price", "note"]
+
+
+def add_journal_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--journal",
+        type=Path,
+        metavar="FILE",
+        help=f"the client's journal (default: {default_path()}, under $XDG_STATE_HOME)",
+    )
+
+
+def open_journal(args: argparse.Namespace) -> Journal:
+    return Journal(args.journal or default_path())
+
+
+def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    recover_command = commands.add_parser(
+        "recover",
+        help="finish or undo interrupted auctions from the journal",
+        description=(
+            "For every auction no running process holds: ask each site what it holds of the "
+            "journal's unsettled steps (an accept or confirm without its answer is asked "
+            "again, with its idempotency key), cancel every tentative reservation, and list "
+            "the confirmed ones, which are kept (cancel them with `reservations cancel`, at "
+            "their penalty). Exits 0 when nothing is left unsettled, 75 when a site did not "
+            "answer (run it again later; a tentative reservation there expires at its "
+            "deadline anyway)."
+        ),
+    )
+    client_common.add_sites_options(recover_command, choose=False)
+    add_journal_option(recover_command)
+    recover_command.set_defaults(command=_recover)
+
+    reservations = commands.add_parser(
+        "reservations",
+        help="the reservations of your auctions, across sites, from the journal",
+        description="List, show or cancel the reservations the journal knows, at any site.",
+    )
+    actions = reservations.add_subparsers(title="actions", metavar="ACTION", required=True)
+    listing = actions.add_parser(
+        "list",
+        help="what the journal holds (tentative, confirmed and unsettled; --all: everything)",
+    )
+    listing.add_argument("--all", action="store_true", help="released and refused ones too")
+    listing.set_defaults(command=_list)
+    show = actions.add_parser("show", help="ask the reservation's site and record its answer")
+    show.add_argument("reservation", metavar="[SITE:]ID")
+    show.set_defaults(command=_show)
+    cancel = actions.add_parser("cancel", help="cancel it (a confirmed one at its penalty)")
+    cancel.add_argument("reservation", metavar="[SITE:]ID")
+    cancel.set_defaults(command=_cancel)
+    for action in (listing, show, cancel):
+        client_common.add_sites_options(action, choose=False)
+        add_journal_option(action)
+
+
+# --------------------------------------------------------------------------- recover
+
+
+def _recover(args: argparse.Namespace) -> int:
+    journal = open_journal(args)
+    registry = client_common.registry(args)
+    sites = {entry.site for entry in journal.unsettled()}
+    with client_common.connected([s for s in registry.sites if s.name in sites]) as connections:
+        sellers = {connection.site.name: Patient(connection) for connection in connections}
+        settled, running = recover(journal, sellers)
+    left = [entry for entry in journal.unsettled() if entry.auction_id not in running]
+    confirmed = [
+        entry
+        for entry in journal.entries()
+        if entry.state is State.CONFIRMED and entry.auction_id in {e.auction_id for e in settled}
+    ]
+    if args.json:
+        console.print_json(
+            {
+                "settled": [entry.to_json() for entry in settled],
+                "confirmed": [entry.to_json() for entry in confirmed],
+                "unsettled": [entry.to_json() for entry in left],
+                "running": running,
+            }
+        )
+    else:
+        _print_recovery(settled, confirmed, left, running, registry)
+    return EXIT_UNAVAILABLE if left else 0
+
+
+def _print_recovery(
+    settled: List[Entry],
+    confirmed: List[Entry],
+    left: List[Entry],
+    running: List[str],
+    registry: Registry,
+) -> None:
+    if not settled and not left:
+        console.stdout.print("Nothing to recover: every step of the journal is settled.")
+    if settled:
+        console.print_table([entry_row(e) for e in settled], ENTRY_COLUMNS, title="Settled")
+    if confirmed:
+        console.print_table(
+            [entry_row(e) for e in confirmed],
+            ENTRY_COLUMNS,
+            title="Confirmed and kept (cancel with `siteagent-client reservations cancel`)",
+        )
+    known = {site.name for site in registry.sites}
+    for entry in left:
+        why = entry.message if entry.site in known else f"{entry.site} is not in the sites file"
+        console.error(f"{_name(entry)} is still {entry.state.value}: {why}")
+    for auction_id in running:
+        console.stdout.print(f"auction {auction_id} is running in another process: left alone")
+
+
+# --------------------------------------------------------------------------- reservations
+
+
+def _list(args: argparse.Namespace) -> int:
+    journal = open_journal(args)
+    entries = [
+        entry
+        for entry in journal.entries()
+        if args.all
+        or (entry.state not in RELEASED and entry.reservation_id is not None)
+        or entry.state is State.ACCEPTING
+    ]
+    if args.json:
+        console.print_json({"reservations": [entry.to_json() for entry in entries]})
+    elif entries:
+        console.print_table([entry_row(e) for e in entries], ["auction", *ENTRY_COLUMNS])
+    else:
+        console.stdout.print("The journal holds no reservation" + ("." if args.all else " now."))
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    journal = open_journal(args)
+    entry = _find(journal, args.reservation)
+    with client_common.connected([_site(args, entry)]) as (connection,):
+        view = connection.reservation(entry.reservation_id or "")
+        entry = observe(entry, Patient(connection), journal)
+    if args.json:
+        console.print_json({"journal": entry.to_json(), "site": view.model_dump(mode="json")})
+    else:
+        console.print_pairs(
+            [
+                ("reservation", _name(entry)),
+                ("at the site", view.state),
+                ("in the journal", entry.state.value),
+                ("start", local_time(view.start)),
+                ("end", local_time(view.end)),
+                ("size", f"{view.size} {view.unit}s"),
+                ("price", view.total),
+                ("confirm by", local_time(view.deadline) if view.state == "TENTATIVE" else None),
+                ("receipt", view.receipt.id if view.receipt else None),
+                ("penalty kept", view.penalty),
+            ]
+        )
+    return 0
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    journal = open_journal(args)
+    entry = _find(journal, args.reservation)
+    with client_common.connected([_site(args, entry)]) as (connection,):
+        entry = settle(entry, Patient(connection), journal, cancel_confirmed=True)
+    if args.json:
+        console.print_json({"reservation": entry.to_json()})
+    if entry.state in RELEASED:
+        if not args.json:
+            note = f" ({entry.message})" if entry.message else ""
+            console.stdout.print(f"{_name(entry)}: {entry.state.value}{note}")
+        return 0
+    console.error(f"{_name(entry)} is still {entry.state.value}: {entry.message}")
+    return EXIT_UNAVAILABLE
+
+
+def _find(journal: Journal, name: str) -> Entry:
+    site, _, reservation_id = name.rpartition(":")
+    found = journal.find(reservation_id, site or None)
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise ValueError(f"the journal {journal.path} knows no reservation {name}")
+    sites = ", ".join(sorted(f"{e.site}:{reservation_id}" for e in found))
+    raise ValueError(f"{name} is at several sites: name one of {sites}")
+
+
+def _site(args: argparse.Namespace, entry: Entry) -> Site:
+    (site,) = client_common.registry(args).select([entry.site])
+    return site
+
+
+def _name(entry: Entry) -> str:
+    return f"{entry.site}:{entry.reservation_id or entry.offer_id}"
+
+
+def entry_row(entry: Entry) -> Dict[str, Any]:
+    """A journal entry as a table row."""
+    return {
+        "auction": entry.auction_id,
+        "part": entry.part + 1,
+        "site": entry.site,
+        "reservation": entry.reservation_id or f"(offer {entry.offer_id})",
+        "state": entry.state.value,
+        "start": local_time(entry.bid.start),
+        "end": local_time(entry.bid.end),
+        "cores": entry.bid.size,
+        "price": str(entry.bid.total),
+        "note": entry.message,
+    }

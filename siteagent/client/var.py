@@ -1,0 +1,56 @@
+"""Virtual advance reservations: when to submit so that a job is running by a given time.
+
+Singh's thesis (ch. 6, Figure 33, after Nurmi et al.'s VARQ) reserves without the site's help:
+submit an ordinary job early enough that, with the wanted probability, the queue has started it
+by the desired time, and ask for the lead on top of the walltime, so that the job still runs
+``walltime`` seconds after the desired start if it starts at once. The thesis scans submission
+times and asks QBETS the probability at each; with the bounds a site publishes per bin it is
+closed-form: a lead L works when the bound of the bin a job of ``walltime + L`` falls in is at
+most L, and the latest submission is the desired start less the least such L. The probability
+holds with the bounds' confidence (95% by default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from siteagent.client.waits import bin_bound, holds
+from siteagent.protocol.models import WaitHistory
+
+
+@dataclass(frozen=True)
+class Submission:
+    """Submit at ``submit_at`` a job asking ``walltime`` seconds (the lead included)."""
+
+    submit_at: int
+    walltime: int
+
+
+def latest_submission(
+    history: WaitHistory,
+    cores: int,
+    walltime: int,
+    start_by: int,
+    probability: float,
+    now: int,
+) -> Optional[Submission]:
+    """The latest submission at which a job of ``cores`` that must run ``walltime`` seconds
+    starts by ``start_by`` with at least ``probability``; None if no bin bounds the wait that
+    tightly or the submission would have to be before ``now``."""
+    if not 0.0 < probability < 1.0:
+        raise ValueError(f"the probability must be in (0, 1), got {probability}")
+    leads = []
+    for bin_ in history.bins:
+        bound = bin_bound(bin_, probability)
+        if bound is None:
+            continue
+        lead = max(bound, (bin_.walltime_s[0] or 0) + 1 - walltime, 0)  # into the bin's range
+        if holds(bin_, cores, walltime + lead):
+            leads.append(lead)
+    if not leads:
+        return None
+    lead = min(leads)
+    if start_by - lead < now:
+        return None
+    return Submission(start_by - lead, walltime + lead)

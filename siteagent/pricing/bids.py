@@ -1,0 +1,190 @@
+"""A site's bid for a job in an English auction (Baranov et al., docs/design.md §4.6).
+
+In this auction the roles are inverted: the job is the good, and sites bid for it with their
+free capacity. The paper gives the bid's parts but not their formula (it refers to the
+authors' earlier work); this is the project's reconstruction, in one unit, core-hours:
+
+    value = p · n/3600 · (d · d/(d + w) − τ) − displacement
+
+- **The cores offered, by how soon they are free** (``cores_value``): the job's ``n`` cores for
+  its walltime ``d``, worth less the longer they wait (``w`` seconds after the earliest start
+  the auction allows): a window free at once is worth all its core-hours, one a walltime away
+  half. ``p`` is the job's absolute priority: a job of priority 3 is worth three of priority 1,
+  so that the higher a job's priority, the more queued work a site will push back to start it
+  sooner.
+- **The cost of displacing lower-priority work** (``displacement``): the externality fee of
+  placing the job in that window at a rate of one per core-hour (Singh, ch. 5): the delay, in
+  core-hours, it imposes on the jobs queued at the site. Queued jobs have no priority the site
+  can compare, so all of them count as the lower-priority work the paper's sites preempt.
+- **The input transfer time** (``transfer``): ``τ`` seconds for the job's input to reach this
+  site (0 when it is here), in the job's core-hours at its priority, like the wait.
+
+The site offers the window of greatest value among its earliest possible start (which may push
+queued jobs back), each change of its predicted availability after it, and its earliest start
+that delays nobody, within one walltime of the earliest start. **A site that cannot start the
+job within that time has no capacity, and does not bid** (the paper's sites bid only when they
+have free resources).
+
+**Held capacity.** A site never offers the same cores in two open auctions: a bid holds its
+window until its auction ends, and every other bid is valued around it (:func:`holding`), as
+if the held windows were reservations. A hold whose capacity the batch system's own work took
+meanwhile holds nothing any more and is left out; its bid is revised when asked again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Iterable, List, Optional, Sequence, Tuple, Union
+
+from siteagent.core.model import BatchReservation
+from siteagent.core.money import HOUR
+from siteagent.core.profile import Profile
+from siteagent.pricing.base import Context, Window
+from siteagent.pricing.externality import ExternalityFee
+
+#: Bids are written to the thousandth of a core-hour.
+MILLI = Decimal("0.001")
+
+#: How many windows a bid compares at most: the earliest start, the changes of availability
+#: after it, and the earliest start that delays nobody.
+CANDIDATES = 12
+
+#: The harm to the queue in core-hours: the externality fee at one per core-hour of delay.
+_DISPLACEMENT = ExternalityFee(Decimal(1))
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Capacity held for an open bid (or a reservation the latest snapshot does not show
+    yet): ``size`` units over [start, end)."""
+
+    start: int
+    end: int
+    size: int
+
+
+@dataclass(frozen=True)
+class AuctionedJob:
+    """The job as a site values it: ``cores`` in the site's unit for ``walltime`` seconds, its
+    absolute ``priority`` (1 and up, higher first) and ``transfer_s``, the seconds its input
+    takes to reach this site."""
+
+    cores: int
+    walltime: int
+    priority: int
+    transfer_s: int
+
+
+@dataclass(frozen=True)
+class Valuation:
+    """A bid: the window offered and its value's parts (core-hours, to the thousandth)."""
+
+    window: Window
+    cores_value: Decimal
+    displacement: Decimal
+    transfer: Decimal
+
+    @property
+    def value(self) -> Decimal:
+        return self.cores_value - self.displacement - self.transfer
+
+
+@dataclass(frozen=True)
+class NoBid:
+    """Why a site does not bid: ``no_capacity`` (nothing free soon enough) or
+    ``unsatisfiable`` (the job is wider than the machine; ``field`` names it)."""
+
+    code: str
+    reason: str
+    field: Optional[str] = None
+
+
+def held_profile(profile: Profile, holds: Iterable[Hold]) -> Tuple[Profile, List[Hold]]:
+    """``profile`` (running work and reservations) less the holds that still fit in it, and
+    those holds; a hold that no longer fits (the batch system's own work took its capacity) is
+    left out."""
+    held = profile.copy()
+    kept = []
+    for hold in holds:
+        start = max(hold.start, held.origin)
+        if hold.end > start and held.fits(hold.size, start, hold.end - start):
+            held.reserve(start, hold.end, hold.size)
+            kept.append(hold)
+    return held, kept
+
+
+def holding(context: Context, holds: Sequence[Hold]) -> Context:
+    """The pricing context with ``holds`` taken as reservations (those that still fit): what
+    is left to bid with, and the queue planned around what is held."""
+    _, kept = held_profile(context.hard, holds)
+    if not kept:
+        return context
+    snapshot = context.snapshot
+    held = tuple(
+        BatchReservation(name=f"bid-hold-{k}", start=h.start, end=h.end, cores=h.size, nodes=h.size)
+        for k, h in enumerate(kept)
+    )
+    reserved = dataclasses.replace(snapshot, reservations=snapshot.reservations + held)
+    return Context(reserved, context.policy)
+
+
+def valuation(context: Context, job: AuctionedJob, earliest: int) -> Union[Valuation, NoBid]:
+    """The best bid for ``job`` on ``context`` (held capacity already taken), its window
+    starting at ``earliest`` or later; or why there is none."""
+    size, duration = job.cores, job.walltime
+    if size > context.capacity:
+        unit = context.snapshot.unit.value
+        reason = f"{size} {unit}s asked, the site has {context.capacity}"
+        return NoBid("unsatisfiable", reason, "job.cores")
+    latest = earliest + duration
+    values = [
+        value_of(context, job, Window(start, size, duration), earliest)
+        for start in candidate_starts(context, size, duration, earliest, latest)
+    ]
+    if not values:
+        return NoBid(
+            "no_capacity",
+            f"{size} {context.snapshot.unit.value}s for {duration} s are not free within one "
+            "walltime of the earliest start (running work, reservations and other auctions' "
+            "bids hold them)",
+        )
+    return max(values, key=lambda bid: (bid.value, -bid.window.start))
+
+
+def candidate_starts(
+    context: Context, size: int, duration: int, earliest: int, latest: int
+) -> List[int]:
+    """The starts a bid compares, all in [earliest, latest]: the earliest the job fits with
+    running work, reservations and holds only (queued jobs pushed back), each change of the
+    predicted availability after it, and the earliest start that delays nobody."""
+    first = context.hard.earliest_fit(size, duration, earliest)
+    if first is None or first > latest:
+        return []
+    starts = [first]
+    for start, _, _ in context.plan.profile.segments(since=first):
+        if start > latest or len(starts) >= CANDIDATES - 1:
+            break
+        if start > first and context.hard.fits(size, start, duration):
+            starts.append(start)
+    free = context.plan.profile.earliest_fit(size, duration, first)
+    if free is not None and free <= latest and free not in starts:
+        starts.append(free)
+    return starts
+
+
+def value_of(context: Context, job: AuctionedJob, window: Window, earliest: int) -> Valuation:
+    """The parts of the bid that offers ``window``."""
+    size, duration = Decimal(job.cores), Decimal(job.walltime)
+    weight = Decimal(job.priority) * size / HOUR
+    wait = Decimal(window.start - earliest)
+    cores_value = weight * duration * duration / (duration + wait)
+    transfer = weight * Decimal(job.transfer_s)
+    displacement = _DISPLACEMENT.fee(context, window)
+    return Valuation(
+        window,
+        cores_value.quantize(MILLI),
+        displacement.quantize(MILLI),
+        transfer.quantize(MILLI),
+    )

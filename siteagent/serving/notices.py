@@ -1,0 +1,190 @@
+"""The batch system's notices to the agent: a local Unix socket, and who may write to it.
+
+Slurm's ResvProlog/ResvEpilog programs and PBS's reservation hook (contrib/slurm, contrib/pbs)
+tell the agent at once that one of its reservations started or ended, rather than leaving it to
+the next poll. They run as the batch system's own user (Slurm's SlurmUser, root for PBS) on the
+controller's host, so the channel is a Unix socket there: the kernel says who connected
+(``SO_PEERCRED``), and only root and the configured users are heard; anybody else is refused and
+logged. The socket itself is writable by all (0666), since the peer's uid is what decides, and
+the batch system's user must be able to connect.
+
+The exchange is one line of JSON each way: ``{"event": "begin" | "end", "reservation": NAME}``,
+answered ``{"ok": true, "state": STATE}`` or ``{"ok": false, "error": WHY}``. A notice is a hint
+to act now, never the only way: the agent's polls reconcile whatever a lost notice missed. So
+the programs give up after a second or two, and a slow or silent client costs the agent one
+thread for at most :data:`READ_TIMEOUT_S`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import socket
+import socketserver
+import stat
+import struct
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, FrozenSet, Optional
+
+from siteagent.core import names
+
+log = logging.getLogger("siteagent.notices")
+
+#: The events a notice may carry: a reservation's window started, or ended.
+EVENTS = frozenset({"begin", "end"})
+
+#: The longest notice read (bytes): a name is at most 64 characters, so anything longer is
+#: not a notice.
+MAX_NOTICE_BYTES = 512
+
+#: Seconds a client has to send its line: the programs send at once or not at all.
+READ_TIMEOUT_S = 2.0
+
+#: ``struct ucred`` (pid, uid, gid) as ``SO_PEERCRED`` returns it.
+_UCRED = struct.Struct("3i")
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A batch system's word that reservation ``reservation`` began or ended (``event``),
+    sent by the process running as ``uid``."""
+
+    event: str
+    reservation: str
+    uid: int
+
+
+#: What the agent does with a notice; its answer is sent back as the reply line.
+Handler = Callable[[Notice], Dict[str, Any]]
+
+
+def parse_notice(line: bytes, uid: int) -> Notice:
+    """A notice line, checked whole: an object with exactly ``event`` (begin, end) and
+    ``reservation`` (a name as :data:`names.NAME` allows); ValueError says what is wrong."""
+    try:
+        data = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise ValueError("a notice is one line of JSON") from None
+    if not isinstance(data, dict) or set(data) != {"event", "reservation"}:
+        raise ValueError('a notice is {"event": ..., "reservation": ...} and nothing else')
+    event, reservation = data["event"], data["reservation"]
+    if event not in EVENTS:
+        raise ValueError(f"event must be one of {', '.join(sorted(EVENTS))}, got {event!r}")
+    if not names.is_valid(names.NAME, reservation):
+        raise ValueError(f"reservation must be a reservation name, got {reservation!r}")
+    return Notice(event, reservation, uid)
+
+
+def peer_uid(connection: socket.socket) -> int:
+    """The uid of the process at the other end of a Unix socket, as the kernel knows it."""
+    _pid, uid, _gid = _UCRED.unpack(
+        connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+    )
+    return int(uid)
+
+
+class NoticeListener:
+    """Listens on the Unix socket ``path`` for notices from root or ``allowed_uids``, and
+    answers each with ``handle``'s reply (in a thread of its own per connection)."""
+
+    def __init__(self, path: Path, allowed_uids: FrozenSet[int], handle: Handler) -> None:
+        self.path = path
+        self.allowed_uids = frozenset({0, *allowed_uids})
+        self.handle = handle
+        self._server: Optional[_Server] = None
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self) -> None:
+        """Bind the socket (replacing one a previous run left) and serve in a thread; OSError
+        if the path cannot be bound."""
+        _clear_stale_socket(self.path)
+        if not self.path.parent.exists():  # made here: open to the batch system's user
+            self.path.parent.mkdir(parents=True)
+            os.chmod(self.path.parent, 0o755)
+        server = _Server(str(self.path), _Connection)
+        server.listener = self
+        os.chmod(self.path, 0o666)
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name="notices", daemon=True)
+        self._thread.start()
+        log.info(
+            "listening for the batch system's notices on %s (uids %s)",
+            self.path,
+            ", ".join(str(uid) for uid in sorted(self.allowed_uids)),
+        )
+
+    def close(self) -> None:
+        """Stop listening and remove the socket."""
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+        self._server = None
+        _clear_stale_socket(self.path)
+
+    def answer(self, line: bytes, uid: int) -> Dict[str, Any]:
+        """The reply to one line from ``uid``: refused unless the uid may notify and the line
+        is a notice, else what the handler says (an error in it is an error reply, logged)."""
+        if uid not in self.allowed_uids:
+            log.warning(
+                "refused a notice from uid %d: only uids %s may notify",
+                uid,
+                ", ".join(str(allowed) for allowed in sorted(self.allowed_uids)),
+            )
+            return {"ok": False, "error": f"uid {uid} may not notify this agent"}
+        if len(line) > MAX_NOTICE_BYTES or not line.endswith(b"\n"):
+            return {
+                "ok": False,
+                "error": f"a notice is one line of {MAX_NOTICE_BYTES} bytes at most",
+            }
+        try:
+            notice = parse_notice(line, uid)
+        except ValueError as exc:
+            log.warning("refused a malformed notice from uid %d: %s", uid, exc)
+            return {"ok": False, "error": str(exc)}
+        try:
+            return self.handle(notice)
+        except Exception:  # a bug must cost one notice, never the listener
+            log.exception("handling %s failed", notice)
+            return {"ok": False, "error": "the agent failed to handle the notice; see its log"}
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    # Many reservations may start at the same second, each with its own program; socketserver's
+    # backlog of 5 made the sixth program's connect fail at once (EAGAIN), losing its notice.
+    request_queue_size = 128
+    listener: NoticeListener
+
+
+class _Connection(socketserver.StreamRequestHandler):
+    """One client: read its line (with a deadline), answer it, hang up."""
+
+    timeout = READ_TIMEOUT_S
+    server: _Server
+
+    def handle(self) -> None:
+        try:
+            line = self.rfile.readline(MAX_NOTICE_BYTES + 1)
+        except OSError:  # the deadline passed, or the client went away
+            return
+        reply = self.server.listener.answer(line, peer_uid(self.request))
+        with contextlib.suppress(OSError):  # the client gave up: the polls carry on without it
+            self.wfile.write(json.dumps(reply).encode("utf-8") + b"\n")
+
+
+def _clear_stale_socket(path: Path) -> None:
+    """Remove a socket left at ``path``; anything else there is an error (never deleted)."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise OSError(f"{path} exists and is not a socket; remove it or choose another path")
+    path.unlink()

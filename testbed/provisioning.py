@@ -1,0 +1,196 @@
+"""Sites in memory and synthetic workflows, for the provisioning tests and benchmark.
+
+:class:`MarketSites` answers the greedy planner as agents would, with the agent's own pricing
+(the thesis' adaptive externality fee over a conservative plan of each site's queue), and
+holds what the planner picks as a reservation in that site's snapshot, so that the next
+quote sees it. Through real agents, the client's ``LiveOffers`` does the same
+(tests/integration/test_client_provision.py).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from decimal import Decimal
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from siteagent.client.greedy import Alternative
+from siteagent.client.tasks import Task, TaskGraph, task_graph
+from siteagent.core.model import BatchReservation, ClusterSnapshot, Job, Request
+from siteagent.core.slots import advertise
+from siteagent.pricing.base import Context, Refused
+from siteagent.pricing.externality import ExternalityFee
+from siteagent.pricing.flat import FlatPrice
+from siteagent.pricing.quote import Pricing
+from siteagent.protocol.models import SiteAttributes, SlotList, slot_json
+
+T0 = 1_795_000_000
+
+#: The agent's adaptive pricing (thesis ch. 5): c = 1 per core-hour, fee = the queue's delay.
+ADAPTIVE = Pricing(FlatPrice(Decimal(1)), ExternalityFee(Decimal(1)))
+
+
+def attributes(name: str, cpu_speed_mhz: Optional[int] = None, **more: object) -> SiteAttributes:
+    """A site's RFQL attributes as ``GET /v1/info`` shows them."""
+    fields: Dict[str, object] = {
+        "name": name,
+        "description": "",
+        "architecture": "x86_64",
+        "os": "linux",
+        "cpu_speed_mhz": cpu_speed_mhz,
+        "memory_per_core_mb": 4096,
+        "cores_per_node": 1,
+        "partitions": [],
+    }
+    fields.update(more)
+    return SiteAttributes(**fields)
+
+
+def busy_site(
+    seed: int, capacity: int, running: int, queued: int, now: int = T0
+) -> ClusterSnapshot:
+    """A cluster of ``capacity`` cores at ``now`` with random running and queued jobs."""
+    rng = random.Random(seed)
+    jobs, used = [], 0
+    for k in range(running):
+        size = rng.randint(1, max(1, capacity // 4))
+        if used + size > capacity:
+            break
+        used += size
+        started = now - rng.randint(0, 3600)
+        jobs.append(
+            Job(f"r{k}", size, started, now - started + rng.randint(600, 4 * 3600), start=started)
+        )
+    pending = tuple(
+        Job(
+            f"q{k}",
+            rng.randint(1, capacity // 2),
+            now - rng.randint(0, 600),
+            rng.randint(600, 3 * 3600),
+        )
+        for k in range(queued)
+    )
+    return ClusterSnapshot(now=now, capacity=capacity, running=tuple(jobs), pending=pending)
+
+
+class MarketSites:
+    """Sites in memory, quoting with the agent's pricing; implements ``SiteOffers``."""
+
+    def __init__(self, snapshots: Dict[str, ClusterSnapshot], limit: int = 10) -> None:
+        self.snapshots = dict(snapshots)
+        self.limit = limit
+        self._contexts: Dict[str, Context] = {}
+        self.held: List[BatchReservation] = []
+
+    def context(self, site: str) -> Context:
+        if site not in self._contexts:
+            self._contexts[site] = ADAPTIVE.context(self.snapshots[site])
+        return self._contexts[site]
+
+    def alternatives(
+        self, site: str, cores: int, walltime: int, earliest_start: int
+    ) -> Sequence[Alternative]:
+        request = Request(cores, walltime, earliest=earliest_start)
+        try:
+            prices = ADAPTIVE.alternatives(self.context(site), request, self.limit)
+        except Refused:
+            return []
+        return [Alternative(p.window.start, p.window.end, p.total) for p in prices]
+
+    def hold(self, site: str, cores: int, alternative: Alternative) -> bool:
+        duration = alternative.end - alternative.start
+        if not self.context(site).hard.fits(cores, alternative.start, duration):
+            return False
+        name = f"hold{len(self.held)}"
+        reservation = BatchReservation(name, alternative.start, alternative.end, cores)
+        self.held.append(reservation)
+        snapshot = self.snapshots[site]
+        self.snapshots[site] = replace(snapshot, reservations=(*snapshot.reservations, reservation))
+        self._contexts.pop(site, None)
+        return True
+
+    def slot_lists(self) -> Dict[str, SlotList]:
+        """Each site's advertised slots, as ``GET /v1/slots`` answers them."""
+        return {
+            site: SlotList(
+                now=snapshot.now,
+                unit="core",
+                slots=[slot_json(s) for s in advertise(self.context(site).plan)],
+            )
+            for site, snapshot in self.snapshots.items()
+        }
+
+
+def layered_workflow(
+    seed: int,
+    tasks: int = 100,
+    levels: int = 10,
+    mean_runtime: int = 1000,
+    mean_cores: int = 6,
+    mean_bytes: int = 10**9,
+) -> TaskGraph:
+    """The thesis' synthetic workflow (ch. 4.7, Figure 12; ch. 4.9): ``tasks`` tasks over
+    ``levels`` levels, run times around ``mean_runtime``, each task below the first with two
+    parents on the level above that send it about ``mean_bytes``."""
+    rng = random.Random(seed)
+    per_level = [tasks // levels + (1 if k < tasks % levels else 0) for k in range(levels)]
+    entries = []
+    above: List[str] = []
+    for level, count in enumerate(per_level):
+        here = [f"L{level}T{k}" for k in range(count)]
+        for name in here:
+            parents = rng.sample(above, min(2, len(above)))
+            size = rng.randint(mean_bytes // 2, mean_bytes * 3 // 2)
+            task = Task(
+                name,
+                cores=rng.randint(1, 2 * mean_cores - 1),
+                runtime_s=float(rng.randint(mean_runtime // 2, mean_runtime * 3 // 2)),
+                inputs={f"{p}.out": size for p in parents},
+                outputs={f"{name}.out": size},
+            )
+            entries.append((task, parents))
+        above = here
+    return task_graph(entries, "layered workflow")
+
+
+def montage_instance(directory: Path, tasks: int, seed: int = 1) -> Path:
+    """A synthetic Montage instance (WfFormat JSON) from WfCommons' WfChef recipe."""
+    from wfcommons import WorkflowGenerator
+    from wfcommons.wfchef.recipes import MontageRecipe
+
+    random.seed(seed)
+    workflow = WorkflowGenerator(MontageRecipe.from_num_tasks(tasks)).build_workflow()
+    path = directory / f"montage-{tasks}.json"
+    workflow.write_json(path)
+    return path
+
+
+def cybershake(sites: int = 40, runtime_scale: float = 1.0) -> TaskGraph:
+    """The thesis' seismic hazard (CyberShake) workflow, Table 2 and Figure 17, with
+    ``sites`` synthSGT/peakValCal pairs instead of 4,017: fd_grid_xyz, preSGT and fd_grid_cvm
+    feed the two 288-core strain Green tensor runs, whose outputs every synthSGT reads."""
+    scale = runtime_scale
+
+    def task(name: str, cores: int, runtime: float, reads: Sequence[str] = ()) -> Task:
+        return Task(
+            name,
+            cores,
+            runtime_s=runtime * scale,
+            inputs={f"{r}.out": 10**9 for r in reads},
+            outputs={f"{name}.out": 10**9},
+        )
+
+    entries = [
+        (task("fd_grid_xyz", 1, 1), []),
+        (task("preSGT", 1, 300, ["fd_grid_xyz"]), ["fd_grid_xyz"]),
+        (task("fd_grid_cvm", 288, 2100, ["fd_grid_xyz"]), ["fd_grid_xyz"]),
+        (task("pvml_chk1", 288, 86400, ["preSGT", "fd_grid_cvm"]), ["preSGT", "fd_grid_cvm"]),
+        (task("pvml_chk2", 288, 86400, ["preSGT", "fd_grid_cvm"]), ["preSGT", "fd_grid_cvm"]),
+    ]
+    for k in range(sites):
+        entries.append(
+            (task(f"synthSGT{k}", 1, 519, ["pvml_chk1", "pvml_chk2"]), ["pvml_chk1", "pvml_chk2"])
+        )
+        entries.append((task(f"peakValCal{k}", 1, 1, [f"synthSGT{k}"]), [f"synthSGT{k}"]))
+    return task_graph(entries, "cybershake")

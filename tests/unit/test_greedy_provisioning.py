@@ -1,0 +1,163 @@
+"""HEFT ranks and greedy provisioning across sites (thesis ch. 7), on hand-worked cases and
+as a property: every plan respects the workflow's dependencies and its data's arrival."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Dict, List, Sequence, Tuple
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from siteagent.client.greedy import Alternative, data_ready, provision
+from siteagent.client.heft import rank_order, upward_ranks
+from siteagent.client.plans import Network, PlanningError
+from siteagent.client.tasks import Task, TaskGraph, edge_bytes, task_graph, task_of
+from siteagent.client.workflow import ensemble
+from testbed.provisioning import T0, MarketSites, attributes, busy_site, layered_workflow
+
+GB = 10**9
+#: 1 GB/s and 10 s of latency: 2 GB take 12 s between two sites.
+NET = Network(bytes_per_s=GB, latency_s=10)
+
+
+def diamond() -> TaskGraph:
+    """a -> b (2 GB), a -> c (nothing), b -> d, c -> d."""
+    a = Task("a", 1, runtime_s=100, outputs={"a.out": 2 * GB})
+    b = Task("b", 1, runtime_s=200, inputs={"a.out": 2 * GB})
+    c = Task("c", 1, runtime_s=50)
+    d = Task("d", 1, runtime_s=10)
+    return task_graph([(a, []), (b, ["a"]), (c, ["a"]), (d, ["b", "c"])], "diamond")
+
+
+def test_upward_ranks_by_hand() -> None:
+    """rank(d) = 10; rank(b) = 200 + 10; rank(c) = 50 + 10; rank(a) = 100 + max(12 + 210,
+    0 + 60) = 322: the critical path a-b-d, with a's 2 GB to b at 10 s + 2 s."""
+    ranks = upward_ranks(diamond(), [attributes("x")], NET)
+    assert ranks == {"d": 10, "b": 210, "c": 60, "a": 322}
+    assert rank_order(diamond(), ranks) == ["a", "b", "c", "d"]
+
+
+def test_a_tasks_rank_counts_its_mean_run_time_over_the_sites() -> None:
+    """3.6e6 megacycles: 2,000 s at 1.8 GHz, 1,000 s at 3.6 GHz, 1,500 s on average; a site
+    without a clock rate cannot say and does not count."""
+    graph = task_graph([(Task("w", 4, work_mcycles=3.6e6), [])], "one")
+    sites = [attributes("slow", 1800), attributes("fast", 3600), attributes("unknown")]
+    assert upward_ranks(graph, sites, NET) == {"w": 1500}
+
+
+def test_ties_keep_a_topological_order() -> None:
+    """Zero-length tasks and edges tie on rank; a parent still comes before its child."""
+    entry = ensemble([("m", task_graph([(Task("t", 1, runtime_s=0), [])], "m"))])
+    order = rank_order(entry, upward_ranks(entry, [attributes("x")], NET))
+    assert order == ["entry", "m/t", "exit"]
+
+
+class Fixed:
+    """Sites answering fixed alternatives; records what it was asked; refuses some holds."""
+
+    def __init__(self, offers: Dict[str, List[Alternative]], refuse: Sequence[str] = ()) -> None:
+        self.offers = offers
+        self.refuse = set(refuse)
+        self.asked: List[Tuple[str, int, int, int]] = []
+        self.held: List[Tuple[str, Alternative]] = []
+
+    def alternatives(
+        self, site: str, cores: int, walltime: int, earliest_start: int
+    ) -> Sequence[Alternative]:
+        self.asked.append((site, cores, walltime, earliest_start))
+        return [a for a in self.offers.get(site, []) if a.start >= earliest_start]
+
+    def hold(self, site: str, cores: int, alternative: Alternative) -> bool:
+        if site in self.refuse:
+            return False
+        self.held.append((site, alternative))
+        return True
+
+
+def one_task() -> TaskGraph:
+    return task_graph([(Task("t", 2, runtime_s=100), [])], "one")
+
+
+OFFERS = {
+    "A": [Alternative(0, 100, Decimal("10.00")), Alternative(200, 300, Decimal("0.00"))],
+    "B": [Alternative(50, 150, Decimal("2.00"))],
+}
+
+
+@pytest.mark.parametrize(
+    ("alpha", "site", "start"),
+    [
+        (0.0, "A", 0),  # the earliest finish, 100
+        (1.0, "A", 200),  # the cheapest, free at 200
+        # costs 10, 0, 2 -> 1, 0, .2; finishes 100, 300, 150 -> 0, 1, .25:
+        # A@0 .5, A@200 .5, B@50 .225
+        (0.5, "B", 50),
+    ],
+)
+def test_the_alpha_choice_by_hand(alpha: float, site: str, start: int) -> None:
+    sites = [attributes("A"), attributes("B")]
+    plan = provision(one_task(), sites, Fixed(OFFERS), NET, alpha, now=0)
+    placement = plan.placement("t")
+    assert (placement.site, placement.start, placement.finish) == (site, start, start + 100)
+    assert plan.cost == placement.cost and plan.makespan == start + 100
+
+
+def test_a_refused_hold_falls_back_to_the_next_best() -> None:
+    sites = [attributes("A"), attributes("B")]
+    plan = provision(one_task(), sites, Fixed(OFFERS, refuse=["B"]), NET, 0.5, now=0)
+    assert plan.placement("t").site == "A"  # B's offer was best but could not be held
+    with pytest.raises(PlanningError, match="none of its offers could be held"):
+        provision(one_task(), sites, Fixed(OFFERS, refuse=["A", "B"]), NET, 0.5, now=0)
+    with pytest.raises(PlanningError, match="no site offers a window"):
+        provision(one_task(), sites, Fixed({}), NET, 0.5, now=0)
+    with pytest.raises(ValueError, match="alpha"):
+        provision(one_task(), sites, Fixed(OFFERS), NET, 1.5, now=0)
+
+
+def test_children_are_asked_from_when_their_parents_data_can_arrive() -> None:
+    """a runs on A until 100; b reads its 2 GB: on A from 100, on B from 112."""
+    graph = task_graph(
+        [
+            (Task("a", 1, runtime_s=100, outputs={"x": 2 * GB}), []),
+            (Task("b", 1, runtime_s=50, inputs={"x": 2 * GB}), ["a"]),
+        ],
+        "pair",
+    )
+    late = Alternative(10_000, 10_100, Decimal(0))
+    offers = Fixed({"A": [Alternative(0, 100, Decimal(1)), late], "B": [late]})
+    plan = provision(graph, [attributes("A"), attributes("B")], offers, NET, 0.0, now=0)
+    assert plan.placement("a").site == "A"
+    assert ("A", 1, 50, 100) in offers.asked and ("B", 1, 50, 112) in offers.asked
+
+
+sites_and_workflows = st.tuples(
+    st.integers(0, 10_000), st.integers(2, 3), st.integers(3, 14), st.floats(0, 1)
+)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+@given(sites_and_workflows)
+def test_every_greedy_plan_respects_dependencies_and_data_arrival(
+    case: Tuple[int, int, int, float],
+) -> None:
+    seed, count, tasks, alpha = case
+    snapshots = {f"s{i}": busy_site(seed + i, 32, 6, 8) for i in range(count)}
+    sites = [attributes(name) for name in snapshots]
+    graph = layered_workflow(seed, tasks=tasks, levels=3, mean_cores=4, mean_bytes=GB)
+    market = MarketSites(snapshots, limit=4)
+    plan = provision(graph, sites, market, NET, alpha, now=T0)
+    placed = {p.task: p for p in plan.placements}
+    assert set(placed) == set(graph.nodes)
+    for node, p in placed.items():
+        assert p.start >= T0 and p.site in snapshots
+        assert p.finish - p.start == task_of(graph, node).walltime(sites[0])
+        for parent in graph.predecessors(node):
+            moved = NET.transfer_s(edge_bytes(graph, parent, node), placed[parent].site == p.site)
+            assert p.start >= placed[parent].finish + moved
+        assert p.start >= max((T0, *data_ready(graph, node, p.site, placed, NET)))
+    assert plan.makespan == max(p.finish for p in plan.placements) - T0
+    assert len(market.held) == len(placed)
