@@ -39,7 +39,7 @@ def tres_cpu(value: str) -> Optional[int]:
     return int(m.group(1)) if m else None
 
 
-def _core_count(ids: str) -> int:
+def core_count(ids: str) -> int:
     """How many cores a ``CoreIDs=`` list (``0-5``, ``0-3,8``) names."""
     count = 0
     for item in ids.split(","):
@@ -67,7 +67,7 @@ def parse_reservations(text: str, tz: tzinfo = timezone.utc) -> List[BatchReserv
         if not records:
             continue
         if key == "CoreIDs" and "NodeName" in records[-1]:
-            per_node[-1].append((records[-1].pop("NodeName"), _core_count(value)))
+            per_node[-1].append((records[-1].pop("NodeName"), core_count(value)))
             continue
         if key not in records[-1]:
             records[-1][key] = value

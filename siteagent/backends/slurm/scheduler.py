@@ -2,14 +2,15 @@
 
 The node-aware plan follows Slurm's select/cons_tres (or cons_res) placement with the
 backfill scheduler's resolution and window; any other select or scheduler plugin gets the
-pooled plan. Read once per backend: changing these needs a controller restart.
+pooled plan. Read once per backend: changing these needs a controller restart. The pyslurm
+backend reads the same settings through libslurm and gives them here by the same names.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict
+from typing import Dict, Mapping
 
 from siteagent.core.model import Backfill, Placement
 
@@ -42,9 +43,14 @@ def _parameter(parameters: str, name: str) -> int:
 
 
 def parse_scheduler_config(text: str) -> SchedulerSettings:
-    """The settings of ``scontrol show config`` output (Slurm's defaults where unset:
-    bf_resolution 60 s, bf_window 1 day, KillWait 30 s)."""
-    settings = _settings(text)
+    """The settings of ``scontrol show config`` output."""
+    return scheduler_settings(_settings(text))
+
+
+def scheduler_settings(settings: Mapping[str, str]) -> SchedulerSettings:
+    """The settings of the controller's configuration by ``scontrol show config``'s names
+    (``SelectType``, ``SchedulerType``, ``SchedulerParameters``, ``KillWait``), whoever read
+    it; Slurm's defaults where unset: bf_resolution 60 s, bf_window 1 day, KillWait 30 s."""
     default = Backfill()
     node_aware = (
         settings.get("SelectType", "") in NODE_AWARE_SELECT
