@@ -14,7 +14,7 @@ import pytest
 
 from siteagent.core.model import Job
 from siteagent.market.reservations import OfferRefused, ReservationFailed, ReservationManager
-from siteagent.market.store import ReservationRecord, ReservationState, Store
+from siteagent.market.store import BidRecord, BidState, ReservationRecord, ReservationState, Store
 from testbed.fakes import NodeCluster
 from testbed.offers import record_offer
 
@@ -93,3 +93,32 @@ def test_the_window_checked_is_the_one_the_batch_system_holds() -> None:
     assert isinstance(backend, NodeCluster)
     assert len(backend.created) == 1
     assert backend.held_window(T0, T0 + 61) == (T0, T0 + 120)
+
+
+def test_an_open_bid_holds_cores_the_nodes_would_have_room_for() -> None:
+    """An English auction's open bid holds twenty of the thirty-two cores over the window: an
+    offer of sixteen, for which the nodes alone have room, is withdrawn; the bid's own offer
+    is not held against itself and goes on the nodes the plan chose."""
+    manager = manager_on({"n1": 16, "n2": 16})
+    won = record_offer(manager, 20, start=T0 + 600, duration=3600, valid_s=600)
+    bid = BidRecord(
+        client="bob",
+        auction_id="a1",
+        job={"cores": 20, "walltime": 3600, "priority": 1},
+        closes_at=T0 + 60,
+        held_until=T0 + 300,
+        state=BidState.OPEN,
+        created=T0,
+        updated=T0,
+        offer_id=won.id,
+        start=T0 + 600,
+        end=T0 + 4200,
+        size=20,
+        made=True,
+    )
+    manager.store.save_bid(bid, None, None)
+    with pytest.raises(OfferRefused) as refused:
+        accept(manager, 16, T0 + 600, 3600, "k1")
+    assert refused.value.reason == "capacity_gone"
+    record = manager.accept(won.id, "bob", "k2")
+    assert record.allocation == (("n1", 16), ("n2", 4))
