@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any, Iterator
 
 import pytest
@@ -534,6 +534,11 @@ def test_legacy_config_gives_the_scheduler_settings() -> None:
     )
     assert scheduler_settings(values) == parse_scheduler_config(scontrol)
     assert scheduler_settings(values).backfill.resolution == 30
+    no_grace = {**Config().get(), "kill_wait": 0}
+    module.config = lambda: SimpleNamespace(get=lambda: no_grace)  # type: ignore[attr-defined]
+    assert scheduler_settings(scheduler_values(module, ReservationApi.LEGACY)).backfill == (
+        parse_scheduler_config(scontrol.replace("5 sec", "0 sec")).backfill
+    )
 
 
 # --------------------------------------------------------------------------- check-config

@@ -28,7 +28,7 @@ def _from_legacy_config(conf: Mapping[str, Any]) -> Dict[str, str]:
         "SelectType": conf.get("select_type") or "",
         "SchedulerType": conf.get("schedtype") or "",
         "SchedulerParameters": conf.get("sched_params") or "",
-        "KillWait": str(conf.get("kill_wait") or ""),
+        "KillWait": _seconds(conf.get("kill_wait")),
     }
 
 
@@ -42,5 +42,10 @@ def _from_config_object(conf: Any) -> Dict[str, str]:
         "SchedulerParameters": ",".join(
             name if value is True else f"{name}={value}" for name, value in parameters.items()
         ),
-        "KillWait": str(conf.kill_wait_time or ""),
+        "KillWait": _seconds(conf.kill_wait_time),
     }
+
+
+def _seconds(value: Any) -> str:
+    """A count of seconds as scontrol writes it; "" (Slurm's default then) where unset."""
+    return "" if value is None else str(value)
