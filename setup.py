@@ -14,6 +14,10 @@ from setuptools.command.build_ext import build_ext
 
 HOT_MODULES = [
     "siteagent/core/profile.py",
+    "siteagent/core/machine.py",
+    "siteagent/core/blocks.py",
+    "siteagent/core/selection.py",
+    "siteagent/core/nodes.py",
     "siteagent/core/scheduling.py",
     "siteagent/sim/swf.py",
     "siteagent/sim/simulator.py",

@@ -19,7 +19,11 @@ from typing import Any, Dict, Iterator
 import pytest
 
 from testbed.slurm_accounting import missing_accounting_binaries
-from testbed.slurm_cluster import ClusterError, SlurmTestCluster, missing_binaries
+from testbed.slurm_cluster import (
+    ClusterError,
+    SlurmTestCluster,
+    missing_binaries,
+)
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -29,8 +33,8 @@ START_TIMEOUT_S = 60.0
 
 def running_slurm(accounting: bool = False, **options: Any) -> Iterator[SlurmTestCluster]:
     """A started Slurm test cluster (with slurmdbd if ``accounting``, and the other
-    :class:`SlurmTestCluster` ``options``), stopped afterwards; skips (or, under CI, fails)
-    with the reason when it cannot run or start here."""
+    :class:`SlurmTestCluster` ``options``: its ``shape``, extra configuration, ...), stopped
+    afterwards; skips (or, under CI, fails) with the reason when it cannot run or start here."""
     missing = missing_binaries() + (missing_accounting_binaries() if accounting else [])
     if os.geteuid() != 0:
         reason = "the Slurm test cluster needs root (slurmd runs jobs as users)"

@@ -2,9 +2,10 @@
 
 ``SlurmTestCluster`` builds everything in a fresh temporary directory: a slurm.conf with free
 ports picked at run time, one slurmctld and one ``slurmd -N nX`` per node (4 nodes by default,
-16 cores each through ``SlurmdParameters=config_overrides``), and waits until ``sinfo`` shows
-every node idle. Nothing outside the directory is touched except munged, which is started only
-when no munged runs on the host (it is shared and left running: another cluster may use it).
+16 cores each through ``SlurmdParameters=config_overrides``; ``shape`` gives another one, such
+as :data:`MIXED_NODES` in :data:`MIXED_PARTITIONS`), and waits until ``sinfo`` shows every node
+idle. Nothing outside the directory is touched except munged, which is started only when no
+munged runs on the host (it is shared and left running: another cluster may use it).
 
 The recipe and the reasons behind each setting are in ``docs/slurm.md`` §1:
 ``%n`` in the slurmd paths lets several slurmd share one host, private ports keep it apart from
@@ -29,9 +30,10 @@ import subprocess
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Type
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
 if TYPE_CHECKING:
     from testbed.slurm_accounting import SlurmAccounting
@@ -52,6 +54,38 @@ REQUIRED_BINARIES = (
 
 #: Job states in which a job still exists in the scheduler's eyes (not finished).
 _LIVE_STATES = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "RESIZING")
+
+
+@dataclass(frozen=True)
+class TestNode:
+    """One node of a test cluster: its name, CPUs (one core each) and Slurm scheduling weight."""
+
+    name: str
+    cpus: int = 16
+    weight: int = 1
+
+
+@dataclass(frozen=True)
+class TestPartition:
+    """A partition of a test cluster: its name and node names (the first one is the default)."""
+
+    name: str
+    nodes: Tuple[str, ...]
+
+
+#: The second shape the node-aware planner is measured on: nodes of different sizes and
+#: weights, listed out of weight order, and two partitions sharing two of them.
+MIXED_NODES = (
+    TestNode("m1", cpus=8, weight=10),
+    TestNode("m2", cpus=24, weight=1),
+    TestNode("m3", cpus=16, weight=5),
+    TestNode("m4", cpus=8, weight=1),
+    TestNode("m5", cpus=32, weight=20),
+)
+MIXED_PARTITIONS = (
+    TestPartition("batch", ("m1", "m2", "m3", "m4")),
+    TestPartition("wide", ("m3", "m4", "m5")),
+)
 
 
 class ClusterError(RuntimeError):
@@ -118,13 +152,20 @@ class SlurmTestCluster:
         startup_timeout: float = 90.0,
         base_dir: Optional[str] = None,
         accounting: bool = False,
+        shape: Optional[Tuple[Sequence[TestNode], Sequence[TestPartition]]] = None,
         extra_config: Sequence[str] = (),
         files: Optional[Mapping[str, bytes]] = None,
     ) -> None:
-        self.node_names = [f"n{i}" for i in range(1, nodes + 1)]
-        self.cpus_per_node = cpus_per_node
+        if shape is None:
+            shape = (
+                [TestNode(f"n{i}", cpus_per_node) for i in range(1, nodes + 1)],
+                [TestPartition(partition, tuple(f"n{i}" for i in range(1, nodes + 1)))],
+            )
+        self.nodes: Tuple[TestNode, ...] = tuple(shape[0])
+        self.partitions: Tuple[TestPartition, ...] = tuple(shape[1])
+        self.node_names = [n.name for n in self.nodes]
         self.real_memory_mb = real_memory_mb
-        self.partition = partition
+        self.partition = self.partitions[0].name
         self.min_job_age = min_job_age
         self.startup_timeout = startup_timeout
         self.base_dir = base_dir
@@ -260,16 +301,18 @@ class SlurmTestCluster:
             "MailProg=/bin/true",
             *self.extra_config,
         ]
-        for node, port in self.node_ports.items():
+        for node in self.nodes:
             lines.append(
-                f"NodeName={node} NodeHostname=localhost NodeAddr=127.0.0.1 Port={port}"
-                f" CPUs={self.cpus_per_node} Sockets={self.cpus_per_node} CoresPerSocket=1"
-                f" ThreadsPerCore=1 RealMemory={self.real_memory_mb} State=UNKNOWN"
+                f"NodeName={node.name} NodeHostname=localhost NodeAddr=127.0.0.1"
+                f" Port={self.node_ports[node.name]} CPUs={node.cpus} Sockets={node.cpus}"
+                f" CoresPerSocket=1 ThreadsPerCore=1 RealMemory={self.real_memory_mb}"
+                f" Weight={node.weight} State=UNKNOWN"
             )
-        lines.append(
-            f"PartitionName={self.partition} Nodes={','.join(self.node_names)} Default=YES"
-            " MaxTime=INFINITE State=UP"
-        )
+        for index, part in enumerate(self.partitions):
+            lines.append(
+                f"PartitionName={part.name} Nodes={','.join(part.nodes)}"
+                f" Default={'YES' if index == 0 else 'NO'} MaxTime=INFINITE State=UP"
+            )
         return "\n".join(lines) + "\n"
 
     def _daemon(self, args: Sequence[str]) -> None:

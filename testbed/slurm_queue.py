@@ -87,6 +87,58 @@ def random_queue(
     return first, later
 
 
+def mixed_queue(
+    seed: int, count: int, cores: Sequence[int], max_nodes: int, partitions: Sequence[str] = ()
+) -> List[List[str]]:
+    """sbatch arguments of a reproducible queue on nodes of ``cores``: one job in four asks
+    for whole nodes (``-N k --exclusive``, k up to ``max_nodes``), the others for cores
+    (``-n``, from one to half the machine); limits 5 min to 2 h. With ``partitions``, one job
+    in three goes to another partition than the first."""
+    rng = random.Random(seed)
+    largest = max(cores)
+    sizes = sorted({1, 2, 4, largest // 2, largest, largest * 3 // 2, sum(cores) // 2} - {0})
+    queue: List[List[str]] = []
+    for _ in range(count):
+        limit = ["-t", str(rng.randrange(5, 121, 5))]
+        if rng.random() < 0.25:
+            job = ["-N", str(rng.randint(1, max_nodes)), "--exclusive", *limit]
+        else:
+            job = [f"-n{rng.choice(sizes)}", *limit]
+        if len(partitions) > 1 and rng.random() < 1 / 3:
+            job = ["-p", rng.choice(partitions[1:]), *job]
+        queue.append(job)
+    return queue
+
+
+def reserve_windows(cluster: SlurmTestCluster, node: str) -> None:
+    """A maintenance window on ``node`` in three hours and two core reservations Slurm
+    places: ``cores`` (6 cores in 90 min) and ``later`` (8 cores in 2 h, for jobs of its own:
+    :func:`submit_into`)."""
+    for name, start, minutes, size in (
+        ("maint", 3 * 3600, 120, f"Nodes={node}"),
+        ("cores", 5400, 60, "CoreCnt=6"),
+        ("later", 7200, 90, "CoreCnt=8"),
+    ):
+        begin = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() + start))
+        cluster.run(
+            [
+                *("scontrol", "create", "reservation", f"ReservationName={name}"),
+                f"StartTime={begin}", f"Duration={minutes}", size, "Users=root",
+            ]
+        )
+
+
+def submit_into(
+    cluster: SlurmTestCluster, queue: Sequence[Sequence[str]], reservation: str = ""
+) -> None:
+    """Submit the queue (with ``reservation``, every fifteenth job into it) and wait for
+    Slurm's backfill to plan it."""
+    for index, args in enumerate(queue):
+        extra = [f"--reservation={reservation}"] if reservation and index % 15 == 7 else []
+        cluster.submit(*extra, *args)
+    time.sleep(4 * BACKFILL_PASS_S)
+
+
 def submit_many(
     cluster: SlurmTestCluster, count: int, args: Sequence[str], workers: int = 4
 ) -> List[str]:

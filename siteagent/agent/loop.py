@@ -31,7 +31,7 @@ from siteagent.agent.metrics import Metrics
 from siteagent.agent.state import State
 from siteagent.backends.base import Backend, BackendError
 from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
-from siteagent.core.model import ClusterSnapshot
+from siteagent.core.model import ClusterSnapshot, Placement
 from siteagent.core.scheduling import Policy, plan
 from siteagent.core.waits import QueueWait
 from siteagent.market.deals import Deals
@@ -105,6 +105,8 @@ class Agent:
         batch system fails. The state is published whole, ready for every reader."""
         began = self._clock()
         snapshot = self.backend.snapshot()
+        if self.manager is not None and snapshot.placement is not Placement.POOLED:
+            snapshot = self.manager.with_known_nodes(snapshot)
         taken = self._clock()
         predicted = plan(snapshot, self.policy)
         done = self._clock()

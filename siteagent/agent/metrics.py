@@ -580,6 +580,9 @@ class MeteredBackend(Backend):
     def now(self) -> int:
         return self.inner.now()
 
+    def held_window(self, start: int, end: int) -> Tuple[int, int]:
+        return self.inner.held_window(start, end)
+
     def close(self) -> None:
         self.inner.close()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import abc
 import dataclasses
 import time
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from siteagent.core.errors import SiteagentError
 from siteagent.core.model import BatchReservation, ClusterSnapshot, ReservationSpec
@@ -60,6 +60,11 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     def list_reservations(self) -> List[BatchReservation]:
         """Every reservation the batch system holds, ours and others'."""
+
+    def held_window(self, start: int, end: int) -> Tuple[int, int]:
+        """The window the batch system holds for a reservation asked for over [start, end):
+        what an accept must find room for (Slurm rounds durations up to whole minutes)."""
+        return start, end
 
     def occupancy(self) -> ClusterSnapshot:
         """The cluster now without its queue: nodes, running jobs, reservations.

@@ -27,6 +27,33 @@ class CapacityUnit(str, enum.Enum):
     NODE = "node"
 
 
+class Placement(str, enum.Enum):
+    """How the batch system puts work on its nodes, which the planner then follows.
+
+    POOLED: any free unit will do (the replay, PBS): capacity is one count. SLURM: each job on
+    particular nodes as Slurm's select/cons_tres with the backfill scheduler chooses them
+    (:mod:`siteagent.core.nodes`); the snapshot then carries its nodes, their weights, and the
+    cores every running job and reservation holds on each.
+    """
+
+    POOLED = "pooled"
+    SLURM = "slurm"
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """The parameters of Slurm's backfill pass the node-aware plan follows (seconds):
+    ``bf_resolution``, ``bf_window``, and ``KillWait`` (the grace after a time limit)."""
+
+    resolution: int = 60
+    window: int = 86400
+    kill_wait: int = 30
+
+
+#: Cores held on each node (name, cores), in the batch system's node order.
+Allocation = Tuple[Tuple[str, int], ...]
+
+
 class Source(str, enum.Enum):
     """Where a pending job's planned start came from: the batch system's own plan or ours."""
 
@@ -45,6 +72,10 @@ class Job:
     dependency); they are reported but not planned. ``not_before`` is the earliest start the
     user asked for (Slurm ``--begin``, PBS ``-a``). ``reservation`` names the reservation the
     job runs in or waits for: its units are that reservation's, not the open machine's.
+    ``exclusive`` asks for whole nodes; ``nodes`` is the least node count (the count of a
+    running job), ``max_nodes`` the most (0: any). ``allocation`` is where a running job runs,
+    when the batch system says (the cores it holds on each node). ``priority`` is the batch
+    system's (higher first), for ordering queues of different partitions together.
     """
 
     id: str
@@ -60,6 +91,10 @@ class Job:
     eligible: bool = True
     not_before: Optional[int] = None
     reservation: str = ""
+    exclusive: bool = False
+    max_nodes: int = 0
+    allocation: Allocation = ()
+    priority: int = 0
 
     @property
     def running(self) -> bool:
@@ -74,7 +109,8 @@ class Job:
 
 @dataclass(frozen=True)
 class NodeState:
-    """One compute node: total and allocated cores, and whether new work may use it."""
+    """One compute node: total and allocated cores, whether new work may use it, and its
+    scheduling weight (Slurm fills lower weights first)."""
 
     name: str
     cores: int
@@ -84,11 +120,17 @@ class NodeState:
     memory_mb: int = 0
     partitions: Tuple[str, ...] = ()
     reason: str = ""
+    weight: int = 1
 
 
 @dataclass(frozen=True)
 class BatchReservation:
-    """A reservation as the batch system reports it (ours or anybody's): it holds capacity."""
+    """A reservation as the batch system reports it (ours or anybody's): it holds capacity.
+
+    ``node_names`` are the nodes it is on, where the batch system lists them; ``allocation``
+    the cores it holds on each, where the batch system says or it can be told (whole nodes,
+    one node); empty when only the total is known.
+    """
 
     name: str
     start: int
@@ -101,6 +143,8 @@ class BatchReservation:
     partition: str = ""
     flags: Tuple[str, ...] = ()
     state: str = ""
+    node_names: Tuple[str, ...] = ()
+    allocation: Allocation = ()
 
     def demand(self, unit: CapacityUnit) -> int:
         if unit is CapacityUnit.NODE:
@@ -109,11 +153,25 @@ class BatchReservation:
 
 
 @dataclass(frozen=True)
+class Neighbours:
+    """Partitions sharing nodes with the one a snapshot is of: their ``nodes`` outside it, the
+    jobs ``running`` there only, and their ``pending`` jobs (in priority order)."""
+
+    nodes: Tuple[NodeState, ...] = ()
+    running: Tuple[Job, ...] = ()
+    pending: Tuple[Job, ...] = ()
+
+
+@dataclass(frozen=True)
 class ClusterSnapshot:
     """Everything the planner needs to know about a cluster at one instant.
 
     ``pending`` is in the batch system's priority order: the planner lays jobs out in this order.
     ``capacity`` is the usable capacity (down and drained nodes excluded) in ``unit``.
+    ``placement`` says how the batch system puts jobs on ``nodes`` (in its node order), and
+    ``backfill`` how its backfill pass plans. ``neighbours`` is what other partitions sharing
+    some of ``nodes`` do: a node-aware plan places their jobs too, but they are not this
+    partition's capacity or queue.
     """
 
     now: int
@@ -126,6 +184,9 @@ class ClusterSnapshot:
     cores_per_node: int = 1
     backend: str = ""
     extra: dict = field(default_factory=dict, compare=False)  # type: ignore[type-arg]
+    placement: Placement = Placement.POOLED
+    backfill: Backfill = Backfill()
+    neighbours: Neighbours = Neighbours()
 
     def demand(self, job: Job) -> int:
         return job.demand(self.unit)
@@ -137,6 +198,8 @@ class ReservationSpec:
 
     ``name`` carries the agent's prefix so that reconciliation can tell its reservations apart
     from everybody else's. ``users``/``accounts`` are the scheduler identities the buyer maps to.
+    ``allocation`` names the nodes (and cores on each) the agent's plan chose, where the batch
+    system places work on particular nodes; empty: the batch system chooses.
     """
 
     name: str
@@ -147,6 +210,7 @@ class ReservationSpec:
     users: Tuple[str, ...] = ()
     accounts: Tuple[str, ...] = ()
     partition: str = ""
+    allocation: Allocation = ()
 
     @property
     def end(self) -> int:

@@ -17,18 +17,32 @@ reservations at their earliest fit; then starts the tasks whose reservation is n
 
 Reservations (advance reservations, the agent's own or the batch system's) are rectangles in
 the profile that no task may use.
+
+Where a task fits is the engine's :class:`~siteagent.core.machine.Machine`'s answer: units
+pooled over the machine (the simulator, the replay, PBS), or particular nodes as Slurm places
+jobs (:mod:`siteagent.core.nodes`); the rules above are the same on both.
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
 import enum
 import heapq
 import itertools
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Set, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from siteagent.core.model import UNLIMITED_S, ClusterSnapshot, Job, Source
+from siteagent.core.machine import Machine, PooledMachine, Task, planned_hold
+from siteagent.core.model import (
+    UNLIMITED_S,
+    Allocation,
+    ClusterSnapshot,
+    Job,
+    Placement,
+    Source,
+)
+from siteagent.core.nodes import NodeTable
 from siteagent.core.profile import Profile
 
 
@@ -38,67 +52,13 @@ class Policy(str, enum.Enum):
     CONSERVATIVE = "conservative"
 
 
-class Task:
-    """A unit of work as a scheduling engine sees it: size, estimate, and where it stands.
-
-    ``planned`` is the start the engine currently holds for a queued task (its reservation
-    under conservative backfilling, the shadow time of EASY's protected head), else None.
-    ``window_end`` is where the window the task holds in the profile ends (planned or
-    running), so that a completion gives back exactly what was taken. ``payload`` is whatever
-    the driver wants back (the SWF record, the snapshot's Job).
-    """
-
-    __slots__ = (
-        "estimate",
-        "key",
-        "payload",
-        "planned",
-        "run",
-        "size",
-        "start",
-        "submit",
-        "window_end",
-    )
-
-    def __init__(
-        self,
-        key: object,
-        size: int,
-        estimate: int,
-        submit: int,
-        run: Optional[int] = None,
-        payload: object = None,
-    ) -> None:
-        self.key = key
-        self.size = size
-        self.estimate = estimate
-        self.submit = submit
-        self.run = estimate if run is None else run
-        self.payload = payload
-        self.start: Optional[int] = None
-        self.planned: Optional[int] = None
-        self.window_end = 0
-
-    def __repr__(self) -> str:
-        return f"Task({self.key!r}, size={self.size}, est={self.estimate}, start={self.start})"
-
-
-def planned_hold(task: Task) -> int:
-    """How long a planned window (a reservation, EASY's claim) holds a task's units.
-
-    Its estimate, and at least the instant it starts: a zero-length task needs its units free
-    when it starts, so nothing else may be planned onto them at that instant. Once started it
-    is already over and holds nothing.
-    """
-    return task.estimate if task.estimate > 0 else 1
-
-
 class ReservationConflict(Exception):
     """An advance reservation would overlap running work or another reservation."""
 
 
 class Engine(abc.ABC):
-    """State shared by the policies: the profile of running work and reservations, the queue.
+    """State shared by the policies: the machine holding running work and reservations, the
+    queue.
 
     ``_dirty`` records that capacity came back (a completion, a reservation ending or removed,
     a queued task moving earlier) since the last pass. Only then can a task that was refused
@@ -108,14 +68,20 @@ class Engine(abc.ABC):
 
     policy: Policy
 
-    def __init__(self, capacity: int, now: int) -> None:
+    def __init__(self, capacity: int, now: int, machine: Optional[Machine] = None) -> None:
         self.capacity = capacity
         self.now = now
-        self.profile = Profile(capacity, now)
+        self.machine: Machine = machine if machine is not None else PooledMachine(capacity, now)
         self.queue: List[Task] = []
         self._arrivals: List[Task] = []
         self._reservations: Dict[object, Tuple[int, int, int]] = {}
+        self._reservation_tasks: Dict[object, Task] = {}
         self._dirty = True
+
+    @property
+    def profile(self) -> Profile:
+        """Free units over time, pooled over the machine."""
+        return self.machine.profile
 
     # -- what the drivers call -------------------------------------------------------------
 
@@ -126,7 +92,7 @@ class Engine(abc.ABC):
         """
         task.start = start
         task.window_end = max(start + task.estimate, self.now + 1)
-        self.profile.reserve(self.now, task.window_end, task.size)
+        self.machine.take(task, self.now, task.window_end)
 
     def submit(self, task: Task) -> None:
         """Queue a task; it is considered at the next pass, after the tasks already queued."""
@@ -140,41 +106,61 @@ class Engine(abc.ABC):
     def complete(self, task: Task, now: int) -> None:
         """A running task ended at ``now``; give back what remains of the window it held."""
         if now < task.window_end:
-            self.profile.release(now, task.window_end, task.size)
+            self.machine.give_back(task, now, task.window_end)
         self._dirty = True
 
-    def add_reservation(self, key: object, start: int, end: int, size: int) -> None:
-        """Hold ``size`` units over [start, end) against all tasks.
+    def add_reservation(
+        self,
+        key: object,
+        start: int,
+        end: int,
+        size: int,
+        holder: Optional[Task] = None,
+    ) -> Task:
+        """Hold ``size`` units over [start, end) against all tasks; returns the task standing
+        for the reservation (on a node machine its ``placement`` says where it is).
 
         Admissible only if running work and other reservations leave room: queued tasks do
         not count against it, they are re-planned around it (pushed back where they collide).
         A refused reservation (ReservationConflict) leaves every plan exactly as it was.
+        ``holder`` is a task to hold as it would run there (a job pinned at its batch system's
+        start); its placement, if set, is where the reservation is (the batch system's own).
         """
         if key in self._reservations:
             raise ReservationConflict(f"reservation {key!r} exists already")
         start = max(start, self.now)
         if end <= start or size <= 0:
             raise ValueError(f"empty reservation {key!r}: [{start}, {end}) x {size}")
+        task = holder if holder is not None else Task(key, size, end - start, start)
         withdrawn = self._withdraw_plans()
-        if not self.profile.fits(size, start, end - start):
+        machine = self.machine
+        if task.shape is not None:
+            held = machine.fits(task, start, end - start)
+            if held:
+                machine.take(task, start, end)
+        else:
+            held = machine.hold(task, start, end)
+        if not held:
             self._restore_plans(withdrawn)
             raise ReservationConflict(
                 f"{size} units over [{start}, {end}) conflict with running work or reservations"
             )
-        self.profile.reserve(start, end, size)
         self._reservations[key] = (start, end, size)
+        self._reservation_tasks[key] = task
         self._replan(withdrawn)
         self._dirty = True
+        return task
 
     def remove_reservation(self, key: object) -> None:
         """Cancel a reservation: its capacity comes back from now on."""
-        start, end, size = self._reservations.pop(key)
-        self.profile.release(max(start, self.now), end, size)
+        start, end, _ = self._reservations.pop(key)
+        self.machine.give_back(self._reservation_tasks.pop(key), max(start, self.now), end)
         self._dirty = True
 
     def reservation_ended(self, key: object) -> None:
         """A reservation's window closed: forget it, and let refused tasks try again."""
         self._reservations.pop(key, None)
+        self._reservation_tasks.pop(key, None)
         self._dirty = True
 
     @property
@@ -185,7 +171,7 @@ class Engine(abc.ABC):
     def schedule(self, now: int) -> List[Task]:
         """The pass at instant ``now``: the tasks that start now, in the order they started."""
         self.now = now
-        self.profile.advance(now)
+        self.machine.advance(now)
         started = self._pass(now)
         for task in started:
             task.start = now
@@ -196,15 +182,15 @@ class Engine(abc.ABC):
 
     @abc.abstractmethod
     def _pass(self, now: int) -> List[Task]:
-        """Decide which tasks start now; the profile must hold each started task's window."""
+        """Decide which tasks start now; the machine must hold each started task's window."""
 
     def _withdraw_plans(self) -> List[Tuple[Task, int]]:
-        """Take queued tasks' planned windows out of the profile, returning what they were."""
-        profile = self.profile
+        """Take queued tasks' planned windows out of the machine, returning what they were."""
+        machine = self.machine
         withdrawn = []
         for task in self.queue:
             if task.planned is not None:
-                profile.release(task.planned, task.planned + planned_hold(task), task.size)
+                machine.give_back(task, task.planned, task.planned + planned_hold(task))
                 withdrawn.append((task, task.planned))
                 task.planned = None
         return withdrawn
@@ -212,7 +198,7 @@ class Engine(abc.ABC):
     def _restore_plans(self, withdrawn: List[Tuple[Task, int]]) -> None:
         for task, planned in withdrawn:
             task.window_end = planned + planned_hold(task)
-            self.profile.reserve(planned, task.window_end, task.size)
+            self.machine.take(task, planned, task.window_end)
             task.planned = planned
 
     def _replan(self, withdrawn: List[Tuple[Task, int]]) -> None:  # noqa: B027 - optional hook
@@ -229,14 +215,14 @@ class FcfsEngine(Engine):
         self._arrivals.clear()
         self._dirty = False
         queue = self.queue
-        profile = self.profile
+        machine = self.machine
         count = 0
         while count < len(queue):
             task = queue[count]
-            if not profile.fits(task.size, now, task.estimate):
+            if not machine.fits(task, now, task.estimate):
                 break
             task.window_end = now + task.estimate
-            profile.reserve(now, task.window_end, task.size)
+            machine.take(task, now, task.window_end)
             count += 1
         started = queue[:count]
         del queue[:count]
@@ -268,7 +254,7 @@ class EasyEngine(Engine):
 
     def _pass(self, now: int) -> List[Task]:
         queue = self.queue
-        profile = self.profile
+        machine = self.machine
         protected = bool(queue) and queue[0].planned is not None and not self._dirty
         first_new = len(queue) if protected else 1
         queue.extend(self._arrivals)
@@ -276,14 +262,14 @@ class EasyEngine(Engine):
         self._dirty = False
         started: List[Task] = []
         if not protected:
-            while queue and profile.fits(queue[0].size, now, queue[0].estimate):
+            while queue and machine.fits(queue[0], now, queue[0].estimate):
                 task = queue.pop(0)
                 self._begin(task, now)
                 started.append(task)
             if not queue:
                 return started
             head = queue[0]
-            head.planned = profile.earliest_fit(head.size, head.estimate, now)
+            head.planned = machine.earliest_fit(head, head.estimate, now)
             if head.planned is None:
                 raise ValueError(f"{head!r} can never fit in capacity {self.capacity}")
         if first_new < len(queue):
@@ -295,7 +281,9 @@ class EasyEngine(Engine):
 
     def _backfill(self, queue: List[Task], first: int, now: int) -> List[Task]:
         """Start the tasks from ``queue[first:]`` that fit now without delaying the head."""
-        profile = self.profile
+        if not self.machine.pooled:
+            return self._backfill_beside_head(queue, first, now)
+        profile = self.machine.profile
         free_now = profile.free_at(now)
         started: List[Task] = []
         if free_now <= 0:
@@ -341,9 +329,27 @@ class EasyEngine(Engine):
                     break
         return started
 
+    def _backfill_beside_head(self, queue: List[Task], first: int, now: int) -> List[Task]:
+        """Where counting units is not enough (tasks on particular nodes): the head's window
+        is held in place while the later tasks that fit now start beside it."""
+        head = queue[0]
+        shadow = head.planned
+        assert shadow is not None
+        machine = self.machine
+        head_end = shadow + planned_hold(head)
+        machine.take(head, shadow, head_end)
+        started: List[Task] = []
+        for i in range(first, len(queue)):
+            task = queue[i]
+            if machine.fits(task, now, task.estimate):
+                self._begin(task, now)
+                started.append(task)
+        machine.give_back(head, shadow, head_end)
+        return started
+
     def _begin(self, task: Task, now: int) -> None:
         task.window_end = now + task.estimate
-        self.profile.reserve(now, task.window_end, task.size)
+        self.machine.take(task, now, task.window_end)
         task.start = now
 
 
@@ -405,14 +411,16 @@ class ConservativeEngine(Engine):
     def _place_arrivals(self, now: int) -> None:
         """Reserve each arrival's earliest fit, in arrival order.
 
-        Placing only takes capacity away, so the earliest fit of a task can only be later than
-        that of an earlier task of the same size and no longer hold: the search starts there.
-        (A planner placing a whole queue at once scans the profile once per shape, not per job.)
+        Placing only takes capacity away, so on a pooled machine the earliest fit of a task can
+        only be later than that of an earlier task of the same size and no longer hold: the
+        search starts there. (A planner placing a whole queue at once scans the profile once
+        per shape, not per job.) Slurm's search on nodes always starts from now.
         """
         bound = FitBound()
+        pooled = self.machine.pooled
         for task in self._arrivals:
             hold = planned_hold(task)
-            self._place(task, bound.after(task.size, hold, now))
+            self._place(task, bound.after(task.size, hold, now) if pooled else now)
             assert task.planned is not None
             bound.found(task.size, hold, task.planned)
             self.queue.append(task)
@@ -420,11 +428,11 @@ class ConservativeEngine(Engine):
 
     def _place(self, task: Task, after: int) -> None:
         hold = planned_hold(task)
-        start = self.profile.earliest_fit(task.size, hold, after)
+        start = self.machine.earliest_fit(task, hold, after)
         if start is None:
             raise ValueError(f"{task!r} can never fit in capacity {self.capacity}")
         task.window_end = start + hold
-        self.profile.reserve(start, task.window_end, task.size)
+        self.machine.take(task, start, task.window_end)
         task.planned = start
 
     def _compress(self, now: int) -> None:
@@ -435,9 +443,11 @@ class ConservativeEngine(Engine):
         frees capacity only from ``freed_from`` on; a shape's earliest fit s of duration d can
         only get earlier through a window reaching past ``freed_from``, and every window
         starting before s ends before s + d. So an answer survives a move if its window ends by
-        ``freed_from`` and does not overlap the window the task moved into.
+        ``freed_from`` and does not overlap the window the task moved into. (That holds for
+        pooled units; on nodes every task is searched again.)
         """
-        profile = self.profile
+        machine = self.machine
+        pooled = machine.pooled
         fit_of_shape: Dict[Tuple[int, int], Optional[int]] = {}
         for task in self.queue:
             planned = task.planned
@@ -445,19 +455,20 @@ class ConservativeEngine(Engine):
             if planned <= now:
                 continue
             hold = planned_hold(task)
-            shape = (task.size, hold)
-            if shape in fit_of_shape:
-                unclipped = fit_of_shape[shape]
-            else:
-                unclipped = fit_of_shape[shape] = profile.earliest_fit(*shape, now)
-            if (unclipped is None or unclipped >= planned) and profile.run_start(
-                task.size, planned, now
-            ) is None:
-                continue
-            profile.release(planned, planned + hold, task.size)
-            earlier = profile.earliest_fit(task.size, hold, now, before=planned)
+            if pooled:
+                shape = (task.size, hold)
+                if shape in fit_of_shape:
+                    unclipped = fit_of_shape[shape]
+                else:
+                    unclipped = fit_of_shape[shape] = machine.profile.earliest_fit(*shape, now)
+                if (unclipped is None or unclipped >= planned) and machine.run_start(
+                    task, planned, now
+                ) is None:
+                    continue
+            machine.give_back(task, planned, planned + hold)
+            earlier = machine.earliest_fit(task, hold, now, before=planned)
             start = planned if earlier is None else earlier
-            profile.reserve(start, start + hold, task.size)
+            machine.take(task, start, start + hold)
             if start != planned:
                 task.planned = start
                 task.window_end = start + hold
@@ -478,14 +489,17 @@ class ConservativeEngine(Engine):
             self._place(task, self.now)
 
 
-def make_engine(policy: Policy, capacity: int, now: int) -> Engine:
-    """A fresh engine for ``policy`` over ``capacity`` units, its clock at ``now``."""
+def make_engine(
+    policy: Policy, capacity: int, now: int, machine: Optional[Machine] = None
+) -> Engine:
+    """A fresh engine for ``policy`` over ``capacity`` units, its clock at ``now``, on
+    ``machine`` (default: the units pooled)."""
     policy = Policy(policy)
     if policy is Policy.FCFS:
-        return FcfsEngine(capacity, now)
+        return FcfsEngine(capacity, now, machine)
     if policy is Policy.EASY:
-        return EasyEngine(capacity, now)
-    return ConservativeEngine(capacity, now)
+        return EasyEngine(capacity, now, machine)
+    return ConservativeEngine(capacity, now, machine)
 
 
 # -- prediction over a snapshot ------------------------------------------------------------------
@@ -501,7 +515,8 @@ class Plan:
     ``unplanned`` lists pending jobs that cannot start whatever happens (held, or larger than
     the machine). ``placed_at_once`` is true for a conservative plan whose pending jobs were
     all placed in one pass at ``now``, in the order of ``starts``: such a plan can be re-used
-    by :func:`replan_with_reservation`.
+    by :func:`replan_with_reservation`. ``reservation_nodes`` says, on a node-aware plan, on
+    which nodes (and how many cores on each) each of the extra reservations asked for goes.
     """
 
     now: int
@@ -515,6 +530,7 @@ class Plan:
     unplanned: List[str] = field(default_factory=list)
     horizon: int = 0
     placed_at_once: bool = False
+    reservation_nodes: Dict[object, Allocation] = field(default_factory=dict)
     _queue: Optional[Tuple[List[str], List[int], List[int], List[int]]] = field(
         default=None, init=False, repr=False, compare=False
     )
@@ -552,40 +568,54 @@ def plan(
     reservation, larger than the machine) are listed in ``unplanned``. ``extra_reservations``
     (key, start, end, size) are added as if they existed: pricing asks "and with this
     reservation in place?". Raises ReservationConflict if one of them collides with running
-    work or an existing reservation.
+    work or an existing reservation; on a node-aware snapshot the nodes each one got are in
+    ``reservation_nodes``.
 
     With ``batch_estimates``, a job whose batch system published an expected start (Slurm's
     backfill does) is held at that start, if it fits there after the reservations, and its
     source is BATCH; the rest are predicted around it. Those estimates are not a consistent
     plan (two jobs may be promised the same nodes), so one that does not fit is predicted.
+
+    On a snapshot whose ``placement`` is SLURM, jobs go on particular nodes as Slurm's backfill
+    places them (:mod:`siteagent.core.nodes`), the jobs of partitions sharing nodes with this
+    one (``neighbours``) among them; those are placed, not reported.
     """
     now = snapshot.now
-    engine = make_engine(policy, snapshot.capacity, now)
+    nodes = NodeTable(snapshot) if snapshot.placement is Placement.SLURM else None
+    machine = nodes.machine(snapshot) if nodes is not None else None
+    engine = make_engine(policy, snapshot.capacity, now, machine)
     held = {res.name for res in snapshot.reservations if res.start <= now < res.end}
     running = []
-    for job in snapshot.running:
+    for job in snapshot.running + snapshot.neighbours.running:
         if job.reservation in held:
             continue
         assert job.start is not None
-        task = _task_of(snapshot, job)
+        task = _task_of(snapshot, job, nodes)
         engine.add_running(task, job.start)
         running.append(task)
     for res in snapshot.reservations:
         if res.end > now:
+            holder = Task(("batch", res.name), res.demand(snapshot.unit), res.end, res.start)
+            if nodes is not None:
+                holder.placement = nodes.placement(res.allocation)
             engine.add_reservation(
-                ("batch", res.name), res.start, res.end, res.demand(snapshot.unit)
+                holder.key, res.start, res.end, res.demand(snapshot.unit), holder
             )
-    for key, start, end, size in extra_reservations:
-        engine.add_reservation(key, start, end, size)
     result = Plan(
         now=now, capacity=snapshot.capacity, policy=Policy(policy), profile=engine.profile
     )
+    for key, start, end, size in extra_reservations:
+        got = engine.add_reservation(key, start, end, size)
+        if nodes is not None:
+            result.reservation_nodes[key] = nodes.names(got.placement)
     pending: List[Task] = []
     pinned: List[Task] = []
-    for job in snapshot.pending:
-        task = _task_of(snapshot, job)
-        if not job.eligible or job.reservation or not 0 < task.size <= snapshot.capacity:
-            result.unplanned.append(job.id)
+    ours = {job.id for job in snapshot.pending}
+    for job in _queue_order(snapshot.pending, snapshot.neighbours.pending):
+        task = _task_of(snapshot, job, nodes)
+        if not job.eligible or job.reservation or not engine.machine.ever_fits(task):
+            if job.id in ours:
+                result.unplanned.append(job.id)
             continue
         if batch_estimates and _pin(engine, task, job.expected_start):
             pinned.append(task)
@@ -597,8 +627,9 @@ def plan(
     starts = _predict_starts(engine, now, running, pending)
     starts.update(pinned_at)
     pinned_keys = set(pinned_at)
-    result.profile = _profile_of(snapshot, held, reserved, pinned + pending, starts)
-    for task in pending + pinned:
+    reported = [task for task in pinned + pending if task.key in ours]
+    result.profile = _profile_of(snapshot, held, reserved, reported, starts)
+    for task in [task for task in pending + pinned if task.key in ours]:
         key = str(task.key)
         result.starts[key] = starts[task.key]
         result.ends[key] = starts[task.key] + task.estimate
@@ -608,10 +639,39 @@ def plan(
     result.horizon = max(now + horizon, last_end + 300)
     result.placed_at_once = (
         isinstance(engine, ConservativeEngine)
+        and engine.machine.pooled
         and not pinned
         and all(task.submit <= now for task in pending)
     )
     return result
+
+
+def reservation_nodes(
+    snapshot: ClusterSnapshot,
+    start: int,
+    end: int,
+    size: int,
+    policy: Policy = Policy.CONSERVATIVE,
+) -> Allocation:
+    """Where a new reservation of ``size`` units over [start, end) goes beside the snapshot's
+    running work and reservations: its nodes (and cores on each) on a node-aware snapshot,
+    nothing on a pooled one (the batch system chooses there). Queued jobs do not count: they
+    are planned around it. Raises ReservationConflict when there is no room."""
+    key = ("reservation", start, end, size)
+    bare = dataclasses.replace(
+        snapshot,
+        pending=(),
+        neighbours=dataclasses.replace(snapshot.neighbours, pending=()),
+    )
+    return plan(bare, policy, [(key, start, end, size)]).reservation_nodes.get(key, ())
+
+
+def _queue_order(pending: Sequence[Job], neighbours: Sequence[Job]) -> List[Job]:
+    """This partition's queue with the neighbours' jobs merged in by priority (then submit
+    time); among equals, this partition's first."""
+    if not neighbours:
+        return list(pending)
+    return list(heapq.merge(pending, neighbours, key=lambda job: (-job.priority, job.submit)))
 
 
 def _pin(engine: Engine, task: Task, expected_start: Optional[int]) -> bool:
@@ -621,7 +681,7 @@ def _pin(engine: Engine, task: Task, expected_start: Optional[int]) -> bool:
     hold = planned_hold(task)
     try:
         engine.add_reservation(
-            ("pinned", task.key), expected_start, expected_start + hold, task.size
+            ("pinned", task.key), expected_start, expected_start + hold, task.size, task
         )
     except ReservationConflict:
         return False
@@ -682,9 +742,16 @@ def _overlaps(intervals: List[Tuple[int, int]], start: int, end: int) -> bool:
     return any(low < end and start < high for low, high in intervals)
 
 
-def _task_of(snapshot: ClusterSnapshot, job: Job) -> Task:
+def _task_of(snapshot: ClusterSnapshot, job: Job, nodes: Optional[NodeTable]) -> Task:
+    """The engine's task for a job; on nodes, with its shape (pending) or placement (running)."""
     submit = max(job.not_before or 0, snapshot.now) if job.start is None else job.submit
-    return Task(job.id, snapshot.demand(job), job.limit or UNLIMITED_S, submit, payload=job)
+    task = Task(job.id, snapshot.demand(job), job.limit or UNLIMITED_S, submit, payload=job)
+    if nodes is not None:
+        if job.start is None:
+            task.shape = nodes.shape(job)
+        else:
+            task.placement = nodes.placement(job.allocation)
+    return task
 
 
 #: Event kinds of the prediction, in the order they are handled within one instant.

@@ -62,6 +62,7 @@ from siteagent.core.defaults import (
 )
 from siteagent.core.errors import SiteagentError
 from siteagent.core.model import (
+    Allocation,
     BatchReservation,
     CapacityUnit,
     ClusterSnapshot,
@@ -69,7 +70,7 @@ from siteagent.core.model import (
     ReservationSpec,
 )
 from siteagent.core.money import CENT, cancellation_penalty
-from siteagent.core.scheduling import Policy, ReservationConflict, plan
+from siteagent.core.scheduling import Policy, ReservationConflict, plan, reservation_nodes
 from siteagent.market.store import (
     RECEIPT,
     REFUND,
@@ -656,9 +657,9 @@ class ReservationManager:
                 "expired",
                 f"offer {offer_id} expired at {_when(offer.expires)}; ask for a new quote",
             )
-        snapshot = self.backend.occupancy()
-        self._recheck(offer, snapshot)
-        record = self._intent(offer, client, key, snapshot.unit, users, accounts, now)
+        snapshot = self.with_known_nodes(self.backend.occupancy())
+        nodes = self._recheck(offer, snapshot)
+        record = self._intent(offer, client, key, snapshot.unit, users, accounts, now, nodes)
         self.store.add_reservation(
             record,
             client,
@@ -673,6 +674,7 @@ class ReservationManager:
             unit=record.unit,
             users=record.users,
             accounts=record.accounts,
+            allocation=record.allocation,
         )
         try:
             made = self.backend.create_reservation(spec)
@@ -705,13 +707,33 @@ class ReservationManager:
         )
         return tentative
 
-    def _recheck(self, offer: Offer, snapshot: ClusterSnapshot) -> None:
-        """Withdraw if the offer's window can no longer be reserved (docs/design.md §4.3 rule).
+    def with_known_nodes(self, snapshot: ClusterSnapshot) -> ClusterSnapshot:
+        """``snapshot`` with the nodes of the agent's own reservations as its records keep
+        them (the batch system may show only their totals)."""
+        if not snapshot.reservations:
+            return snapshot
+        known = {
+            record.name: record.allocation
+            for record in self.store.reservations([S.REQUESTED, *LIVE])
+            if record.allocation
+        }
+        if not known:
+            return snapshot
+        reservations = tuple(
+            dataclasses.replace(res, allocation=known[res.name]) if res.name in known else res
+            for res in snapshot.reservations
+        )
+        return dataclasses.replace(snapshot, reservations=reservations)
+
+    def _recheck(self, offer: Offer, snapshot: ClusterSnapshot) -> Allocation:
+        """Withdraw if the offer's window can no longer be reserved (docs/design.md §4.3 rule);
+        else the nodes it goes on, where the batch system places reservations on nodes.
 
         Admissible means no conflict with running jobs, existing reservations or the capacity
-        that English auctions' open bids hold (but the offer's own bid: it is the one winning);
-        queued jobs do not count (they are planned around it), so they are left out of the
-        check, which keeps it cheap on a long queue.
+        that English auctions' open bids hold (but the offer's own bid: it is the one winning),
+        over the window the batch system will hold (it may round it up); queued jobs do not
+        count (they are planned around it), so they are left out of the check, which keeps it
+        cheap on a long queue.
         """
         if offer.start < snapshot.now:
             raise OfferRefused(
@@ -720,12 +742,12 @@ class ReservationManager:
                 f"offer {offer.id}'s window started at {_when(offer.start)}, before now "
                 f"({_when(snapshot.now)}); ask for a new quote",
             )
+        start, end = self.backend.held_window(offer.start, offer.end)
         holds = [Hold(*held) for held in self.store.bid_holds(except_offer=offer.id)]
         try:
-            hard = plan(dataclasses.replace(snapshot, pending=()), self.policy).profile
-            free, _ = held_profile(hard, holds)
-            fits = free.fits(offer.size, offer.start, offer.duration)
-        except ReservationConflict:  # the batch system's own reservations collide
+            nodes = reservation_nodes(snapshot, start, end, offer.size, self.policy)
+            fits = self._fits_beside(holds, snapshot, offer.size, start, end)
+        except ReservationConflict:  # no room, or the batch system's own reservations collide
             fits = False
         if not fits:
             raise OfferRefused(
@@ -735,6 +757,18 @@ class ReservationManager:
                 f"{_when(offer.start)} to {_when(offer.end)}) is no longer free: running work, "
                 "another reservation or an auction's bid holds it now; ask for a new quote",
             )
+        return nodes
+
+    def _fits_beside(
+        self, holds: Sequence[Hold], snapshot: ClusterSnapshot, size: int, start: int, end: int
+    ) -> bool:
+        """Whether ``size`` units over [start, end) are left free beside running work,
+        reservations and ``holds``; bids hold capacity by count, wherever the plan puts it."""
+        if not holds:
+            return True
+        hard = plan(dataclasses.replace(snapshot, pending=()), self.policy).profile
+        free, _ = held_profile(hard, holds)
+        return free.fits(size, start, end - start)
 
     def _intent(
         self,
@@ -745,6 +779,7 @@ class ReservationManager:
         users: Sequence[str],
         accounts: Sequence[str],
         now: float,
+        allocation: Allocation,
     ) -> ReservationRecord:
         rid = reservation_id(offer.id)
         return ReservationRecord(
@@ -766,6 +801,7 @@ class ReservationManager:
             penalty_factor=self.penalty_factor,
             created=now,
             updated=now,
+            allocation=allocation,
         )
 
     def _fail(self, record: ReservationRecord, message: str, delete: bool) -> ReservationRecord:
@@ -907,12 +943,15 @@ def shortfall(record: ReservationRecord, made: BatchReservation) -> str:
     """Why the batch system's reservation does not hold what was promised; "" if it does.
 
     It must cover the window (Slurm rounds durations up to whole minutes, so a longer one is
-    fine) with at least the size promised.
+    fine) with at least the size promised, on the nodes the agent chose if it chose any.
     """
     size = made.demand(record.unit)
     problems = []
     if size < record.size:
         problems.append(f"it holds {size} {record.unit.value}s, not {record.size}")
+    wanted = sorted(name for name, _ in record.allocation)
+    if wanted and made.node_names and sorted(made.node_names) != wanted:
+        problems.append(f"it is on {','.join(made.node_names)}, not {','.join(wanted)}")
     if made.start > record.start or made.end < record.end:
         problems.append(
             f"it covers {_when(made.start)} to {_when(made.end)}, not "

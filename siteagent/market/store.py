@@ -44,7 +44,7 @@ from typing import (
 
 from siteagent.core.errors import SiteagentError
 from siteagent.core.files import make_database_private, make_private
-from siteagent.core.model import CapacityUnit, Offer, Request
+from siteagent.core.model import Allocation, CapacityUnit, Offer, Request
 from siteagent.core.usage import JobUsage, UsageSource
 from siteagent.core.waits import QueueWait
 
@@ -111,6 +111,8 @@ class ReservationRecord:
     accept time: changing the site's setting never changes the terms of a deal already made.
     ``penalty`` is set when it is cancelled.
     ``message`` keeps the batch system's words for FAILED and the reason for LOST.
+    ``allocation`` is where it is, node by node, where the batch system places reservations on
+    nodes the agent chose (Slurm shows a multi-node core reservation's total only).
     """
 
     id: str
@@ -134,6 +136,7 @@ class ReservationRecord:
     deadline: Optional[float] = None
     penalty: Optional[Decimal] = None
     message: str = ""
+    allocation: Allocation = ()
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready dict: money as decimal strings, enums as their values."""
@@ -162,6 +165,8 @@ class ReservationRecord:
                 value = CapacityUnit(value)
             elif item.name in ("users", "accounts"):
                 value = tuple(value or ())
+            elif item.name == "allocation":
+                value = tuple((str(name), int(cores)) for name, cores in value or ())
             values[item.name] = value
         return cls(**values)
 
@@ -435,6 +440,12 @@ def _migrate_7(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX bids_by_offer ON bids(offer_id)")
 
 
+def _migrate_8(db: sqlite3.Connection) -> None:
+    """Reservations remember their nodes (JSON [[name, cores], ...]); earlier ones have none
+    and are planned as the batch system shows them."""
+    db.execute("ALTER TABLE reservations ADD COLUMN allocation TEXT NOT NULL DEFAULT '[]'")
+
+
 #: Migration i+1 takes the schema from version i to i+1. Append, never edit a released one.
 MIGRATIONS: Tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_1,
@@ -444,6 +455,7 @@ MIGRATIONS: Tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_5,
     _migrate_6,
     _migrate_7,
+    _migrate_8,
 )
 
 
@@ -469,7 +481,7 @@ class UsageTotals:
 _RESERVATION_COLUMNS = (
     "id, name, offer_id, client, accept_key, state, start_time, end_time, size, unit, users, "
     "accounts, unit_price, fee, total, penalty_factor, penalty, deadline, message, created, "
-    "updated"
+    "updated, allocation"
 )
 
 
@@ -1313,7 +1325,7 @@ def _owe_booking(
 def _insert_reservation(db: sqlite3.Connection, r: ReservationRecord) -> None:
     db.execute(
         f"INSERT INTO reservations ({_RESERVATION_COLUMNS}) "
-        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
             r.id,
             r.name,
@@ -1336,6 +1348,7 @@ def _insert_reservation(db: sqlite3.Connection, r: ReservationRecord) -> None:
             r.message,
             r.created,
             r.updated,
+            json.dumps([list(pair) for pair in r.allocation]),
         ),
     )
 
@@ -1386,6 +1399,7 @@ def _record(row: Sequence[Any]) -> ReservationRecord:
         message,
         created,
         updated,
+        allocation,
     ) = row
     return ReservationRecord(
         id=rid,
@@ -1409,6 +1423,7 @@ def _record(row: Sequence[Any]) -> ReservationRecord:
         deadline=deadline,
         penalty=None if penalty is None else Decimal(penalty),
         message=message,
+        allocation=tuple((str(name), int(cores)) for name, cores in json.loads(allocation)),
     )
 
 

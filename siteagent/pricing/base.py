@@ -16,10 +16,10 @@ from decimal import Decimal
 from typing import Optional
 
 from siteagent.core.errors import SiteagentError
-from siteagent.core.model import ClusterSnapshot, Request
+from siteagent.core.model import ClusterSnapshot, Placement, Request
 from siteagent.core.money import core_hours, cost
 from siteagent.core.profile import Profile
-from siteagent.core.scheduling import Plan, Policy, plan
+from siteagent.core.scheduling import Plan, Policy, ReservationConflict, plan, reservation_nodes
 
 
 class Refused(SiteagentError):
@@ -69,7 +69,8 @@ class Context:
 
     ``plan`` is the predicted schedule under ``policy`` (load and fees are read from it);
     ``hard`` is free capacity with only running jobs and reservations, which decides whether a
-    window is admissible at all.
+    window is admissible at all (on a node-aware snapshot, whether some nodes have room for it
+    all along, as the batch system will check).
     """
 
     def __init__(
@@ -107,6 +108,14 @@ class Context:
             raise Refused(
                 "running jobs or existing reservations leave too few units in that window"
             )
+        if self.snapshot.placement is not Placement.POOLED:
+            try:
+                reservation_nodes(self.snapshot, window.start, window.end, window.size)
+            except ReservationConflict:
+                raise Refused(
+                    "running jobs or existing reservations leave no nodes with room for it "
+                    "all through that window"
+                ) from None
 
     def load(self, window: Window) -> float:
         """Fraction of the machine allocated in the predicted schedule over the window."""

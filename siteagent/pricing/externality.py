@@ -12,6 +12,7 @@ from __future__ import annotations
 from decimal import ROUND_UP, Decimal
 from typing import Dict
 
+from siteagent.core.model import Placement
 from siteagent.core.money import CENT, HOUR
 from siteagent.core.scheduling import Policy, ReservationConflict, plan, replan_with_reservation
 from siteagent.pricing.base import Context, FeePolicy, Refused, Window
@@ -28,11 +29,14 @@ class ExternalityFee(FeePolicy):
         self.rate = rate
 
     def fee(self, context: Context, window: Window) -> Decimal:
-        if context.policy is Policy.CONSERVATIVE and context.plan.profile.fits(
-            window.size, window.start, window.duration
+        if (
+            context.policy is Policy.CONSERVATIVE
+            and context.snapshot.placement is Placement.POOLED
+            and context.plan.profile.fits(window.size, window.start, window.duration)
         ):
-            # Conservative plans place jobs in order at their earliest fit; capacity that is
-            # free in the final plan was free at every step, so no placement changes.
+            # Conservative plans place pooled units in order at their earliest fit; capacity
+            # that is free in the final plan was free at every step, so no placement changes.
+            # (Jobs placed on nodes may change with it: those are planned again.)
             return Decimal(0)
         delays = self.delays(context, window)
         core_seconds = sum(delay * context.plan.sizes[job_id] for job_id, delay in delays.items())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 from typing import List, Tuple
 
-from siteagent.core.scheduling import Task
+from siteagent.core.machine import Task
 from siteagent.sim.swf import SwfJob, SwfRecord, SwfWriter, parse_record
 
 

@@ -18,7 +18,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
-from siteagent.core.scheduling import Engine, Policy, Task, make_engine
+from siteagent.core.machine import Task
+from siteagent.core.scheduling import Engine, Policy, make_engine
 
 BOUNDED_SLOWDOWN_TAU_S = 10
 

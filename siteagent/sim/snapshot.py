@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
+from siteagent.core.machine import Task
 from siteagent.core.model import BatchReservation, ClusterSnapshot, Job
-from siteagent.core.scheduling import Plan, Policy, Task
+from siteagent.core.scheduling import Plan, Policy
 from siteagent.sim.simulator import Simulator
 
 

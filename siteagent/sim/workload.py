@@ -18,7 +18,7 @@ import random
 from dataclasses import dataclass
 from typing import Deque, Dict, Iterator, Optional, Tuple
 
-from siteagent.core.scheduling import Task
+from siteagent.core.machine import Task
 from siteagent.sim.swf import SwfJob, SwfReader
 
 log = logging.getLogger("siteagent.sim.workload")

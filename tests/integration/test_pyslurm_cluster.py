@@ -5,8 +5,10 @@ tests/setup/build-pyslurm builds pyslurm 22.5.3 (the release for the test machin
 it; without it these tests fail under CI and are skipped elsewhere. They are the command
 backend's scenarios (tests/integration/test_slurm_backend.py), checked against the command
 backend itself: on the same cluster at the same moment both backends must give the same
-snapshot and read back the same reservation. pyslurm 25.5's API is shown by the stand-in
-(tests/unit/test_pyslurm_backend.py).
+snapshot (the node-aware plan's too) and read back the same reservation, but for the cores on
+each node that pyslurm 22.5's records leave out (:func:`as_pyslurm_reads`); and an accepted
+reservation goes on the nodes the plan chose through either. pyslurm 25.5's API is shown by
+the stand-in (tests/unit/test_pyslurm_backend.py).
 
 libslurm reads ``SLURM_CONF`` once per process, when pyslurm is first imported, so every
 pyslurm backend here talks to the session's cluster.
@@ -19,7 +21,7 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import pytest
 
@@ -27,7 +29,16 @@ from siteagent.backends.base import BackendUnavailable, ReservationRefused
 from siteagent.backends.pyslurm import PyslurmBackend
 from siteagent.backends.pyslurm.reservations import LegacyReservations
 from siteagent.backends.slurm import SlurmBackend, SlurmConfig
-from siteagent.core.model import CapacityUnit, ClusterSnapshot, ReservationSpec
+from siteagent.core.model import (
+    BatchReservation,
+    CapacityUnit,
+    ClusterSnapshot,
+    Placement,
+    ReservationSpec,
+)
+from siteagent.market.reservations import ReservationManager
+from siteagent.market.store import Store
+from testbed.offers import record_offer
 from testbed.processes import IN_CI
 from testbed.slurm_cluster import SlurmTestCluster
 from testbed.slurm_queue import job_state, wait_for
@@ -86,6 +97,13 @@ def comparable(snap: ClusterSnapshot) -> Tuple[ClusterSnapshot, Any]:
     return replace(snap, now=0, backend=""), extra
 
 
+def as_pyslurm_reads(res: Optional[BatchReservation]) -> Optional[BatchReservation]:
+    """A reservation the command backend read, as pyslurm 22.5's legacy records give it:
+    without the cores on each node (scontrol's ``CoreIDs=``), which the snapshots of both
+    backends then tell alike from the nodes and the total."""
+    return None if res is None else replace(res, allocation=())
+
+
 def same_snapshots(pyslurm: Any, command: SlurmBackend) -> Tuple[ClusterSnapshot, ClusterSnapshot]:
     """Both backends' snapshots, taken while the command backend saw no change (a backfill pass
     between two reads may move an expected start): the comparison is then of one state."""
@@ -137,6 +155,12 @@ def test_snapshot_equals_the_command_backends(
 
     assert comparable(ours) == comparable(theirs)
     assert ours.backend == "pyslurm" and ours.extra["layout"] == "pyslurm/22.5.3"
+    assert ours.placement is Placement.SLURM and ours.backfill.kill_wait == 5
+    running: Dict[str, Any] = {j.id: j.allocation for j in ours.running}
+    assert [cores for _, cores in running[big]] == [16, 16]  # whole nodes
+    assert sum(cores for _, cores in running[eight]) == 8
+    [held] = ours.reservations
+    assert held.allocation == theirs.reservations[0].allocation and len(held.allocation) == 1
     assert {big, eight} <= {j.id for j in ours.running}
     assert ours.pending[0].id == blocked and ours.pending[0].expected_start is not None
     tasks = [j.id for j in ours.running + ours.pending if j.id.startswith(f"{array}_")]
@@ -171,10 +195,10 @@ def test_create_read_back_and_delete(
     assert (made.cores, made.start) == (8, start)
     assert made.end - made.start == 91 * 60  # whole minutes, rounded up
     assert made.state == "INACTIVE" and made.users == ("root",) and made.partition == "batch"
-    assert command.get_reservation("sa-later") == made  # what scontrol shows
+    assert as_pyslurm_reads(command.get_reservation("sa-later")) == made  # what scontrol shows
     text = slurm.run(["scontrol", "show", "reservation", "-o", "sa-later"]).stdout
     assert "CoreCnt=8" in text and "PartitionName=batch" in text
-    assert pyslurm.list_reservations() == command.list_reservations()
+    assert pyslurm.list_reservations() == [as_pyslurm_reads(r) for r in command.list_reservations()]
 
     pyslurm.delete_reservation("sa-later")
     assert command.get_reservation("sa-later") is None
@@ -191,7 +215,7 @@ def test_active_reservation_blocks_capacity(
     now = int(time.time())
     made = pyslurm.create_reservation(spec("sa-block", now, 1800, 64))
     assert made.cores == 64 and made.state == "ACTIVE" and made.start == now
-    assert command.get_reservation("sa-block") == made
+    assert as_pyslurm_reads(command.get_reservation("sa-block")) == made
     outsider = slurm.submit("-n1", "-t", "5")
     insider = slurm.submit("-n1", "-t", "5", "--reservation=sa-block")
     wait_for("the job in the reservation to run", lambda: job_state(slurm, insider) == "RUNNING")
@@ -218,7 +242,8 @@ def test_node_count_is_silently_reduced_and_read_back(
     finally:
         pyslurm.close()
     assert made.nodes == 1 and made.node_list == "n4" and made.cores == 16  # asked for 3
-    assert SlurmBackend(config(slurm)).get_reservation("sa-nodes") == made
+    assert made.node_names == ("n4",)
+    assert as_pyslurm_reads(SlurmBackend(config(slurm)).get_reservation("sa-nodes")) == made
 
 
 def test_retry_with_the_same_name_is_idempotent(
@@ -230,6 +255,45 @@ def test_retry_with_the_same_name_is_idempotent(
     assert pyslurm.create_reservation(asked) == first
     with pytest.raises(ReservationRefused, match="Duplicate reservation name"):
         pyslurm.create_reservation(spec("sa-twice", asked.start + 60, 600, 2))
+
+
+def test_an_accepted_reservation_is_on_the_nodes_the_plan_chose(
+    slurm: SlurmTestCluster, both: Tuple[Any, SlurmBackend], tmp_path: Path
+) -> None:
+    """As through the commands (tests/integration/test_slurm_placement.py): jobs leave 4, 6,
+    16 and 16 cores free, and twenty cores for an hour go on n1, n2 and n3 with the cores
+    the plan chose on each, which both backends read back alike."""
+    pyslurm, command = both
+    jobs = [slurm.submit(f"-w{node}", f"-n{cores}", "-t", "120") for node, cores in (
+        ("n1", 12), ("n2", 10),
+    )]
+    wait_for("the jobs to run", lambda: all(job_state(slurm, j) == "RUNNING" for j in jobs))
+    manager = ReservationManager(Store(str(tmp_path / "store.db")), pyslurm)
+    offer = record_offer(manager, 20, int(time.time()) + 600, 3600)
+    record = manager.accept(offer.id, "buyer", "k", users=("root",))
+    assert record.allocation == (("n1", 4), ("n2", 6), ("n3", 10))
+    text = slurm.run(["scontrol", "show", "reservation", "-o", record.name]).stdout
+    assert "Nodes=n[1-3]" in text and "CoreCnt=20" in text
+    made = pyslurm.get_reservation(record.name)
+    assert made.node_names == ("n1", "n2", "n3")
+    assert as_pyslurm_reads(command.get_reservation(record.name)) == made
+
+
+def test_cores_spread_by_slurm_are_never_fewer_than_scontrol_shows(
+    slurm: SlurmTestCluster, both: Tuple[Any, SlurmBackend]
+) -> None:
+    """A core reservation Slurm spreads over two nodes: scontrol lists its cores on each
+    (16 and 4; some seconds after it was made, told from the total before), pyslurm 22.5 does
+    not, and its snapshot holds up to the total on each."""
+    pyslurm, command = both
+    command.create_reservation(spec("sa-spread", int(time.time()) + 7200, 1800, 20))
+    wait_for("scontrol to list its cores on each node", lambda: _lists_cores(command, "sa-spread"))
+    [exact] = command.snapshot().reservations
+    [told] = pyslurm.snapshot().reservations
+    assert sorted(cores for _, cores in exact.allocation) == [4, 16]
+    assert told.node_names == exact.node_names
+    held = dict(told.allocation)
+    assert all(held[node] >= cores for node, cores in exact.allocation)
 
 
 # ----------------------------------------------------------------------------- refusals
@@ -254,7 +318,7 @@ def test_busy_nodes_are_refused_unless_ignore_jobs(
         for backend in (*backends, ignoring):
             backend.close()
     assert made.cores == 4 and "IGNORE_JOBS" in made.flags
-    assert SlurmBackend(config(slurm)).get_reservation("sa-busy") == made
+    assert as_pyslurm_reads(SlurmBackend(config(slurm)).get_reservation("sa-busy")) == made
     assert job_state(slurm, job) == "RUNNING"
 
 
@@ -308,6 +372,11 @@ def test_hanging_controller_is_unavailable_after_libslurms_timeout(
         wait_for("the backend to answer again", lambda: _answers(pyslurm), timeout=60)
     finally:
         pyslurm.close()
+
+
+def _lists_cores(backend: SlurmBackend, name: str) -> bool:
+    made = backend.get_reservation(name)
+    return made is not None and bool(made.allocation)
 
 
 def _answers(backend: PyslurmBackend) -> bool:

@@ -6,20 +6,21 @@ refusal of unsupported releases, and the legacy API's requests and records.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 import sys
 import threading
 import time
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any, Iterator
 
 import pytest
 
 from siteagent.backends.base import BackendError, BackendUnavailable, ReservationRefused
 from siteagent.backends.slurm import SlurmConfig
-from siteagent.core.model import UNLIMITED_S, CapacityUnit, ReservationSpec
+from siteagent.core.model import UNLIMITED_S, Backfill, CapacityUnit, Placement, ReservationSpec
 
 STANDIN = Path(__file__).resolve().parents[2] / "testbed" / "standins" / "pyslurm"
 
@@ -153,6 +154,55 @@ def test_a_partly_allocated_node_is_mixed_as_sinfo_says(pyslurm: Any, backend: A
     assert states == {"n1": "mixed", "n2": "mixed+drain", "n3": "allocated", "n4": "idle"}
 
 
+def test_snapshot_for_the_node_aware_plan(pyslurm: Any, backend: Any) -> None:
+    """What the command backend reads from scontrol show config, squeue's job_resources and
+    sinfo: the placement and backfill settings, where running jobs run, the nodes' weights,
+    and the cores a reservation holds on each node."""
+    now = int(time.time())
+    cluster = pyslurm.CLUSTER
+    cluster.nodes["n2"].weight = 5
+    cluster.nodes["n1"].allocated_cpus = cluster.nodes["n2"].allocated_cpus = 10
+    cluster.jobs[1] = pyslurm.Job(
+        1,
+        state="RUNNING",
+        cpus=20,
+        num_nodes=2,
+        allocated_nodes="n[1-2]",
+        start_time=now - 60,
+        resource_layout={"n1": {"cpus": "0-9"}, "n2": {"cpus": "0-7,12-13"}},
+    )
+    cluster.jobs[2] = pyslurm.Job(2, state="PENDING", cpus=8, num_nodes=2, max_nodes=2)
+    cluster.reservations["sa-held"] = pyslurm.Reservation(
+        "sa-held",
+        start_time=now + 600,
+        end_time=now + 1200,
+        cpus=12,
+        node_count=2,
+        nodes="n3,n4",
+        tres={"cpu": 12},
+        cpu_ids_by_node={"n3": "0-3", "n4": "0-7"},
+    )
+    snap = backend.snapshot()
+
+    assert snap.placement is Placement.SLURM
+    assert snap.backfill == Backfill(resolution=60, window=86400, kill_wait=5)
+    assert [n.weight for n in snap.nodes] == [1, 5, 1, 1]
+    assert snap.running[0].allocation == (("n1", 10), ("n2", 10))
+    assert snap.pending[0].max_nodes == 2
+    [held] = snap.reservations
+    assert held.node_names == ("n3", "n4") and held.allocation == (("n3", 4), ("n4", 8))
+    backend.snapshot()
+    assert pyslurm.CLUSTER.calls.count("slurm_load_ctl_conf") == 1  # read once
+
+
+def test_other_scheduling_gets_the_pooled_plan(pyslurm: Any, backend: Any) -> None:
+    pyslurm.CLUSTER.config["select_type"] = "select/linear"
+    pyslurm.CLUSTER.config["scheduler_parameters"] = {"bf_resolution": "120", "bf_window": "60"}
+    snap = backend.snapshot()
+    assert snap.placement is Placement.POOLED
+    assert snap.backfill == Backfill(resolution=120, window=3600, kill_wait=5)
+
+
 def test_snapshot_with_the_controller_down(pyslurm: Any, backend: Any) -> None:
     pyslurm.CLUSTER.down = True
     with pytest.raises(BackendUnavailable, match="Unable to contact slurm controller"):
@@ -208,6 +258,25 @@ def test_create_rounds_to_minutes_and_sets_flags(pyslurm: Any) -> None:
     flags = pyslurm.ReservationFlags
     assert flags.IGNORE_RUNNING_JOBS in stored.flags and flags.MAINTENANCE in stored.flags
     assert set(got.flags) == {"IGNORE_JOBS", "MAINT", "SPECIFIC_NODES"}
+
+
+def test_create_on_the_nodes_the_plan_chose(pyslurm: Any, backend: Any) -> None:
+    """pyslurm 25.5's Reservation takes one core count for the nodes it names: the cores
+    chosen on each node are asked as their total on those nodes (here they fill n2)."""
+    wanted = dataclasses.replace(spec(size=24), allocation=(("n2", 16), ("n3", 8)))
+    made = backend.create_reservation(wanted)
+    stored = pyslurm.CLUSTER.reservations["sa-1"]
+    assert (stored.nodes, stored.cpus) == ("n2,n3", 24)
+    assert made.node_names == ("n2", "n3") and made.cores == 24
+    assert made.allocation == (("n2", 16), ("n3", 8))
+    fields = {"ReservationName": "sa-2", "Nodes": "n1,n4", "CoreCnt": "4,8"}
+    request = backend.reservations.request(fields, wanted.start, wanted.end)
+    assert (request.nodes, request.cpus) == ("n1,n4", 12)
+
+
+def test_the_held_window_is_in_whole_minutes(backend: Any) -> None:
+    assert backend.held_window(1000, 1061) == (1000, 1120)
+    assert backend.held_window(1000, 1060) == (1000, 1060)
 
 
 def test_refusals_carry_slurms_message(pyslurm: Any, backend: Any) -> None:
@@ -326,7 +395,8 @@ def test_each_release_gets_its_reservation_api(monkeypatch: pytest.MonkeyPatch) 
         ("25.5.0", (25, 5), ObjectReservations),
         ("25.11.1", (25, 11), ObjectReservations),
     ):
-        names = ("Jobs", "Nodes", "reservation", "Reservation", "Reservations")
+        names = ("Jobs", "Nodes", "reservation", "Reservation", "Reservations", "config")
+        names += ("slurmctld",)
         fake_pyslurm(monkeypatch, version, *names)
         sys.modules["pyslurm"].RPCError = RuntimeError  # type: ignore[attr-defined]
         monkeypatch.setattr(versions, "local_slurm", lambda series=series: series)
@@ -396,6 +466,19 @@ def test_legacy_request_is_scontrols_request(monkeypatch: pytest.MonkeyPatch) ->
     del fields["Flags"]
     assert legacy.request(fields, now + 600, now + 660)["node_cnt"] == 2
 
+    placed = ReservationSpec("sa-3", now + 600, 60, 12, allocation=(("n2", 4), ("n3", 8)))
+    fields = dict(a.split("=", 1) for a in reservation_args(placed, config, now) if "=" in a)
+    request = legacy.request(fields, now + 600, now + 660)
+    assert (request["node_list"], request["core_cnt"]) == ("n2,n3", [4, 8])
+    # pyslurm 22.5.3 encodes the list, then (to count its nodes) encodes the bytes again
+    assert request["node_list"].encode("UTF-8", "replace").encode("UTF-8") == b"n2,n3"
+    assert "node_cnt" not in request
+    whole = dataclasses.replace(two_nodes, allocation=(("n1", 16), ("n4", 16)))
+    fields = dict(a.split("=", 1) for a in reservation_args(whole, nodes, now) if "=" in a)
+    del fields["Flags"]
+    request = legacy.request(fields, now + 600, now + 660)
+    assert request["node_list"] == "n1,n4" and "core_cnt" not in request
+
 
 def test_legacy_record_reads_like_scontrol() -> None:
     from siteagent.backends.pyslurm.reservations import legacy_reservation
@@ -419,6 +502,43 @@ def test_legacy_record_reads_like_scontrol() -> None:
     assert made.accounts == () and made.state == "ACTIVE"
     later = legacy_reservation("sa-2", {**entry, "start_time": now + 60, "tres_str": None}, now)
     assert later.state == "INACTIVE" and later.cores == 8  # core count without TRES
+    assert made.node_names == ("n1",) and made.allocation == ()  # no CoreIDs in pyslurm 22.5
+    spread = legacy_reservation("sa-3", {**entry, "node_list": "n[2-3]", "node_cnt": 2}, now)
+    assert spread.node_names == ("n2", "n3")
+
+
+def test_legacy_config_gives_the_scheduler_settings() -> None:
+    """pyslurm 22.5's ``config().get()`` (its values as the test cluster has them) gives the
+    settings the command backend reads from ``scontrol show config``."""
+    from siteagent.backends.pyslurm.scheduler import scheduler_values
+    from siteagent.backends.pyslurm.versions import ReservationApi
+    from siteagent.backends.slurm.scheduler import parse_scheduler_config, scheduler_settings
+
+    class Config:
+        def get(self) -> Any:
+            return {
+                "select_type": "select/cons_tres",
+                "schedtype": "sched/backfill",
+                "sched_params": "bf_interval=5,bf_resolution=30",
+                "kill_wait": 5,
+            }
+
+    module = ModuleType("pyslurm")
+    module.config = Config  # type: ignore[attr-defined]
+    values = scheduler_values(module, ReservationApi.LEGACY)
+    scontrol = (
+        "SchedulerParameters     = bf_interval=5,bf_resolution=30\n"
+        "SchedulerType           = sched/backfill\n"
+        "SelectType              = select/cons_tres\n"
+        "KillWait                = 5 sec\n"
+    )
+    assert scheduler_settings(values) == parse_scheduler_config(scontrol)
+    assert scheduler_settings(values).backfill.resolution == 30
+    no_grace = {**Config().get(), "kill_wait": 0}
+    module.config = lambda: SimpleNamespace(get=lambda: no_grace)  # type: ignore[attr-defined]
+    assert scheduler_settings(scheduler_values(module, ReservationApi.LEGACY)).backfill == (
+        parse_scheduler_config(scontrol.replace("5 sec", "0 sec")).backfill
+    )
 
 
 # --------------------------------------------------------------------------- check-config

@@ -8,6 +8,7 @@ same jobs and nodes for the same cluster state.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Dict, List
 from zoneinfo import ZoneInfo
@@ -15,6 +16,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from siteagent.backends.base import BackendUnavailable
+from siteagent.backends.slurm import SlurmBackend
 from siteagent.backends.slurm.arguments import reservation_args
 from siteagent.backends.slurm.config import SlurmConfig
 from siteagent.backends.slurm.errors import is_unavailable
@@ -23,9 +25,19 @@ from siteagent.backends.slurm.jobs import SlurmJobs, parse_jobs, parse_running_t
 from siteagent.backends.slurm.layout import detect_layout, number, state_words
 from siteagent.backends.slurm.nodes import parse_nodes
 from siteagent.backends.slurm.reservations import parse_reservations
-from siteagent.backends.slurm.snapshot import build_snapshot
+from siteagent.backends.slurm.scheduler import parse_scheduler_config
+from siteagent.backends.slurm.snapshot import allocations, build_snapshot, reservation_allocation
 from siteagent.backends.slurm.times import parse_duration, parse_slurm_time, parse_time_limit
-from siteagent.core.model import UNLIMITED_S, CapacityUnit, Job, ReservationSpec
+from siteagent.core.model import (
+    UNLIMITED_S,
+    Backfill,
+    BatchReservation,
+    CapacityUnit,
+    Job,
+    NodeState,
+    Placement,
+    ReservationSpec,
+)
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "slurm"
 NOW = int((DATA / "queue-now.txt").read_text())
@@ -158,7 +170,7 @@ def test_running_text_form_gives_the_jobs_json_gives() -> None:
     doc = load("squeue-running-22.05.json")
     from_json = parse_jobs(doc, NOW)
     from_text = parse_running_text((DATA / "squeue-running-22.05.txt").read_text())
-    assert from_text.running == from_json.running
+    assert from_text.running == [replace(job, allocation=()) for job in from_json.running]
     assert from_text.nodes_of == from_json.nodes_of
     limits = {job.id: job.limit for job in from_text.running}
     assert limits["2"] == 26 * 3600 and limits["4"] == UNLIMITED_S and limits["3_0"] == 2700
@@ -224,12 +236,14 @@ def test_controller_down_is_unavailable_not_empty() -> None:
 
 
 def test_data_parser_layout_gives_the_same_jobs(queue: SlurmJobs) -> None:
+    """The same jobs; the constructed document lists neither cores per node (the nodes'
+    allocated CPUs tell then, as for the text form) nor the most nodes a job may take."""
     later = parse_jobs(load("squeue-v0.0.40-constructed.json"), NOW, cores_per_node=16)
     old = by_id(queue.running + queue.pending)
     new = by_id(later.running + later.pending)
     assert sorted(new) == ["1", "3", "4_0", "4_2", "4_3", "4_4", "4_5", "5", "6", "8"]
     for job_id, job in new.items():
-        assert job == old[job_id], job_id
+        assert job == replace(old[job_id], allocation=(), max_nodes=0), job_id
     assert later.finished == 1
     assert {j.id: j.not_before for j in later.pending if j.not_before} == {"5": 1795330196}
     order = [j.id for j in later.pending]
@@ -463,3 +477,107 @@ def test_running_job_on_drained_node_is_left_out() -> None:
     jobs = SlurmJobs(running=[job], nodes_of={"77": ["n3"]})
     snap = build_snapshot(NOW, nodes, jobs, [], SlurmConfig())
     assert snap.running == () and snap.extra["running_on_unusable_nodes"] == ["77"]
+
+
+# ----------------------------------------------------------------------------- node-aware
+
+
+def test_running_jobs_say_their_cores_on_each_node() -> None:
+    """squeue --json lists each allocated node's cores (22.05 leaves the CPU counters 0): a
+    two-node exclusive job holds both nodes whole."""
+    running = by_id(parse_jobs(load("squeue-running-22.05.json"), NOW).running)
+    assert running["1"].allocation == (("n1", 16), ("n2", 16))
+    assert all(sum(c for _, c in job.allocation) == job.cores for job in running.values())
+
+
+def test_text_form_allocations_follow_the_nodes_allocated_cpus() -> None:
+    """The text form names nodes only; with the nodes' allocated CPUs the split comes back as
+    squeue --json gives it."""
+    from_json = parse_jobs(load("squeue-running-22.05.json"), NOW)
+    from_text = parse_running_text((DATA / "squeue-running-22.05.txt").read_text())
+    held: Dict[str, int] = {}
+    for job in from_json.running:
+        for name, cores in job.allocation:
+            held[name] = held.get(name, 0) + cores
+    nodes = [NodeState(name, 16, alloc_cores=cores) for name, cores in held.items()]
+    assert allocations(from_text, nodes) == {j.id: j.allocation for j in from_json.running}
+
+
+def test_two_multi_node_jobs_sharing_nodes_are_never_given_less_than_they_hold() -> None:
+    jobs = parse_running_text(
+        "7|24|2026-11-23T10:00:00|2026-11-23T10:00:00|30:00|2|root|(null)|batch|(null)|n[1-2]\n"
+        "8|8|2026-11-23T10:00:00|2026-11-23T10:00:00|30:00|2|root|(null)|batch|(null)|n[2-3]\n"
+    )
+    nodes = [NodeState("n1", 16, 16), NodeState("n2", 16, 12), NodeState("n3", 16, 4)]
+    placed = allocations(jobs, nodes)
+    assert placed["7"] == (("n1", 16), ("n2", 12)) and placed["8"] == (("n2", 8), ("n3", 4))
+
+
+def test_pending_jobs_carry_their_node_request(queue: SlurmJobs) -> None:
+    pending = by_id(queue.pending)
+    assert pending["3"].nodes == 4 and not pending["3"].exclusive
+    assert pending["3"].priority > pending["8"].priority > 0
+
+
+def test_node_weights() -> None:
+    nodes = parse_nodes(load("sinfo-queue-22.05.json"))
+    assert [n.weight for n in nodes] == [1, 1, 1, 1]
+
+
+def test_reservation_cores_per_node() -> None:
+    """Slurm lists a core reservation's cores per node when it chose them; a node
+    reservation holds its nodes whole; a multi-node core reservation whose split Slurm does
+    not show is taken to hold as much as each node has."""
+    text = (DATA / "reservations-utc-22.05.txt").read_text()
+    listed = {r.name: r for r in parse_reservations(text)}
+    cores = {f"n{i}": 16 for i in range(1, 5)}
+    assert reservation_allocation(listed["r_cores2"], cores) == (("n2", 16), ("n3", 4))
+    assert reservation_allocation(listed["r_cores"], cores) == (("n3", 6),)
+    assert reservation_allocation(listed["r_future"], cores) == (("n1", 16), ("n2", 16))
+    assert listed["r_cores2"].node_names == ("n2", "n3")
+    split = BatchReservation("x", 0, 60, cores=12, nodes=2, node_names=("n1", "n2"))
+    assert reservation_allocation(split, cores) == (("n1", 12), ("n2", 12))
+
+
+def test_scheduler_settings_from_scontrol_show_config() -> None:
+    text = (
+        "SchedulerParameters     = bf_interval=5,bf_resolution=120,bf_window=2880\n"
+        "SchedulerType           = sched/backfill\n"
+        "SelectType              = select/cons_tres\n"
+        "KillWait                = 5 sec\n"
+    )
+    settings = parse_scheduler_config(text)
+    assert settings.placement is Placement.SLURM
+    assert settings.backfill == Backfill(resolution=120, window=2 * 86400, kill_wait=5)
+    linear = parse_scheduler_config(text.replace("cons_tres", "linear"))
+    assert linear.placement is Placement.POOLED
+    assert parse_scheduler_config("SelectType = select/cons_tres\n").backfill == Backfill(
+        60, 86400, 30
+    )
+
+
+def test_reservation_on_the_nodes_the_plan_chose() -> None:
+    """A spec naming nodes reserves them, with the cores on each (Slurm takes the counts in
+    its node order, the allocation's); one whose counts do not add up, or that names a node
+    scontrol would read as more than a name, is refused before anything runs."""
+    spec = ReservationSpec("sa-n", 1795330000, 600, 12, allocation=(("n1", 4), ("n2", 8)))
+    args = reservation_args(spec, SlurmConfig(users=("root",)), 1795320000)
+    assert args[6:8] == ["Nodes=n1,n2", "CoreCnt=4,8"]
+    whole = ReservationSpec(
+        "sa-w", 1795330000, 600, 2, CapacityUnit.NODE, allocation=(("n1", 16), ("n3", 16))
+    )
+    node_config = SlurmConfig(users=("root",), unit=CapacityUnit.NODE)
+    assert reservation_args(whole, node_config, 1795320000)[6:7] == ["Nodes=n1,n3"]
+    for bad in (
+        replace(spec, allocation=(("n1", 4), ("n2", 9))),
+        replace(spec, allocation=(("n1", 4), ("n2 Flags=MAINT", 8))),
+        replace(spec, allocation=(("n1", 12), ("n2", 0))),
+    ):
+        with pytest.raises(ValueError):
+            reservation_args(bad, SlurmConfig(users=("root",)), 1795320000)
+
+
+def test_slurm_holds_reservations_for_whole_minutes() -> None:
+    backend = SlurmBackend(SlurmConfig())
+    assert backend.held_window(1000, 1061) == (1000, 1120)
+    assert backend.held_window(1000, 1060) == (1000, 1060)

@@ -101,6 +101,23 @@ def test_migrations_run_from_the_stored_version(
     assert ran == [2]
 
 
+def test_reservations_written_before_their_nodes_read_back_without_them(db: Store) -> None:
+    """Migration 8 (the nodes a reservation is on) comes after the usage tables (6) and the
+    bids (7): a version-7 database gains the column, and its reservations have no nodes."""
+    record = requested(db)
+    db.close()
+    raw = sqlite3.connect(db.path)
+    raw.execute("ALTER TABLE reservations DROP COLUMN allocation")
+    raw.execute("PRAGMA user_version = 7")
+    raw.commit()
+    raw.close()
+    assert SCHEMA_VERSION == 8
+    again = Store(db.path)
+    assert again.schema_version == SCHEMA_VERSION
+    assert again.get_reservation(record.id) == dataclasses.replace(record, allocation=())
+    assert again.bid_holds() == []  # the bids' table of version 7 is still there
+
+
 # --------------------------------------------------------------------------- round trips
 
 

@@ -8,6 +8,8 @@ only this backend needs it.
 - ``versions``: the releases supported (22.5 on) and the refusal of the others;
 - ``records``: jobs and nodes (the object API every supported release has) as the records the
   Slurm backend's parsers read;
+- ``scheduler``: the controller's placement and backfill settings, which the node-aware plan
+  follows, by ``scontrol show config``'s names;
 - ``reservations``: the legacy ``pyslurm.reservation`` class of 22.5 to 24.x and the
   ``pyslurm.Reservation(s)`` objects of 25.5 on, behind one interface;
 - ``backend``: the Backend, with its timeouts and its reading of Slurm's refusals.

@@ -25,11 +25,13 @@ from siteagent.backends.base import Backend, BackendError, BackendUnavailable, R
 from siteagent.backends.checks import check_ours
 from siteagent.backends.pyslurm.records import job_record, node_record
 from siteagent.backends.pyslurm.reservations import PyslurmReservations, reservations_for
-from siteagent.backends.slurm.arguments import reservation_args
+from siteagent.backends.pyslurm.scheduler import scheduler_values
+from siteagent.backends.slurm.arguments import reservation_args, whole_minutes
 from siteagent.backends.slurm.config import SlurmConfig
 from siteagent.backends.slurm.errors import is_unavailable
 from siteagent.backends.slurm.jobs import parse_jobs
 from siteagent.backends.slurm.nodes import parse_nodes
+from siteagent.backends.slurm.scheduler import SchedulerSettings, scheduler_settings
 from siteagent.backends.slurm.snapshot import build_snapshot, node_cores
 from siteagent.backends.slurm.times import parse_slurm_time
 from siteagent.core import names
@@ -40,8 +42,15 @@ T = TypeVar("T")
 #: What the backend uses of a release, by its reservation API: a module lacking one of them is
 #: not the pyslurm its version says (a stand-in, a partial build) and is refused at start.
 NEEDED: Dict[versions.ReservationApi, Tuple[str, ...]] = {
-    versions.ReservationApi.LEGACY: ("Jobs", "Nodes", "RPCError", "reservation"),
-    versions.ReservationApi.OBJECTS: ("Jobs", "Nodes", "RPCError", "Reservation", "Reservations"),
+    versions.ReservationApi.LEGACY: ("Jobs", "Nodes", "RPCError", "reservation", "config"),
+    versions.ReservationApi.OBJECTS: (
+        "Jobs",
+        "Nodes",
+        "RPCError",
+        "Reservation",
+        "Reservations",
+        "slurmctld",
+    ),
 }
 
 
@@ -85,13 +94,14 @@ class PyslurmBackend(Backend):
 
     def __init__(self, config: Optional[SlurmConfig] = None) -> None:
         self.config = config or SlurmConfig()
-        self.pyslurm, api = import_pyslurm(self.config.slurm_conf)
-        self.reservations: PyslurmReservations = reservations_for(self.pyslurm, api)
+        self.pyslurm, self.api = import_pyslurm(self.config.slurm_conf)
+        self.reservations: PyslurmReservations = reservations_for(self.pyslurm, self.api)
         self._errors: Tuple[Type[Exception], ...] = (
             self.pyslurm.RPCError,
             *self.reservations.errors,
         )
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pyslurm")
+        self._settings: Optional[SchedulerSettings] = None  # read on first snapshot
 
     def close(self) -> None:
         self._worker.shutdown(wait=False)
@@ -114,7 +124,16 @@ class PyslurmBackend(Backend):
 
     # ---- reading
 
+    def scheduler_settings(self) -> SchedulerSettings:
+        """How the controller places and plans jobs (its configuration, read once), as the
+        command backend reads them from ``scontrol show config``."""
+        if self._settings is None:
+            values = self._call("load config", lambda: scheduler_values(self.pyslurm, self.api))
+            self._settings = scheduler_settings(values)
+        return self._settings
+
     def snapshot(self) -> ClusterSnapshot:
+        settings = self.scheduler_settings()
         now = int(time.time())
         nodes = parse_nodes(
             {"nodes": [node_record(n) for n in self._load("Nodes.load", self.pyslurm.Nodes)]}
@@ -123,7 +142,7 @@ class PyslurmBackend(Backend):
         reservations = self.list_reservations()
         jobs = parse_jobs(jobs_doc, now, node_cores(nodes, self.config.partition))
         layout = f"pyslurm/{self.pyslurm.__version__}"
-        snapshot = build_snapshot(now, nodes, jobs, reservations, self.config, layout)
+        snapshot = build_snapshot(now, nodes, jobs, reservations, self.config, layout, settings)
         return replace(snapshot, backend=self.name)
 
     def _load(self, what: str, collection: Any) -> List[Any]:
@@ -132,6 +151,9 @@ class PyslurmBackend(Backend):
     def _reservations(self) -> Dict[str, BatchReservation]:
         now = int(time.time())
         return self._call("load reservations", lambda: self.reservations.load(now))
+
+    def held_window(self, start: int, end: int) -> Tuple[int, int]:
+        return start, start + whole_minutes(end - start) * 60
 
     def list_reservations(self) -> List[BatchReservation]:
         return list(self._reservations().values())

@@ -4,13 +4,15 @@ The object API (``pyslurm.Jobs.load()``, ``pyslurm.Nodes.load()``) is the same i
 supported release (22.5 on). Its objects are turned into the records ``squeue --json`` and
 ``sinfo --json`` would give, and :func:`~siteagent.backends.slurm.jobs.parse_jobs` and
 :func:`~siteagent.backends.slurm.nodes.parse_nodes` do the rest, so job states, pending
-reasons, array remainders, exclusive jobs and unusable nodes are interpreted once, the same way
-for both backends.
+reasons, array remainders, exclusive jobs, where running jobs run and unusable nodes are
+interpreted once, the same way for both backends.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict
+from typing import Any, Dict, List, Mapping, Optional
+
+from siteagent.backends.slurm.reservations import core_count
 
 
 def epoch(value: Any) -> int:
@@ -24,7 +26,8 @@ def job_record(job: Any) -> Dict[str, Any]:
     pyslurm gives None for unset values (array fields of plain jobs, unlimited time limits,
     no start yet) exactly where v0.0.38 gives ``null``/``0``, and for an array task id of 0
     too: a task of an array that has no tasks left to split off is task 0. ``resource_sharing``
-    ``NO`` is ``--exclusive`` (squeue's ``shared: "none"``).
+    ``NO`` is ``--exclusive`` (squeue's ``shared: "none"``). Where a running job runs is its
+    resource layout (:func:`job_resources`).
     """
     exclusive = str(getattr(job, "resource_sharing", "") or "").upper() == "NO"
     task = job.array_task_id
@@ -41,6 +44,7 @@ def job_record(job: Any) -> Dict[str, Any]:
         "resv_name": job.reservation or "",
         "nodes": job.allocated_nodes or "",
         "node_count": job.num_nodes,
+        "max_nodes": job.max_nodes or 0,
         "cpus": job.cpus,
         "shared": "none" if exclusive else None,
         "time_limit": job.time_limit,
@@ -51,7 +55,24 @@ def job_record(job: Any) -> Dict[str, Any]:
         "array_task_id": task,
         "array_task_string": job.array_tasks_waiting or "",
         "array_max_tasks": job.array_tasks_parallel or 0,
+        "job_resources": job_resources(job.get_resource_layout_per_node()),
     }
+
+
+def job_resources(layout: Mapping[str, Mapping[str, Any]]) -> Optional[Dict[str, Any]]:
+    """A job's ``get_resource_layout_per_node()`` (node name -> its CPU ids, ``0-3,8``) as
+    squeue's ``job_resources``: each node's cores, listed under one socket (the parser counts
+    them, whatever the sockets). None for a job that holds nothing (pending).
+
+    pyslurm 22.5 names the ids ``cpu_ids``; some later releases call them ``cpus``.
+    """
+    nodes: List[Dict[str, Any]] = []
+    for name, resources in layout.items():
+        ids = resources.get("cpu_ids", resources.get("cpus"))
+        count = ids if isinstance(ids, int) else core_count(str(ids or ""))
+        cores = {str(core): "allocated" for core in range(count)}
+        nodes.append({"nodename": name, "sockets": {"0": {"cores": cores}}})
+    return {"allocated_nodes": nodes} if nodes else None
 
 
 def node_record(node: Any) -> Dict[str, Any]:
@@ -66,6 +87,7 @@ def node_record(node: Any) -> Dict[str, Any]:
         "partitions": list(node.partitions or []),
         "real_memory": memory if isinstance(memory, int) else 0,
         "reason": node.reason or "",
+        "weight": node.weight,
     }
 
 

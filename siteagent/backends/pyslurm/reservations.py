@@ -18,8 +18,9 @@ from typing import Any, Dict, List, Mapping, Protocol, Tuple, Type
 from siteagent.backends.base import BackendError
 from siteagent.backends.pyslurm.records import epoch
 from siteagent.backends.pyslurm.versions import ReservationApi
-from siteagent.backends.slurm.reservations import comma_list, tres_cpu
-from siteagent.core.model import BatchReservation
+from siteagent.backends.slurm.hostlist import expand_hostlist
+from siteagent.backends.slurm.reservations import comma_list, core_count, tres_cpu
+from siteagent.core.model import Allocation, BatchReservation
 
 
 class PyslurmReservations(Protocol):
@@ -82,7 +83,8 @@ LEGACY_FLAGS: Dict[str, str] = {
 class LegacyReservations:
     """``pyslurm.reservation()``: ``get()`` gives name → dict (times as epochs, ``flags`` as
     scontrol's comma-separated names, ``tres_str`` as a list); ``create`` takes a dict like
-    scontrol's words (``duration`` in minutes, ``core_cnt`` a list of one count)."""
+    scontrol's words (``duration`` in minutes, ``core_cnt`` a list: one count, or one per
+    node of ``node_list``)."""
 
     errors: Tuple[Type[Exception], ...] = (ValueError,)
 
@@ -100,10 +102,12 @@ class LegacyReservations:
             "start_time": start,
             "duration": int(fields["Duration"]),
         }
+        if fields.get("Nodes"):
+            request["node_list"] = NodeList(fields["Nodes"])
         if "NodeCnt" in fields:
             request["node_cnt"] = int(fields["NodeCnt"])
-        else:
-            request["core_cnt"] = [int(fields["CoreCnt"])]
+        if "CoreCnt" in fields:
+            request["core_cnt"] = [int(count) for count in fields["CoreCnt"].split(",")]
         for key, word in (("users", "Users"), ("accounts", "Accounts")):
             if fields.get(word):
                 request[key] = fields[word]
@@ -122,24 +126,47 @@ class LegacyReservations:
         self.pyslurm.reservation().delete(name)
 
 
+class NodeList(str):
+    """A node list for the legacy ``create``, which encodes it and, given core counts too,
+    encodes the encoded bytes again to count the nodes (``hostlist.create``; a bytes object has
+    no ``encode``, so pyslurm 22.5.3 cannot otherwise reserve cores on named nodes): its
+    encoding is bytes that encode as themselves."""
+
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        return _EncodedNodeList(str.encode(self, encoding, errors))
+
+
+class _EncodedNodeList(bytes):
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        return bytes(self)
+
+
 def legacy_reservation(name: str, rec: Mapping[str, Any], now: int) -> BatchReservation:
     """One ``pyslurm.reservation().get()`` entry as the agent's record. Cores come from TRES
     ``cpu`` (CPUs, the unit jobs use), else the core count, as for ``scontrol show
-    reservation``."""
+    reservation``.
+
+    The legacy API leaves out the cores a core reservation holds on each node (scontrol's
+    ``NodeName=... CoreIDs=...``), so the record has its nodes but no ``allocation``; the
+    snapshot tells it from the nodes and the total, as it does for the reservations scontrol
+    lists without one (exact on one node or whole nodes, never less than the truth else).
+    """
     start, end = epoch(rec.get("start_time")), epoch(rec.get("end_time"))
     cpus = tres_cpu(",".join(rec.get("tres_str") or ()))
+    node_list = rec.get("node_list") or ""
     return BatchReservation(
         name=name,
         start=start,
         end=end,
         cores=cpus if cpus is not None else int(rec.get("core_cnt") or 0),
         nodes=int(rec.get("node_cnt") or 0),
-        node_list=rec.get("node_list") or "",
+        node_list=node_list,
         users=tuple(rec.get("users") or ()),
         accounts=tuple(rec.get("accounts") or ()),
         partition=rec.get("partition") or "",
         flags=comma_list(rec.get("flags") or ""),
         state=state_at(start, end, now),
+        node_names=tuple(expand_hostlist(node_list)),
     )
 
 
@@ -173,14 +200,17 @@ class ObjectReservations:
 
     def request(self, fields: Mapping[str, str], start: int, end: int) -> Any:
         """A ``pyslurm.Reservation`` for the scontrol fields (start before end: pyslurm's
-        end_time setter compares with the start already set)."""
+        end_time setter compares with the start already set). Its ``cpus`` is one count: cores
+        asked per node (``CoreCnt=4,8``) are asked as their total on those nodes."""
         resv = self.pyslurm.Reservation(fields["ReservationName"])
         resv.start_time = start
         resv.end_time = end
+        if fields.get("Nodes"):
+            resv.nodes = fields["Nodes"]
         if "NodeCnt" in fields:
             resv.node_count = int(fields["NodeCnt"])
-        else:
-            resv.cpus = int(fields["CoreCnt"])
+        if "CoreCnt" in fields:
+            resv.cpus = sum(int(count) for count in fields["CoreCnt"].split(","))
         if fields.get("Users"):
             resv.users = fields["Users"].split(",")
         if fields.get("Accounts"):
@@ -205,10 +235,13 @@ class ObjectReservations:
 
 def object_reservation(resv: Any, now: int) -> BatchReservation:
     """A ``pyslurm.Reservation`` as the agent's record. Cores come from TRES ``cpu`` (CPUs,
-    the unit jobs use), else the core count, as for ``scontrol show reservation``."""
+    the unit jobs use), else the core count, and the cores on each node from
+    ``cpu_ids_by_node``, as for ``scontrol show reservation``."""
     tres = resv.tres if isinstance(resv.tres, Mapping) else {}
     cpus = tres.get("cpu")
     start, end = epoch(resv.start_time), epoch(resv.end_time)
+    by_node: Mapping[str, str] = resv.cpu_ids_by_node or {}
+    allocation: Allocation = tuple((node, core_count(ids)) for node, ids in by_node.items())
     return BatchReservation(
         name=resv.name,
         start=start,
@@ -221,6 +254,8 @@ def object_reservation(resv: Any, now: int) -> BatchReservation:
         partition=resv.partition or "",
         flags=flag_names(resv.flags),
         state=state_at(start, end, now),
+        node_names=tuple(expand_hostlist(resv.nodes or "")),
+        allocation=allocation,
     )
 
 

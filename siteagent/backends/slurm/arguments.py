@@ -29,6 +29,7 @@ def reservation_args(spec: ReservationSpec, config: SlurmConfig, now: int) -> Li
     StartTime is UTC wall-clock time (the command runs with ``TZ=UTC``); a start in the past
     becomes now (Slurm rejects starts far in the past) and the end is kept. Users come from the
     spec, else from the configuration unless the spec names accounts; one of them is needed.
+    The size is the spec's nodes where it names them (:func:`size_args`), else a count.
     """
     start = checked_start(spec, names.NAME, config.name_prefix, config.unit, now)
     users = tuple(spec.users) or (config.users if not spec.accounts else ())
@@ -41,7 +42,6 @@ def reservation_args(spec: ReservationSpec, config: SlurmConfig, now: int) -> Li
     partition = spec.partition or config.partition
     if partition:
         names.check(names.NAME, partition, "partition name")
-    size_key = "NodeCnt" if config.unit is CapacityUnit.NODE else "CoreCnt"
     args = [
         "scontrol",
         "create",
@@ -49,7 +49,7 @@ def reservation_args(spec: ReservationSpec, config: SlurmConfig, now: int) -> Li
         f"ReservationName={spec.name}",
         f"StartTime={utc_text(start)}",
         f"Duration={whole_minutes(spec.end - start)}",
-        f"{size_key}={spec.size}",
+        *size_args(spec, config.unit),
     ]
     if users:
         args.append("Users=" + ",".join(users))
@@ -60,6 +60,29 @@ def reservation_args(spec: ReservationSpec, config: SlurmConfig, now: int) -> Li
     if config.flags:
         args.append("Flags=" + ",".join(config.flags))
     return args
+
+
+def size_args(spec: ReservationSpec, unit: CapacityUnit) -> List[str]:
+    """What to reserve: a count Slurm places (``CoreCnt=``/``NodeCnt=``), or the nodes the
+    spec's allocation names, whole (``Nodes=a,b``) or with the cores on each (``Nodes=a,b
+    CoreCnt=4,8``: Slurm gives each node its count, taking the nodes in its own order, which
+    is the allocation's). The allocation must add up to the size (ValueError)."""
+    if not spec.allocation:
+        key = "NodeCnt" if unit is CapacityUnit.NODE else "CoreCnt"
+        return [f"{key}={spec.size}"]
+    for name, cores in spec.allocation:
+        names.check(names.NAME, name, "node name")
+        if isinstance(cores, bool) or not isinstance(cores, int) or cores <= 0:
+            raise ValueError(f"cores on node {name}: expected a positive count, got {cores!r}")
+    nodes = "Nodes=" + ",".join(name for name, _ in spec.allocation)
+    if unit is CapacityUnit.NODE:
+        if len(spec.allocation) != spec.size:
+            raise ValueError(f"{len(spec.allocation)} nodes named for {spec.size} nodes")
+        return [nodes]
+    total = sum(cores for _, cores in spec.allocation)
+    if total != spec.size:
+        raise ValueError(f"{total} cores named for {spec.size} cores")
+    return [nodes, "CoreCnt=" + ",".join(str(cores) for _, cores in spec.allocation)]
 
 
 def same_window(res: BatchReservation, spec: ReservationSpec, now: int) -> bool:

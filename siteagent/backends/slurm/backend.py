@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ClassVar, Dict, List, Mapping, Optional
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
 
 from siteagent.backends.base import BackendError, BackendUnavailable, ReservationRefused
 from siteagent.backends.checks import check_ours
@@ -20,6 +20,7 @@ from siteagent.backends.slurm.arguments import (
     sacct_args,
     sacct_usage_args,
     same_window,
+    whole_minutes,
 )
 from siteagent.backends.slurm.config import SlurmConfig
 from siteagent.backends.slurm.errors import (
@@ -38,6 +39,7 @@ from siteagent.backends.slurm.layout import check_errors, detect_layout
 from siteagent.backends.slurm.nodes import parse_nodes
 from siteagent.backends.slurm.reservations import parse_reservations
 from siteagent.backends.slurm.sacct import reservation_jobs_from_sacct
+from siteagent.backends.slurm.scheduler import SchedulerSettings, parse_scheduler_config
 from siteagent.backends.slurm.snapshot import build_snapshot, node_cores
 from siteagent.core import names
 from siteagent.core.model import BatchReservation, ClusterSnapshot, NodeState, ReservationSpec
@@ -61,6 +63,7 @@ class SlurmBackend(CommandBackend):
         self.config = config or SlurmConfig()
         super().__init__(self.config.client_env(), self.config.timeout)
         self._node_source: Optional[List[str]] = None  # learnt on first snapshot
+        self._settings: Optional[SchedulerSettings] = None  # read on first snapshot
 
     def _message(self, proc: subprocess.CompletedProcess[str]) -> str:
         return with_hint(super()._message(proc))
@@ -92,9 +95,17 @@ class SlurmBackend(CommandBackend):
         except MALFORMED as exc:
             raise malformed(" ".join(self._node_source or ["sinfo"]), exc) from exc
 
+    def scheduler_settings(self) -> SchedulerSettings:
+        """How the controller places and plans jobs (``scontrol show config``, read once)."""
+        if self._settings is None:
+            text = self._output(["scontrol", "show", "config"], "scontrol show config")
+            self._settings = parse_scheduler_config(text)
+        return self._settings
+
     def snapshot(self) -> ClusterSnapshot:
         """Nodes, queue and reservations, the three commands run at once: an accept re-checks
         against a fresh snapshot, so its latency is the slowest command's, not their sum."""
+        settings = self.scheduler_settings()
         now = int(time.time())
         with ThreadPoolExecutor(max_workers=3, thread_name_prefix="slurm-snapshot") as pool:
             asked_nodes = pool.submit(self.nodes)
@@ -107,11 +118,12 @@ class SlurmBackend(CommandBackend):
             jobs = parse_jobs(doc, now, node_cores(nodes, self.config.partition))
         except MALFORMED as exc:
             raise malformed("squeue --json", exc) from exc
-        return build_snapshot(now, nodes, jobs, reservations, self.config, layout)
+        return build_snapshot(now, nodes, jobs, reservations, self.config, layout, settings)
 
     def occupancy(self) -> ClusterSnapshot:
         """Nodes, running jobs and reservations; the queue is left out by text squeue's state
         filter, so an accept's re-check costs the same with 10 or 10,000 jobs queued."""
+        settings = self.scheduler_settings()
         now = int(time.time())
         args = ["squeue", "-h", "-r", "-t", RUNNING_STATE_FILTER, "-o", RUNNING_FORMAT]
         with ThreadPoolExecutor(max_workers=3, thread_name_prefix="slurm-occupancy") as pool:
@@ -124,7 +136,10 @@ class SlurmBackend(CommandBackend):
             jobs = parse_running_text(running)
         except ValueError as exc:
             raise BackendUnavailable(str(exc)) from exc
-        return build_snapshot(now, nodes, jobs, reservations, self.config, "text")
+        return build_snapshot(now, nodes, jobs, reservations, self.config, "text", settings)
+
+    def held_window(self, start: int, end: int) -> Tuple[int, int]:
+        return start, start + whole_minutes(end - start) * 60
 
     def list_reservations(self) -> List[BatchReservation]:
         args = ["scontrol", "show", "reservation", "-o"]

@@ -18,7 +18,7 @@ from siteagent.backends.slurm.layout import (
     state_words,
 )
 from siteagent.backends.slurm.times import parse_slurm_time, parse_time_limit
-from siteagent.core.model import UNLIMITED_S, Job
+from siteagent.core.model import UNLIMITED_S, Allocation, Job
 
 #: Pending reasons under which a job cannot start whatever the free capacity.
 BLOCKED_REASONS = frozenset(
@@ -107,6 +107,29 @@ def parse_jobs(doc: Mapping[str, Any], now: int, cores_per_node: int = 1) -> Slu
     return out
 
 
+def _allocation(rec: Mapping[str, Any], cpus: int) -> Allocation:
+    """The CPUs a running job holds on each node, from ``job_resources`` (v0.0.38: each
+    allocated node's ``sockets`` map lists its cores; its CPU counters are not filled in
+    22.05). Cores are scaled to the job's CPUs when a core has several threads. Empty when the
+    document does not say."""
+    resources = rec.get("job_resources")
+    nodes = resources.get("allocated_nodes") if isinstance(resources, Mapping) else None
+    if not isinstance(nodes, list):
+        return ()
+    counted: List[Tuple[str, int]] = []
+    for node in nodes:
+        sockets = node.get("sockets") if isinstance(node, Mapping) else None
+        if not isinstance(sockets, Mapping):
+            return ()
+        cores = sum(len(s.get("cores") or ()) for s in sockets.values() if isinstance(s, Mapping))
+        counted.append((as_text(node.get("nodename")), cores))
+    total = sum(cores for _, cores in counted)
+    if not total or any(not name for name, _ in counted):
+        return ()
+    threads = max(1, cpus // total) if cpus > total else 1
+    return tuple((name, cores * threads) for name, cores in counted)
+
+
 def _running_job(rec: Mapping[str, Any]) -> Job:
     cpus = number(rec.get("cpus")) or 0
     return Job(
@@ -120,6 +143,7 @@ def _running_job(rec: Mapping[str, Any]) -> Job:
         account=as_text(rec.get("account")),
         partition=as_text(rec.get("partition")),
         reservation=as_text(rec.get("resv_name") or rec.get("reservation")),
+        allocation=_allocation(rec, cpus),
     )
 
 
@@ -169,7 +193,8 @@ def _pending_jobs(
     eligible = not (priority == 0 or reason in BLOCKED_REASONS or reason.startswith("Dependency"))
     nodes = number(rec.get("node_count")) or 1
     cores = number(rec.get("cpus")) or 1
-    if _is_exclusive(rec):
+    exclusive = _is_exclusive(rec)
+    if exclusive:
         cores = max(cores, nodes * max(1, cores_per_node))
     start = number(rec.get("start_time")) or 0
     expected = start if eligible and not resv and start > 0 else None
@@ -200,6 +225,9 @@ def _pending_jobs(
                 eligible=eligible,
                 not_before=not_before,
                 reservation=resv,
+                exclusive=exclusive,
+                max_nodes=number(rec.get("max_nodes")) or 0,
+                priority=priority or 0,
             )
         )
     return jobs

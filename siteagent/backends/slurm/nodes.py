@@ -54,6 +54,7 @@ def parse_nodes(doc: Mapping[str, Any]) -> List[NodeState]:
                 memory_mb=number(rec.get("real_memory")) or 0,
                 partitions=tuple(str(p) for p in parts),
                 reason=as_text(rec.get("reason")),
+                weight=number(rec.get("weight")) or 1,
             )
         )
     return nodes

@@ -6,9 +6,10 @@ import re
 from datetime import timezone, tzinfo
 from typing import Dict, List, Optional, Tuple
 
+from siteagent.backends.slurm.hostlist import expand_hostlist
 from siteagent.backends.slurm.layout import number
 from siteagent.backends.slurm.times import EMPTY, parse_duration, parse_slurm_time
-from siteagent.core.model import UNLIMITED_S, BatchReservation
+from siteagent.core.model import UNLIMITED_S, Allocation, BatchReservation
 
 
 def _tokens(text: str) -> List[Tuple[str, str]]:
@@ -28,10 +29,24 @@ def comma_list(value: str) -> Tuple[str, ...]:
     return tuple(v for v in value.split(",") if v)
 
 
+def _allocation(pairs: List[Tuple[str, int]]) -> Allocation:
+    return tuple((name, cores) for name, cores in pairs if name and cores > 0)
+
+
 def tres_cpu(value: str) -> Optional[int]:
     """The ``cpu=N`` count of a TRES string (``cpu=8,mem=1G``), None without one."""
     m = re.search(r"(?:^|,)cpu=(\d+)", value)
     return int(m.group(1)) if m else None
+
+
+def core_count(ids: str) -> int:
+    """How many cores a ``CoreIDs=`` list (``0-5``, ``0-3,8``) names."""
+    count = 0
+    for item in ids.split(","):
+        low, _, high = item.partition("-")
+        if low.isdigit():
+            count += int(high) - int(low) + 1 if high.isdigit() else 1
+    return count
 
 
 def parse_reservations(text: str, tz: tzinfo = timezone.utc) -> List[BatchReservation]:
@@ -39,17 +54,25 @@ def parse_reservations(text: str, tz: tzinfo = timezone.utc) -> List[BatchReserv
 
     A record starts at each ``ReservationName=`` token. Cores come from ``TRES=cpu=N`` (CPUs,
     the unit jobs' ``cpus`` use) and else ``CoreCnt``. ``EndTime=Unknown`` (a zero-duration
-    reservation) ends at start + Duration. Keys that repeat within a record (``NodeName=``/
-    ``CoreIDs=`` of core reservations) keep their first value.
+    reservation) ends at start + Duration. Keys that repeat within a record keep their first
+    value, except the ``NodeName=``/``CoreIDs=`` pairs some core reservations list: those give
+    the reservation's cores on each node (its ``allocation``).
     """
     records: List[Dict[str, str]] = []
+    per_node: List[List[Tuple[str, int]]] = []
     for key, value in _tokens(text):
         if key == "ReservationName":
             records.append({})
-        if records and key not in records[-1]:
+            per_node.append([])
+        if not records:
+            continue
+        if key == "CoreIDs" and "NodeName" in records[-1]:
+            per_node[-1].append((records[-1].pop("NodeName"), core_count(value)))
+            continue
+        if key not in records[-1]:
             records[-1][key] = value
     out = []
-    for rec in records:
+    for rec, allocation in zip(records, per_node):
         start = parse_slurm_time(rec.get("StartTime", ""), tz)
         if start is None:
             continue
@@ -75,6 +98,8 @@ def parse_reservations(text: str, tz: tzinfo = timezone.utc) -> List[BatchReserv
                 partition="" if partition in EMPTY else partition,
                 flags=comma_list(rec.get("Flags", "")),
                 state=rec.get("State", ""),
+                node_names=tuple(expand_hostlist(node_list)),
+                allocation=_allocation(allocation),
             )
         )
     return out

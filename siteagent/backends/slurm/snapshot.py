@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Sequence
+import dataclasses
+from typing import Any, Dict, Iterable, List, Mapping, Sequence, Set
 
 from siteagent.backends.scope import Scope
 from siteagent.backends.slurm.config import SlurmConfig
 from siteagent.backends.slurm.hostlist import expand_hostlist
 from siteagent.backends.slurm.jobs import SlurmJobs
-from siteagent.core.model import BatchReservation, ClusterSnapshot, Job, NodeState
+from siteagent.backends.slurm.scheduler import SchedulerSettings
+from siteagent.core.model import (
+    Allocation,
+    BatchReservation,
+    ClusterSnapshot,
+    Job,
+    Neighbours,
+    NodeState,
+)
+
+#: Where the controller's configuration is not read: the pooled plan.
+POOLED = SchedulerSettings()
 
 
 def nodes_in_partition(nodes: Iterable[NodeState], partition: str) -> List[NodeState]:
@@ -31,22 +43,29 @@ def build_snapshot(
     reservations: Sequence[BatchReservation],
     config: SlurmConfig,
     layout: str = "",
+    settings: SchedulerSettings = POOLED,
 ) -> ClusterSnapshot:
     """Assemble the planner's view, limited to the configured partition.
 
     Capacity and running jobs are counted as :class:`~siteagent.backends.scope.Scope` says.
-    Reservations count when they touch a node of the partition.
+    Reservations count when they touch a node of the partition. Every running job and
+    reservation gets the cores it holds on each node (:func:`allocations`,
+    :func:`reservation_allocation`), and what the partitions sharing its nodes do comes along
+    as ``neighbours``: the node-aware plan needs both.
     """
     scope = Scope(tuple(nodes_in_partition(nodes, config.partition)), config.unit)
+    placed = allocations(jobs, nodes)
+    all_running = [dataclasses.replace(job, allocation=placed[job.id]) for job in jobs.running]
 
     def in_partition(job: Job) -> bool:
         return not config.partition or config.partition in job.partition.split(",")
 
-    running, dropped = scope.running(jobs.running, jobs.nodes_of, in_partition)
+    running, dropped = scope.running(all_running, jobs.nodes_of, in_partition)
     pending = [j for j in jobs.pending if in_partition(j)]
     names = scope.names
+    cores = {node.name: node.cores for node in nodes}
     held = [
-        r
+        dataclasses.replace(r, allocation=reservation_allocation(r, cores))
         for r in reservations
         if r.end > now
         and (
@@ -61,4 +80,95 @@ def build_snapshot(
         "running_on_unusable_nodes": dropped,
         "finished_jobs_ignored": jobs.finished,
     }
-    return scope.snapshot(now, running, pending, held, "slurm", extra)
+    snapshot = scope.snapshot(now, running, pending, held, "slurm", extra)
+    return dataclasses.replace(
+        snapshot,
+        placement=settings.placement,
+        backfill=settings.backfill,
+        neighbours=neighbours(nodes, all_running, jobs, config.partition),
+    )
+
+
+def neighbours(
+    nodes: Sequence[NodeState], running: Sequence[Job], jobs: SlurmJobs, partition: str
+) -> Neighbours:
+    """The partitions sharing a node with ``partition``: their other nodes, the jobs running
+    only there (of ``running``), and their pending jobs."""
+    if not partition:
+        return Neighbours()
+    ours = {n.name for n in nodes if partition in n.partitions}
+    others: Set[str] = set()
+    for node in nodes:
+        if node.name in ours:
+            others.update(node.partitions)
+    others.discard(partition)
+    if not others:
+        return Neighbours()
+    theirs = [n for n in nodes if n.name not in ours and others & set(n.partitions)]
+    names = {n.name for n in theirs}
+    return Neighbours(
+        nodes=tuple(theirs),
+        running=tuple(
+            job
+            for job in running
+            if jobs.nodes_of.get(job.id) and set(jobs.nodes_of[job.id]) <= names
+        ),
+        pending=tuple(
+            job
+            for job in jobs.pending
+            if partition not in job.partition.split(",")
+            and others & set(job.partition.split(","))
+        ),
+    )
+
+
+def allocations(jobs: SlurmJobs, nodes: Sequence[NodeState]) -> Dict[str, Allocation]:
+    """The cores each running job holds on each of its nodes.
+
+    ``squeue --json`` says it; the text form used for an accept's re-check does not, and then
+    the nodes' allocated CPUs tell: a job alone on a node, or on one node, holds what it
+    holds there; a job sharing its nodes with others holds, on each node whose share cannot be
+    told apart, at most all that the node has allocated and the job still owes (never less
+    than the truth, so that a reservation is never placed on cores that are not free).
+    """
+    placed: Dict[str, Allocation] = {}
+    left = {node.name: node.alloc_cores for node in nodes}
+    open_jobs: List[Job] = []
+    for job in jobs.running:
+        on = jobs.nodes_of.get(job.id, [])
+        if job.allocation:
+            placed[job.id] = job.allocation
+        elif len(on) == 1:
+            placed[job.id] = ((on[0], job.cores),)
+        else:
+            open_jobs.append(job)
+            continue
+        for name, cores in placed[job.id]:
+            left[name] = left.get(name, 0) - cores
+    sharing: Dict[str, int] = {}
+    for job in open_jobs:
+        for name in jobs.nodes_of.get(job.id, []):
+            sharing[name] = sharing.get(name, 0) + 1
+    for job in open_jobs:
+        share = []
+        for name in jobs.nodes_of.get(job.id, []):
+            alone = left.get(name, 0) if sharing[name] == 1 else min(job.cores, left.get(name, 0))
+            share.append((name, max(1, alone)))
+        placed[job.id] = tuple(share)
+    return placed
+
+
+def reservation_allocation(res: BatchReservation, cores: Mapping[str, int]) -> Allocation:
+    """The cores ``res`` holds on each of its nodes: as Slurm listed them, or all of each
+    node's when it holds whole nodes, or its count on its one node; a core reservation over
+    several nodes whose split Slurm does not show holds, on each node, as much of its total
+    as the node has (never less than the truth)."""
+    if res.allocation:
+        return res.allocation
+    names = [name for name in res.node_names if name in cores]
+    whole = sum(cores[name] for name in names)
+    if len(names) == 1 and res.cores < whole:
+        return ((names[0], res.cores),)
+    if not res.cores or res.cores >= whole:
+        return tuple((name, cores[name]) for name in names)
+    return tuple((name, min(res.cores, cores[name])) for name in names)

@@ -5,15 +5,17 @@ Slurm 22.05, so the real pyslurm the tests run is 22.5.3 (tests/setup/build-pysl
 the legacy reservation class; pyslurm's Reservation classes start at 25.5, and this stand-in is
 what shows them. The names below are pyslurm's, taken from its published sources
 (PySlurm/pyslurm, ``pyslurm/core/job/job.pyx``, ``pyslurm/core/node.pyx``,
-``pyslurm/core/reservation.pyx``, ``pyslurm/core/error.pyx``); values follow the same
+``pyslurm/core/reservation.pyx``, ``pyslurm/core/slurmctld/config.pyx``,
+``pyslurm/core/error.pyx``); values follow the same
 conventions: None for unset numbers and times (``_raw_time``/``u32_parse``), epoch ints for
 times, minutes for time limits, states as Slurm's strings, ``RPCError.msg`` =
 ``slurm_strerror()`` text. Collections are dicts (pyslurm's MultiClusterMap behaves like one
 for the local cluster: ``values()``, ``get(name)``).
 
 Tests put this directory first on ``sys.path`` and drive :data:`CLUSTER`: nodes, jobs,
-reservations, an outage (``CLUSTER.down``) or a hang (``CLUSTER.hang``; unlike the real
-pyslurm, which holds the GIL through a call, the stand-in lets the backend's timeout fire).
+reservations, the controller's configuration, an outage (``CLUSTER.down``) or a hang
+(``CLUSTER.hang``; unlike the real pyslurm, which holds the GIL through a call, the stand-in
+lets the backend's timeout fire).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import enum
 import threading
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, Dict, List, Optional
 
 __version__ = "25.5.0"
@@ -65,12 +68,21 @@ class ReservationFlags(enum.Flag):
 
 @dataclass
 class Cluster:
-    """What slurmctld would hold. ``users`` are the names Slurm accepts (passwd)."""
+    """What slurmctld would hold. ``users`` are the names Slurm accepts (passwd); ``config``
+    the ``slurmctld.Config`` attributes (the test cluster's scheduling, by default)."""
 
     nodes: Dict[str, Node] = field(default_factory=dict)
     jobs: Dict[int, Job] = field(default_factory=dict)
     reservations: Dict[str, Reservation] = field(default_factory=dict)
     users: List[str] = field(default_factory=lambda: ["root", "alice"])
+    config: Dict[str, Any] = field(
+        default_factory=lambda: {
+            "select_type": "select/cons_tres",
+            "scheduler_type": "sched/backfill",
+            "scheduler_parameters": {"bf_interval": "5", "bf_continue": True},
+            "kill_wait_time": 5,
+        }
+    )
     down: bool = False
     hang: Optional[threading.Event] = None
     calls: List[str] = field(default_factory=list)
@@ -106,7 +118,9 @@ CLUSTER = Cluster()
 
 
 class Job:
-    """pyslurm.Job: read-only attributes of a loaded job (the ones the agent reads)."""
+    """pyslurm.Job: read-only attributes of a loaded job (the ones the agent reads), and
+    ``resource_layout``, what ``get_resource_layout_per_node()`` answers (node name -> its
+    ``cpus``, the CPU ids as ``0-3,8``)."""
 
     def __init__(self, job_id: int, **attrs: Any) -> None:
         self.id = job_id
@@ -120,6 +134,7 @@ class Job:
         self.reservation = attrs.pop("reservation", None)
         self.allocated_nodes = attrs.pop("allocated_nodes", None)
         self.num_nodes = attrs.pop("num_nodes", 1)
+        self.max_nodes = attrs.pop("max_nodes", None)
         self.cpus = attrs.pop("cpus", 1)
         self.resource_sharing = attrs.pop("resource_sharing", "OK")
         self.time_limit = attrs.pop("time_limit", 60)
@@ -131,12 +146,16 @@ class Job:
         self.array_task_id = attrs.pop("array_task_id", None)
         self.array_tasks_waiting = attrs.pop("array_tasks_waiting", None)
         self.array_tasks_parallel = attrs.pop("array_tasks_parallel", None)
+        self._layout: Dict[str, Dict[str, Any]] = attrs.pop("resource_layout", {})
         self.cluster = "linux"
         if attrs:
             raise TypeError(f"not a pyslurm.Job attribute: {sorted(attrs)}")
 
     def __repr__(self) -> str:
         return f"pyslurm.Job({self.id})"
+
+    def get_resource_layout_per_node(self) -> Dict[str, Dict[str, Any]]:
+        return self._layout
 
 
 class Jobs(dict):  # type: ignore[type-arg]
@@ -158,6 +177,7 @@ class Node:
         self.partitions = attrs.pop("partitions", ["batch"])
         self.real_memory = attrs.pop("real_memory", 64000)
         self.reason = attrs.pop("reason", None)
+        self.weight = attrs.pop("weight", 1)
         self.cluster = "linux"
         if attrs:
             raise TypeError(f"not a pyslurm.Node attribute: {sorted(attrs)}")
@@ -170,12 +190,29 @@ class Nodes(dict):  # type: ignore[type-arg]
         return Nodes(CLUSTER.nodes)
 
 
+# --------------------------------------------------------------------------- configuration
+
+
+class Config(SimpleNamespace):
+    """pyslurm.slurmctld.Config: the controller's configuration, as attributes."""
+
+    @staticmethod
+    def load() -> Config:
+        CLUSTER.rpc("slurm_load_ctl_conf")
+        return Config(**CLUSTER.config)
+
+
+slurmctld = SimpleNamespace(Config=Config)
+
+
 # --------------------------------------------------------------------------- reservations
 
 
 class Reservation:
     """pyslurm.Reservation: attributes set in order (end_time checks the start already set),
-    ``create()`` with pyslurm's own precondition, ``delete()`` by name."""
+    ``create()`` with pyslurm's own precondition, ``delete()`` by name. A created one is on
+    the nodes asked for, else on the first nodes; a core reservation fills them in turn and
+    lists its cores on each (``cpu_ids_by_node``)."""
 
     def __init__(self, name: Optional[str] = None, **kwargs: Any) -> None:
         self.name = name
@@ -189,6 +226,7 @@ class Reservation:
         self.accounts: List[str] = []
         self.flags = ReservationFlags(0)
         self.tres: Dict[str, Any] = {}
+        self.cpu_ids_by_node: Dict[str, str] = {}
         self.cluster = "linux"
         for key, value in kwargs.items():
             setattr(self, key, value)
@@ -229,16 +267,18 @@ class Reservation:
         free = CLUSTER.free_cpus(
             self.start_time, end, ReservationFlags.IGNORE_RUNNING_JOBS in self.flags
         )
-        wanted = self.cpus or 0
+        names = self.nodes.split(",") if self.nodes else list(CLUSTER.nodes)
         if self.node_count:
-            per_node = max(n.total_cpus for n in CLUSTER.nodes.values())
-            wanted = self.node_count * per_node
+            names = names[: self.node_count]
+        wanted = self.cpus or sum(CLUSTER.nodes[name].total_cpus for name in names)
         if wanted > free:
             raise RPCError(msg="Requested nodes are busy")
+        held = _spread(names, wanted) if self.cpus else {}
         stored = Reservation(self.name)
         stored.start_time, stored.end_time = self.start_time, end
-        stored.cpus, stored.node_count = wanted, self.node_count or 1
-        stored.nodes = "n1"
+        stored.nodes = ",".join(held or names)
+        stored.cpus, stored.node_count = wanted, len(held or names)
+        stored.cpu_ids_by_node = held
         stored.partition = self.partition or "batch"
         stored.users, stored.accounts = list(self.users), list(self.accounts)
         stored.flags = self.flags | ReservationFlags.SPECIFIC_NODES
@@ -255,6 +295,17 @@ class Reservation:
         if any(j.reservation == self.name and j.state == "RUNNING" for j in CLUSTER.jobs.values()):
             raise RPCError(msg="Requested reservation is in use")
         del CLUSTER.reservations[self.name]
+
+
+def _spread(nodes: List[str], cpus: int) -> Dict[str, str]:
+    """The CPU ids a core reservation holds on each of ``nodes``: each node filled in turn."""
+    out = {}
+    for name in nodes:
+        take = min(cpus, CLUSTER.nodes[name].total_cpus)
+        if take:
+            out[name] = f"0-{take - 1}" if take > 1 else "0"
+        cpus -= take
+    return out
 
 
 class Reservations(dict):  # type: ignore[type-arg]
