@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import yaml
 
 from siteagent.client.journal import JOURNAL_FILE, Journal
+from siteagent.core.waits import QueueWait
 from siteagent.market.site import STORE_FILE
 from siteagent.market.store import ReservationRecord, ReservationState, Store
 from siteagent.protocol import keys
@@ -164,6 +165,15 @@ class Agent:
         store = Store(str(self.state_dir / STORE_FILE))
         try:
             return store.reservations(states or None)
+        finally:
+            store.close()
+
+    def record_waits(self, waits: Sequence[QueueWait]) -> None:
+        """Queue waits as if the agent had seen these jobs start (its ``/v1/history/waits``
+        and their bounds then count them): a history a test cannot wait for."""
+        store = Store(str(self.state_dir / STORE_FILE))
+        try:
+            store.record_waits(waits)
         finally:
             store.close()
 

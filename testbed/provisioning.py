@@ -13,7 +13,7 @@ import random
 from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 from siteagent.client.greedy import Alternative
 from siteagent.client.tasks import Task, TaskGraph, task_graph
@@ -23,7 +23,7 @@ from siteagent.pricing.base import Context, Refused
 from siteagent.pricing.externality import ExternalityFee
 from siteagent.pricing.flat import FlatPrice
 from siteagent.pricing.quote import Pricing
-from siteagent.protocol.models import SiteAttributes, SlotList, slot_json
+from siteagent.protocol.models import SiteAttributes, SlotList, WaitHistory, slot_json
 
 T0 = 1_795_000_000
 
@@ -152,6 +152,31 @@ def layered_workflow(
             entries.append((task, parents))
         above = here
     return task_graph(entries, "layered workflow")
+
+
+def wait_bin(
+    cores: Sequence[Optional[int]], walltime: Sequence[Optional[int]], **bounds: Optional[int]
+) -> Dict[str, Any]:
+    """A bin of ``GET /v1/history/waits``: jobs of ``cores[0]..cores[1]`` asking a walltime in
+    ``(walltime[0], walltime[1]]``, the upper bounds on its wait by quantile (``q50=600,
+    q95=None``: the median bounded at 600 s, the 0.95-quantile not bounded) at 95% confidence."""
+    return {
+        "cores": list(cores),
+        "walltime_s": list(walltime),
+        "jobs": 100,
+        "mean_wait_s": None,
+        "median_wait_s": None,
+        "p90_wait_s": None,
+        "wait_bounds": [
+            {"quantile": int(q[1:]) / 100, "confidence": 0.95, "upper_bound_s": value}
+            for q, value in bounds.items()
+        ],
+    }
+
+
+def wait_history(*bins: Dict[str, Any]) -> WaitHistory:
+    """A site's ``GET /v1/history/waits`` of ``bins`` (:func:`wait_bin`)."""
+    return WaitHistory(bins=list(bins), jobs=100 * len(bins), skipped=0, source="store")
 
 
 def montage_instance(directory: Path, tasks: int, seed: int = 1) -> Path:
