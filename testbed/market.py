@@ -194,6 +194,8 @@ class Market:
     poll_interval_s: float = 0.5
     #: How long an agent may take to answer /healthz (replaying far into a long trace).
     start_timeout_s: float = START_TIMEOUT_S
+    #: The agents' ``api.rate_limits`` (none: the defaults, 2 reservation requests a second).
+    rate_limits: Mapping[str, Any] = field(default_factory=dict)
     agents: Dict[str, Agent] = field(default_factory=dict)
     #: The buyer's $XDG_STATE_HOME (where the journal is): a test may give itself its own.
     client_state: Path = field(init=False)
@@ -408,7 +410,12 @@ class Market:
                 "security": {"authorized_clients": str(clients)},
                 # a test runs a dozen auctions in minutes, each leaving (parts x rounds x 20)
                 # offers live for 5 minutes: more than a buyer's default share
-                "api": {"listen": "127.0.0.1", "port": port, "max_live_offers_per_client": 20000},
+                "api": {
+                    "listen": "127.0.0.1",
+                    "port": port,
+                    "max_live_offers_per_client": 20000,
+                    **({"rate_limits": dict(self.rate_limits)} if self.rate_limits else {}),
+                },
                 "ledger": {"url": self.bank_url, "ca": str(self.bank_cert)},
                 "pricing": dict(spec.pricing),
             },

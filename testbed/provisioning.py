@@ -10,13 +10,15 @@ quote sees it. Through real agents, the client's ``LiveOffers`` does the same
 from __future__ import annotations
 
 import random
-from dataclasses import replace
+from dataclasses import asdict, replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+import yaml
+
 from siteagent.client.greedy import Alternative
-from siteagent.client.tasks import Task, TaskGraph, task_graph
+from siteagent.client.tasks import Task, TaskGraph, task_graph, task_of
 from siteagent.core.model import BatchReservation, ClusterSnapshot, Job, Request
 from siteagent.core.slots import advertise
 from siteagent.pricing.base import Context, Refused
@@ -177,6 +179,32 @@ def wait_bin(
 def wait_history(*bins: Dict[str, Any]) -> WaitHistory:
     """A site's ``GET /v1/history/waits`` of ``bins`` (:func:`wait_bin`)."""
     return WaitHistory(bins=list(bins), jobs=100 * len(bins), skipped=0, source="store")
+
+
+def write_workflow(graph: TaskGraph, path: Path) -> Path:
+    """``graph`` as the YAML ``siteagent-client provision`` reads (siteagent/client/workflow.py):
+    each task's cores, run time or work, parents, files and requirements, so that it reads
+    back the same."""
+    tasks = []
+    for node in graph:
+        task = task_of(graph, node)
+        entry: Dict[str, object] = {"id": task.id, "cores": task.cores}
+        if task.runtime_s is not None:
+            entry["runtime"] = task.runtime_s
+        if task.work_mcycles is not None:
+            entry["work"] = task.work_mcycles
+        parents = sorted(graph.predecessors(node))
+        if parents:
+            entry["parents"] = parents
+        for files in ("inputs", "outputs"):
+            if getattr(task, files):
+                entry[files] = dict(getattr(task, files))
+        required = {k: v for k, v in asdict(task.requirements).items() if v is not None}
+        if required:
+            entry["requirements"] = required
+        tasks.append(entry)
+    path.write_text(yaml.safe_dump({"tasks": tasks}), encoding="utf-8")
+    return path
 
 
 def montage_instance(directory: Path, tasks: int, seed: int = 1) -> Path:
