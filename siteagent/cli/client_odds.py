@@ -25,7 +25,7 @@ from siteagent.protocol.models import WaitHistory
 #: The command line's name of each field of the request for quotes it sends.
 OPTION_OF = {"cores": "--cores", "walltime": "--walltime", "deadline": "--start"}
 
-COLUMNS = ["site", "offer", "start", "total", "submit_by", "queue_walltime", "note"]
+COLUMNS = ["site", "start", "total", "submit_by", "queue_walltime", "note"]
 
 Answers = Tuple[Quote, WaitHistory]
 
@@ -142,7 +142,7 @@ def _print(rows: List[Dict[str, Any]], ask: Ask) -> None:
     console.print_table(
         shown,
         COLUMNS,
-        title=f"{ask.cores} cores for {console.format_duration(ask.walltime)} from "
+        title=f"{ask.cores} core(s) for {console.format_duration(ask.walltime)} from "
         f"{local_time(ask.start_by)}: the cheapest reservation starting by then, or when to "
         f"submit to the queue to be running by then with probability >= {ask.probability:g}",
         headers={

@@ -160,11 +160,12 @@ def reserve_plan(
 ) -> Tuple[Outcome, Optional[Plan]]:
     """Plan ``tasks`` through ``plan_with``, which holds each task at its site as it places
     it (through the offers it is given), then confirm them all, or release them all: the
-    plan journaled as one auction ``described``, each task held one part. ``quiet``: no
-    progress bar. The outcome, and the plan as held (None if planning failed)."""
+    plan journaled as one auction ``described`` of ``tasks`` parts, each task held one part
+    (``recover`` closes it done only when that many were confirmed). ``quiet``: no progress
+    bar. The outcome, and the plan as held (None if planning failed)."""
     from siteagent.client.liveoffers import LiveOffers  # the planners' libraries: see above
 
-    record = journal.open_auction(described)
+    record = journal.open_auction({**described, "parts": tasks})
     sellers = {name: Patient(connection) for name, connection in connections.items()}
     planned: Dict[str, Plan] = {}
     with journal.running(record.id), _progress(tasks, quiet) as one_held:

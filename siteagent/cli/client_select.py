@@ -23,6 +23,7 @@ no site answered; 130 when interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -109,7 +110,9 @@ def _select(args: argparse.Namespace) -> int:
         raise ValueError(f"--probability must be in (0, 1), got {args.probability:g}")
     tasks = load_bag(args.bag)
     sites = client_common.registry(args).select(args.site)
-    with client_common.connected(sites) as connections, interruptible() as interrupted:
+    # Ctrl-C while reserving releases what is held; before, it stops at once
+    ctrl_c = interruptible() if args.reserve else contextlib.nullcontext(lambda: False)
+    with client_common.connected(sites) as connections, ctrl_c as interrupted:
         if args.reserve:
             for connection in connections:
                 connection.signing_key()  # a missing or unsafe key: say so before asking

@@ -107,6 +107,52 @@ def test_select_reserves_every_task_at_the_site_selection_chose(
     assert_settled(market, before)
 
 
+#: Five tasks of 2 cores: small enough to hold quickly anywhere.
+SMALL_BAG = {"tasks": [{"id": "s", "cores": 2, "runtime": 600, "count": 5}]}
+
+
+def test_ctrl_c_while_reserving_releases_every_task(market: Market, tmp_path: Path) -> None:
+    """Ctrl-C once three tasks are held: the request in flight finishes, everything held is
+    cancelled, and the client exits 130."""
+    before = market.ids()
+    bag = write_bag(tmp_path / "bag.yaml", SMALL_BAG)
+    done = market.client(
+        ["select", bag, "--reserve", "--json"], at="Journal.tentative:3:after", then="INT"
+    )
+    assert done.returncode == 130, done.stderr
+    result = json.loads(done.stdout)
+    assert result["state"] == "interrupted" and "released" in result["message"]
+    held = [e["state"] for e in result["entries"] if e["state"] != "refused"]
+    assert held == ["cancelled"] * 3
+    made = [r for records in market.alices(before).values() for r in records]
+    assert sorted(r.state.value for r in made) == ["CANCELLED"] * 3
+    assert_settled(market, before)
+
+
+def test_recover_finishes_a_select_the_client_crashed_in(market: Market, tmp_path: Path) -> None:
+    """The client dies once the first task is confirmed: ``recover`` cancels the four held,
+    keeps the one bought, and closes the bag as interrupted, not done."""
+    before = market.ids()
+    bag = write_bag(tmp_path / "bag.yaml", SMALL_BAG)
+    crashed = market.client(
+        ["select", bag, "--reserve"], at="Journal.confirmed:1:after", then="KILL"
+    )
+    assert crashed.returncode == -9, crashed.stderr
+    recovered = market.client_json(["recover"])
+    assert recovered["unsettled"] == [] and len(recovered["confirmed"]) == 1
+    assert_settled(market, before)
+    made = [r.state for records in market.alices(before).values() for r in records]
+    assert sorted(state is S.CANCELLED for state in made) == [False] + [True] * 4
+    assert {S.CONFIRMED, S.ACTIVE} >= set(made) - {S.CANCELLED}  # its window may have begun
+    journal = market.journal()
+    try:
+        record = journal.auctions()[-1]
+    finally:
+        journal.close()
+    assert record.request["select"] == bag and record.request["parts"] == 5
+    assert record.state.value == "interrupted" and "part(s) 1 confirmed and kept" in record.message
+
+
 def test_odds_shows_a_price_and_a_bound_from_real_agents(market: Market) -> None:
     """One core for 30 minutes two hours from now: every site offers a reservation at 0.50
     (0.5 h x 1.00); hpc1 has seen a hundred such jobs wait up to ten minutes and bounds the

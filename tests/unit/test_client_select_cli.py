@@ -14,6 +14,7 @@ import yaml
 
 from siteagent.cli.console import EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.cli.main import client_main
+from siteagent.cli.options import local_time
 from siteagent.protocol import keys
 from testbed.https_stub import Canned, HttpsStub, https_stub, site_info
 from testbed.parties import Party
@@ -237,7 +238,8 @@ def test_odds_shows_the_cheapest_reservation_by_then_beside_when_to_submit(
     code, out, _ = run(capsys, *args, "--sites", str(sites))
     assert code == 0
     line = {row.split("│")[1].strip(): row for row in out.splitlines() if row.startswith("│ hpc")}
-    assert "late" in line["hpc1"] and "8.00" in line["hpc1"] and "1 h 0 min" in line["hpc1"]
+    assert local_time(start_by - 600) in line["hpc1"] and "8.00" in line["hpc1"]
+    assert local_time(start_by - 1800) in line["hpc1"] and "1 h 0 min" in line["hpc1"]
     assert "full until then" in line["hpc2"] and "no bound" in line["hpc2"]
     assert "failed" in line["hpc3"]
 
