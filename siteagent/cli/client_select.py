@@ -101,9 +101,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def _select(args: argparse.Namespace) -> int:
     try:
-        from siteagent.client import pinned
         from siteagent.client.bag import load_bag
-        from siteagent.client.selection import as_plan, select, site_candidate
+        from siteagent.client.selection import select, site_candidate
     except ModuleNotFoundError as exc:
         raise client_common.planners_missing("select", exc) from exc
     if not 0.0 < args.probability < 1.0:
@@ -123,24 +122,40 @@ def _select(args: argparse.Namespace) -> int:
         chosen = select(tasks, candidates, args.probability)
         if not candidates or not chosen.assigned or not args.reserve:
             return _report(args, tasks, chosen, candidates, results, now)
-        by_name = {c.site.name: c for c in connections if c.site.name in chosen_sites(chosen)}
-        graph, plan = as_plan(chosen, tasks, now)
-        attributes = [c.attributes for c in candidates]
-        network = Network(client_provision.DEFAULT_BANDWIDTH)  # independent tasks move nothing
+        reserved = _reserve(args, tasks, chosen, candidates, connections, now, interrupted)
+    return _report(args, tasks, chosen, candidates, results, now, reserved)
 
-        def plan_with(offers: SiteOffers) -> Plan:
-            return pinned.reserve(plan, graph, attributes, offers, network)
 
-        outcome, held = client_provision.reserve_plan(
-            client_reservations.open_journal(args),
-            _described(args, tasks),
-            by_name,
-            len(chosen.assigned),
-            plan_with,
-            interrupted,
-            quiet=args.json,
-        )
-    return _report(args, tasks, chosen, candidates, results, now, (outcome, held))
+def _reserve(
+    args: argparse.Namespace,
+    tasks: Sequence[Task],
+    chosen: Selection,
+    candidates: Sequence[Candidate],
+    connections: Sequence[SiteConnection],
+    now: int,
+    interrupted: Callable[[], bool],
+) -> Tuple[Outcome, Optional[Plan]]:
+    """Hold every task assigned at its site from ``now``, then confirm all or release all."""
+    from siteagent.client import pinned
+    from siteagent.client.selection import as_plan
+
+    graph, plan = as_plan(chosen, tasks, now)
+    attributes = [candidate.attributes for candidate in candidates]
+    network = Network(client_provision.DEFAULT_BANDWIDTH)  # independent tasks move nothing
+    used = {estimate.site for estimate in chosen.assigned.values()}
+
+    def plan_with(offers: SiteOffers) -> Plan:
+        return pinned.reserve(plan, graph, attributes, offers, network)
+
+    return client_provision.reserve_plan(
+        client_reservations.open_journal(args),
+        _described(args, tasks),
+        {c.site.name: c for c in connections if c.site.name in used},
+        len(chosen.assigned),
+        plan_with,
+        interrupted,
+        quiet=args.json,
+    )
 
 
 def _asker(free: bool) -> Callable[[SiteConnection], Answers]:
@@ -150,10 +165,6 @@ def _asker(free: bool) -> Callable[[SiteConnection], Answers]:
         return connection.info(), connection.waits(), connection.slots() if free else None
 
     return ask
-
-
-def chosen_sites(chosen: Selection) -> List[str]:
-    return sorted({estimate.site for estimate in chosen.assigned.values()})
 
 
 def _described(args: argparse.Namespace, tasks: Sequence[Task]) -> Dict[str, Any]:
