@@ -23,6 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 import yaml
 
 from siteagent.client.journal import JOURNAL_FILE, Journal
+from siteagent.core.waits import QueueWait
 from siteagent.market.site import STORE_FILE
 from siteagent.market.store import ReservationRecord, ReservationState, Store
 from siteagent.protocol import keys
@@ -171,6 +172,15 @@ class Agent:
         finally:
             store.close()
 
+    def record_waits(self, waits: Sequence[QueueWait]) -> None:
+        """Queue waits as if the agent had seen these jobs start (its ``/v1/history/waits``
+        and their bounds then count them): a history a test cannot wait for."""
+        store = Store(str(self.state_dir / STORE_FILE))
+        try:
+            store.record_waits(waits)
+        finally:
+            store.close()
+
 
 @dataclass
 class Market:
@@ -188,6 +198,8 @@ class Market:
     poll_interval_s: float = 0.5
     #: How long an agent may take to answer /healthz (replaying far into a long trace).
     start_timeout_s: float = START_TIMEOUT_S
+    #: The agents' ``api.rate_limits`` (none: the defaults, 2 reservation requests a second).
+    rate_limits: Mapping[str, Any] = field(default_factory=dict)
     agents: Dict[str, Agent] = field(default_factory=dict)
     #: The buyer's $XDG_STATE_HOME (where the journal is): a test may give itself its own.
     client_state: Path = field(init=False)
@@ -407,6 +419,7 @@ class Market:
                     "listen": "127.0.0.1",
                     "port": port,
                     "max_live_offers_per_client": 20000,
+                    **({"rate_limits": dict(self.rate_limits)} if self.rate_limits else {}),
                     **settings.pop("api", {}),
                 },
                 "ledger": {"url": self.bank_url, "ca": str(self.bank_cert)},

@@ -10,20 +10,22 @@ quote sees it. Through real agents, the client's ``LiveOffers`` does the same
 from __future__ import annotations
 
 import random
-from dataclasses import replace
+from dataclasses import asdict, replace
 from decimal import Decimal
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
+
+import yaml
 
 from siteagent.client.greedy import Alternative
-from siteagent.client.tasks import Task, TaskGraph, task_graph
+from siteagent.client.tasks import Task, TaskGraph, task_graph, task_of
 from siteagent.core.model import BatchReservation, ClusterSnapshot, Job, Request
 from siteagent.core.slots import advertise
 from siteagent.pricing.base import Context, Refused
 from siteagent.pricing.externality import ExternalityFee
 from siteagent.pricing.flat import FlatPrice
 from siteagent.pricing.quote import Pricing
-from siteagent.protocol.models import SiteAttributes, SlotList, slot_json
+from siteagent.protocol.models import SiteAttributes, SlotList, WaitHistory, slot_json
 
 T0 = 1_795_000_000
 
@@ -152,6 +154,57 @@ def layered_workflow(
             entries.append((task, parents))
         above = here
     return task_graph(entries, "layered workflow")
+
+
+def wait_bin(
+    cores: Sequence[Optional[int]], walltime: Sequence[Optional[int]], **bounds: Optional[int]
+) -> Dict[str, Any]:
+    """A bin of ``GET /v1/history/waits``: jobs of ``cores[0]..cores[1]`` asking a walltime in
+    ``(walltime[0], walltime[1]]``, the upper bounds on its wait by quantile (``q50=600,
+    q95=None``: the median bounded at 600 s, the 0.95-quantile not bounded) at 95% confidence."""
+    return {
+        "cores": list(cores),
+        "walltime_s": list(walltime),
+        "jobs": 100,
+        "mean_wait_s": None,
+        "median_wait_s": None,
+        "p90_wait_s": None,
+        "wait_bounds": [
+            {"quantile": int(q[1:]) / 100, "confidence": 0.95, "upper_bound_s": value}
+            for q, value in bounds.items()
+        ],
+    }
+
+
+def wait_history(*bins: Dict[str, Any]) -> WaitHistory:
+    """A site's ``GET /v1/history/waits`` of ``bins`` (:func:`wait_bin`)."""
+    return WaitHistory(bins=list(bins), jobs=100 * len(bins), skipped=0, source="store")
+
+
+def write_workflow(graph: TaskGraph, path: Path) -> Path:
+    """``graph`` as the YAML ``siteagent-client provision`` reads (siteagent/client/workflow.py):
+    each task's cores, run time or work, parents, files and requirements, so that it reads
+    back the same."""
+    tasks = []
+    for node in graph:
+        task = task_of(graph, node)
+        entry: Dict[str, object] = {"id": task.id, "cores": task.cores}
+        if task.runtime_s is not None:
+            entry["runtime"] = task.runtime_s
+        if task.work_mcycles is not None:
+            entry["work"] = task.work_mcycles
+        parents = sorted(graph.predecessors(node))
+        if parents:
+            entry["parents"] = parents
+        for files in ("inputs", "outputs"):
+            if getattr(task, files):
+                entry[files] = dict(getattr(task, files))
+        required = {k: v for k, v in asdict(task.requirements).items() if v is not None}
+        if required:
+            entry["requirements"] = required
+        tasks.append(entry)
+    path.write_text(yaml.safe_dump({"tasks": tasks}), encoding="utf-8")
+    return path
 
 
 def montage_instance(directory: Path, tasks: int, seed: int = 1) -> Path:

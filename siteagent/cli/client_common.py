@@ -18,6 +18,7 @@ from siteagent.cli import console
 from siteagent.cli.console import EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.client.connection import BadAnswer, SiteConnection, SiteError, SiteUnreachable
 from siteagent.client.sites import Registry, Site, default_path, load_registry
+from siteagent.core.errors import SiteagentError
 
 
 def add_sites_options(parser: argparse.ArgumentParser, choose: bool = True) -> None:
@@ -67,6 +68,19 @@ def progress(what: str, count: int, quiet: bool) -> Iterator[Callable[[object], 
             update(answered / count)
 
         yield one_more
+
+
+class PlannersMissing(SiteagentError):
+    """The planners' libraries (the ``client`` extra) are not installed: the other commands
+    work without them, so they are imported only when a workflow or a bag is planned."""
+
+
+def planners_missing(command: str, exc: ModuleNotFoundError) -> PlannersMissing:
+    """What ``command`` says when it cannot import a planner's library."""
+    return PlannersMissing(
+        f"{command} needs the planners' libraries, and {exc.name} is not installed: "
+        "pip install 'siteagent[client]'"
+    )
 
 
 def latency_ms(seconds: float) -> str:

@@ -17,20 +17,21 @@ import argparse
 import contextlib
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from siteagent.cli import client_common, client_reservations, console
 from siteagent.cli.client_auction import EXIT_INTERRUPTED, interruptible
 from siteagent.cli.console import EXIT_REFUSED
 from siteagent.cli.options import local_time
 from siteagent.client.commit import Commit, Held, Outcome
-from siteagent.client.journal import AuctionState
+from siteagent.client.connection import SiteConnection
+from siteagent.client.journal import AuctionState, Journal
 from siteagent.client.plans import Network, Plan
 from siteagent.client.recovery import Patient
 from siteagent.core import tradeoff
-from siteagent.core.errors import SiteagentError
 
 if TYPE_CHECKING:
+    from siteagent.client.greedy import SiteOffers
     from siteagent.client.tasks import TaskGraph
 
 #: Bytes per second between sites when not told: the thesis' 10 Gbps (ch. 4.9).
@@ -93,25 +94,16 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     provision.set_defaults(command=_provision)
 
 
-class PlannersMissing(SiteagentError):
-    """The planners' libraries (the ``client`` extra) are not installed: the other commands
-    work without them, so they are imported only when a workflow is planned."""
-
-
 def _provision(args: argparse.Namespace) -> int:
     try:
         from siteagent.client import greedy, pinned
-        from siteagent.client.liveoffers import LiveOffers
         from siteagent.client.tasks import task_of
         from siteagent.client.workflow import load_workflow
 
         if args.planner == "genetic":
             from siteagent.client import genetic
     except ModuleNotFoundError as exc:
-        raise PlannersMissing(
-            f"provision needs the planners' libraries, and {exc.name} is not installed: "
-            "pip install 'siteagent[client]'"
-        ) from exc
+        raise client_common.planners_missing("provision", exc) from exc
     graph = load_workflow(args.workflow)
     network = Network(args.bandwidth, args.latency)
     tradeoff.check_alpha(args.alpha)
@@ -131,29 +123,61 @@ def _provision(args: argparse.Namespace) -> int:
             if args.planner == "genetic"
             else {}
         )
-        record = journal.open_auction(_described(args, graph))
-        sellers = {name: Patient(connection) for name, connection in by_name.items()}
-        planned: Dict[str, Plan] = {}
         tasks = max(1, sum(1 for node in graph if not task_of(graph, node).structural))
-        with journal.running(record.id), _progress(tasks, args.json) as one_held:
-            commit = Commit(journal, record.id, sellers, graph.number_of_nodes(), None, interrupted)
-            offers = LiveOffers(by_name, commit, args.dry_run, one_held)
 
-            def hold() -> Mapping[int, Held]:
-                now = int(time.time())
-                if args.planner == "greedy":
-                    plan = greedy.provision(graph, attributes, offers, network, args.alpha, now)
-                else:
-                    pareto = genetic.pareto_plans(
-                        graph, attributes, slot_lists, network, now, seed=args.seed
-                    )
-                    chosen = pareto.choose(args.alpha).plan
-                    plan = pinned.reserve(chosen, graph, attributes, offers, network)
-                planned["plan"] = plan
-                return offers.held
+        def plan_with(offers: SiteOffers) -> Plan:
+            now = int(time.time())
+            if args.planner == "greedy":
+                return greedy.provision(graph, attributes, offers, network, args.alpha, now)
+            pareto = genetic.pareto_plans(
+                graph, attributes, slot_lists, network, now, seed=args.seed
+            )
+            chosen = pareto.choose(args.alpha).plan
+            return pinned.reserve(chosen, graph, attributes, offers, network)
 
-            outcome = commit.run_plan(hold, confirm=not args.dry_run)
-    return _report(args, outcome, planned.get("plan"))
+        outcome, plan = reserve_plan(
+            journal,
+            _described(args, graph),
+            by_name,
+            tasks,
+            plan_with,
+            interrupted,
+            dry_run=args.dry_run,
+            quiet=args.json,
+        )
+    return _report(args, outcome, plan)
+
+
+def reserve_plan(
+    journal: Journal,
+    described: Mapping[str, Any],
+    connections: Mapping[str, SiteConnection],
+    tasks: int,
+    plan_with: Callable[[SiteOffers], Plan],
+    interrupted: Callable[[], bool],
+    dry_run: bool = False,
+    quiet: bool = False,
+) -> Tuple[Outcome, Optional[Plan]]:
+    """Plan ``tasks`` through ``plan_with``, which holds each task at its site as it places
+    it (through the offers it is given), then confirm them all, or release them all: the
+    plan journaled as one auction ``described`` of ``tasks`` parts, each task held one part
+    (``recover`` closes it done only when that many were confirmed). ``quiet``: no progress
+    bar. The outcome, and the plan as held (None if planning failed)."""
+    from siteagent.client.liveoffers import LiveOffers  # the planners' libraries: see above
+
+    record = journal.open_auction({**described, "parts": tasks})
+    sellers = {name: Patient(connection) for name, connection in connections.items()}
+    planned: Dict[str, Plan] = {}
+    with journal.running(record.id), _progress(tasks, quiet) as one_held:
+        commit = Commit(journal, record.id, sellers, tasks, None, interrupted)
+        offers = LiveOffers(connections, commit, dry_run, one_held)
+
+        def hold() -> Mapping[int, Held]:
+            planned["plan"] = plan_with(offers)
+            return offers.held
+
+        outcome = commit.run_plan(hold, confirm=not dry_run)
+    return outcome, planned.get("plan")
 
 
 def _described(args: argparse.Namespace, graph: TaskGraph) -> Dict[str, Any]:
@@ -171,7 +195,7 @@ def _described(args: argparse.Namespace, graph: TaskGraph) -> Dict[str, Any]:
 
 def _report(args: argparse.Namespace, outcome: Outcome, plan: Optional[Plan]) -> int:
     done = outcome.state is AuctionState.DONE or (args.dry_run and plan is not None)
-    rows = _rows(plan, outcome) if plan is not None and done else []
+    rows = plan_rows(plan, outcome) if plan is not None and done else []
     if args.json:
         console.print_json(
             {
@@ -203,7 +227,7 @@ def _report(args: argparse.Namespace, outcome: Outcome, plan: Optional[Plan]) ->
     return EXIT_INTERRUPTED if outcome.state is AuctionState.INTERRUPTED else EXIT_REFUSED
 
 
-def _rows(plan: Plan, outcome: Outcome) -> List[Dict[str, Any]]:
+def plan_rows(plan: Plan, outcome: Outcome) -> List[Dict[str, Any]]:
     """Each task's placement with its reservation (none in a dry run): the parts were held in
     the plan's order, structural tasks (which hold nothing) left out."""
     confirmed = {entry.part: entry for entry in outcome.confirmed}

@@ -75,6 +75,19 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
+def format_duration(seconds: float) -> str:
+    """Seconds as a person reads them: 13943 -> '3 h 52 min (13,943 s)'."""
+    whole = round(seconds)
+    days, rest = divmod(whole, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    parts = [f"{days} d"] if days else []
+    if hours or days:
+        parts.append(f"{hours} h")
+    parts.append(f"{minutes} min")
+    return f"{' '.join(parts)} ({whole:,} s)"
+
+
 def error(message: str) -> None:
     """An error for a person: what went wrong and, where we know it, how to fix it. The
     message is text, never markup: it may quote what the user typed or a site answered."""

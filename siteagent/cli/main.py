@@ -90,9 +90,11 @@ def client_main(argv: Optional[Sequence[str]] = None) -> int:
         client_common,
         client_english,
         client_ledger,
+        client_odds,
         client_provision,
         client_quotes,
         client_reservations,
+        client_select,
         client_sites,
     )
 
@@ -111,6 +113,8 @@ def client_main(argv: Optional[Sequence[str]] = None) -> int:
     client_auction.add_commands(commands)
     client_english.add_commands(commands)
     client_provision.add_commands(commands)
+    client_select.add_commands(commands)
+    client_odds.add_commands(commands)
     client_reservations.add_commands(commands)
     client_ledger.add_commands(commands)
     args = parser.parse_args(argv)
@@ -369,10 +373,10 @@ def _simulate(args: argparse.Namespace) -> int:
         ("jobs simulated", summary.jobs),
         ("jobs skipped", f"{summary.skipped:,}" + (f" ({skipped})" if skipped else "")),
         ("overlay jobs dropped", summary.dropped),
-        ("mean wait", _duration(summary.mean_wait_s)),
+        ("mean wait", console.format_duration(summary.mean_wait_s)),
         ("mean bounded slowdown (10 s)", summary.mean_bounded_slowdown),
         ("utilization", f"{summary.utilization:.1%}"),
-        ("makespan", _duration(summary.makespan_s)),
+        ("makespan", console.format_duration(summary.makespan_s)),
         (
             "wall time",
             f"{summary.wall_s:.2f} s ({summary.jobs / max(summary.wall_s, 1e-9):,.0f} jobs/s)",
@@ -382,19 +386,6 @@ def _simulate(args: argparse.Namespace) -> int:
         rows.append(("schedule written to", args.out))
     console.print_pairs(rows, title="Simulation summary")
     return 0
-
-
-def _duration(seconds: float) -> str:
-    """Seconds as a person reads them: 13943 -> '3 h 52 min (13,943 s)'."""
-    whole = round(seconds)
-    days, rest = divmod(whole, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes = rest // 60
-    parts = [f"{days} d"] if days else []
-    if hours or days:
-        parts.append(f"{hours} h")
-    parts.append(f"{minutes} min")
-    return f"{' '.join(parts)} ({whole:,} s)"
 
 
 if __name__ == "__main__":

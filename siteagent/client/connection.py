@@ -51,6 +51,7 @@ from siteagent.protocol.models import (
     RefusalView,
     ReservationView,
     SlotList,
+    WaitHistory,
 )
 
 __all__ = [
@@ -174,6 +175,11 @@ class SiteConnection:
         """``GET /v1/slots``: the free holes the site advertises, earliest first."""
         path = f"/v1/slots?limit={limit}"
         return self.parsed(SlotList, self.request("GET", path, signed=False))
+
+    def waits(self) -> WaitHistory:
+        """``GET /v1/history/waits``: the site's queue waits by cores and walltime bins, with
+        each bin's published bounds on their quantiles."""
+        return self.parsed(WaitHistory, self.request("GET", "/v1/history/waits", signed=False))
 
     def quote(self, request: QuoteRequest) -> Quote:
         """``POST /v1/quotes``: the site's offers for ``request``, or its refusal."""

@@ -8,6 +8,10 @@ plan's order (parents first), each at the earliest window its site offers from b
 planned start and the time its parents' outputs can be there as actually held. A task whose
 site no longer offers a window (or refuses every one) fails the whole (PlanningError), and the
 commit releases what was held.
+
+Resource selection's assignment of a bag (:func:`.selection.as_plan`: each task at its site
+from now, no edges) is reserved the same way: each task at the earliest window its site
+offers.
 """
 
 from __future__ import annotations

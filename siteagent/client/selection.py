@@ -20,12 +20,15 @@ left for a later round.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from siteagent.client.tasks import Task
+from siteagent.client.plans import Placement, Plan
+from siteagent.client.tasks import Task, TaskGraph, task_graph
 from siteagent.client.waits import bin_bound, wait_bound
-from siteagent.protocol.models import SiteAttributes, WaitHistory
+from siteagent.protocol.models import Info, SiteAttributes, SlotList, WaitHistory
 
 #: The probability the waits are bounded at unless the caller says otherwise: the median.
 DEFAULT_PROBABILITY = 0.5
@@ -45,6 +48,30 @@ class Candidate:
     @property
     def name(self) -> str:
         return self.attributes.name
+
+
+def site_candidate(
+    name: str, info: Info, waits: WaitHistory, slots: Optional[SlotList] = None
+) -> Candidate:
+    """The site a buyer calls ``name`` as its answers show it: attributes and cores from
+    ``GET /v1/info`` (no cores before its first poll), waits from ``GET /v1/history/waits``.
+    Its capacity is its cores (the most of the bag it can run at once), or with ``slots``
+    (``GET /v1/slots``) the cores free now: those of the slots that begin at its ``now``
+    (slots are disjoint bands of the free capacity, so they add up; a site that counts in
+    nodes is converted at its cores per node)."""
+    cluster = info.cluster
+    cores = cluster.cores if cluster is not None else 0
+    capacity = cores if slots is None else _free_cores_now(info, slots)
+    return Candidate(info.site.model_copy(update={"name": name}), cores, waits, capacity)
+
+
+def _free_cores_now(info: Info, slots: SlotList) -> int:
+    cluster = info.cluster
+    per_unit = 1
+    if slots.unit == "node":
+        nodes = cluster.nodes if cluster is not None else None
+        per_unit = info.site.cores_per_node or (cluster.cores // nodes if cluster and nodes else 1)
+    return per_unit * sum(slot.cores for slot in slots.slots if slot.start <= slots.now)
 
 
 @dataclass(frozen=True)
@@ -96,6 +123,20 @@ def select(
         room[choice.site] -= task.cores
         assigned[task.id] = choice
     return Selection(assigned, tuple(unassigned))
+
+
+def as_plan(selection: Selection, tasks: Sequence[Task], now: int) -> Tuple[TaskGraph, Plan]:
+    """The assignment as a plan to reserve (:func:`siteagent.client.pinned.reserve`): each
+    assigned task at its site from ``now``, since a reservation waits in no queue, in the
+    bag's order; the tasks as a graph without edges (independent tasks)."""
+    assigned = [task for task in tasks if task.id in selection.assigned]
+    placements = []
+    for task in assigned:
+        chosen = selection.assigned[task.id]
+        finish = now + math.ceil(chosen.run_s)
+        placements.append(Placement(task.id, chosen.site, now, finish, Decimal(0)))
+    graph = task_graph(((task, []) for task in assigned), "the bag")
+    return graph, Plan(tuple(placements), now)
 
 
 def _estimate(

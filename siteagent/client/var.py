@@ -38,6 +38,18 @@ def latest_submission(
     """The latest submission at which a job of ``cores`` that must run ``walltime`` seconds
     starts by ``start_by`` with at least ``probability``; None if no bin bounds the wait that
     tightly or the submission would have to be before ``now``."""
+    lead = least_lead(history, cores, walltime, probability)
+    if lead is None or start_by - lead < now:
+        return None
+    return Submission(start_by - lead, walltime + lead)
+
+
+def least_lead(
+    history: WaitHistory, cores: int, walltime: int, probability: float
+) -> Optional[int]:
+    """The least lead L (seconds between submission and the desired start) such that a job
+    of ``cores`` asking ``walltime + L`` starts within L with at least ``probability``; None
+    if no bin bounds the wait at that probability (too few waits, or no bin for the job)."""
     if not 0.0 < probability < 1.0:
         raise ValueError(f"the probability must be in (0, 1), got {probability}")
     leads = []
@@ -48,9 +60,4 @@ def latest_submission(
         lead = max(bound, (bin_.walltime_s[0] or 0) + 1 - walltime, 0)  # into the bin's range
         if holds(bin_, cores, walltime + lead):
             leads.append(lead)
-    if not leads:
-        return None
-    lead = min(leads)
-    if start_by - lead < now:
-        return None
-    return Submission(start_by - lead, walltime + lead)
+    return min(leads) if leads else None

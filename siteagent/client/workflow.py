@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Sequence, Tuple
+from typing import AbstractSet, Any, Dict, List, Mapping, Sequence, Tuple
 
 import yaml
 
@@ -35,7 +35,7 @@ from siteagent.client.wfformat import read_wfformat
 #: The ids of the structural tasks an ensemble is merged under.
 ENTRY, EXIT = "entry", "exit"
 
-_TASK_KEYS = {"id", "cores", "runtime", "work", "parents", "inputs", "outputs", "requirements"}
+TASK_KEYS = {"id", "cores", "runtime", "work", "parents", "inputs", "outputs", "requirements"}
 _REQUIREMENT_KEYS = {"architecture", "os", "min_cpu_speed_mhz", "min_memory_per_core_mb"}
 
 
@@ -108,39 +108,46 @@ def _members(raw: Any, path: Path) -> List[Tuple[str, TaskGraph]]:
 
 
 def _yaml_task(raw: Any, where: str) -> Tuple[Task, List[str]]:
+    task = read_task(raw, where, TASK_KEYS)
+    parents = raw.get("parents", [])
+    if not isinstance(parents, list):
+        raise WorkflowError(f"{where}: task {task.id}: parents must be a list of task ids")
+    return task, [str(p) for p in parents]
+
+
+def read_task(raw: Any, where: str, known: AbstractSet[str]) -> Task:
+    """One task of a YAML list: its ``id``, ``cores``, ``runtime`` or ``work``, files and
+    ``requirements``; any key outside ``known`` is an error (a bag of tasks knows no parents
+    nor files, and adds keys of its own, which the caller reads)."""
     if not isinstance(raw, dict) or not isinstance(raw.get("id"), (str, int)):
         raise WorkflowError(f"{where}: each task is a mapping with an id")
     task_id = str(raw["id"])
     here = f"{where}: task {task_id}"
-    _known(raw, _TASK_KEYS, here)
-    parents = raw.get("parents", [])
-    if not isinstance(parents, list):
-        raise WorkflowError(f"{here}: parents must be a list of task ids")
+    _known(raw, known, here)
     requirements = raw.get("requirements", {})
     if not isinstance(requirements, dict):
         raise WorkflowError(f"{here}: requirements must be a mapping")
     _known(requirements, _REQUIREMENT_KEYS, f"{here}: requirements")
     fields = {
-        "cores": _number(raw, "cores", here, int, required=True),
-        "runtime_s": _number(raw, "runtime", here, float),
-        "work_mcycles": _number(raw, "work", here, float),
+        "cores": number(raw, "cores", here, int, required=True),
+        "runtime_s": number(raw, "runtime", here, float),
+        "work_mcycles": number(raw, "work", here, float),
         "inputs": _sizes(raw.get("inputs", {}), f"{here}: inputs"),
         "outputs": _sizes(raw.get("outputs", {}), f"{here}: outputs"),
         "requirements": Requirements(
             architecture=_text(requirements, "architecture", here),
             os=_text(requirements, "os", here),
-            min_cpu_speed_mhz=_number(requirements, "min_cpu_speed_mhz", here, int),
-            min_memory_per_core_mb=_number(requirements, "min_memory_per_core_mb", here, int),
+            min_cpu_speed_mhz=number(requirements, "min_cpu_speed_mhz", here, int),
+            min_memory_per_core_mb=number(requirements, "min_memory_per_core_mb", here, int),
         ),
     }
     try:
-        task = Task(task_id, **fields)
+        return Task(task_id, **fields)
     except WorkflowError as exc:  # the task's own checks, told with the file
         raise WorkflowError(f"{where}: {exc}") from None
-    return task, [str(p) for p in parents]
 
 
-def _number(raw: Mapping[str, Any], key: str, where: str, kind: Any, required: bool = False) -> Any:
+def number(raw: Mapping[str, Any], key: str, where: str, kind: Any, required: bool = False) -> Any:
     """A non-negative number (``kind`` int takes whole numbers only; a YAML ``7.2e6`` is
     text to PyYAML, so numbers written as text are read too)."""
     if key not in raw:
@@ -165,7 +172,7 @@ def _number(raw: Mapping[str, Any], key: str, where: str, kind: Any, required: b
 def _sizes(raw: Any, where: str) -> Dict[str, int]:
     if not isinstance(raw, dict):
         raise WorkflowError(f"{where}: give file names and their sizes in bytes")
-    return {str(name): _number(raw, name, where, int, required=True) for name in raw}
+    return {str(name): number(raw, name, where, int, required=True) for name in raw}
 
 
 def _text(raw: Mapping[str, Any], key: str, where: str) -> Any:

@@ -281,7 +281,7 @@ raise SystemExit(client_main(sys.argv[1:]))
 """
 
 
-def test_without_the_client_extra_only_provision_says_what_to_install(tmp_path: Path) -> None:
+def test_without_the_client_extra_only_the_planners_say_what_to_install(tmp_path: Path) -> None:
     def client(*argv: str) -> subprocess.CompletedProcess[str]:
         command = [sys.executable, "-c", PLANNER_LIBRARIES_HIDDEN, *argv]
         return subprocess.run(command, capture_output=True, text=True, timeout=60)
@@ -294,3 +294,6 @@ def test_without_the_client_extra_only_provision_says_what_to_install(tmp_path: 
     message = " ".join(refused.stderr.split())
     assert "networkx is not installed" in message
     assert "pip install 'siteagent[client]'" in message  # brackets kept: text, not markup
+    refused = client("select", str(workflow), "--sites", str(tmp_path / "none"))
+    assert refused.returncode == EXIT_BAD_INPUT
+    assert "select needs the planners' libraries" in " ".join(refused.stderr.split())

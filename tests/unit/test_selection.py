@@ -3,44 +3,21 @@ ch. 6), from the wait bounds sites publish."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, List, Optional
 
 import pytest
 
 from siteagent.client.selection import Candidate, estimate, ranking, select
 from siteagent.client.tasks import Requirements, Task
 from siteagent.client.var import Submission, latest_submission
-from siteagent.protocol.models import WaitHistory
-from testbed.provisioning import attributes
+from testbed.provisioning import attributes, wait_bin, wait_history
 
 H = 3600
 
 
-def waits(*bins: Dict[str, Any]) -> WaitHistory:
-    return WaitHistory(bins=list(bins), jobs=0, skipped=0, source="store")
-
-
-def bin_(
-    cores: List[Optional[int]], walltime: List[Optional[int]], **bounds: Optional[int]
-) -> Dict[str, Any]:
-    """A bin with bounds by quantile: q50=..., q95=..."""
-    return {
-        "cores": cores,
-        "walltime_s": walltime,
-        "jobs": 100,
-        "mean_wait_s": None,
-        "median_wait_s": None,
-        "p90_wait_s": None,
-        "wait_bounds": [
-            {"quantile": int(q[1:]) / 100, "confidence": 0.95, "upper_bound_s": v}
-            for q, v in bounds.items()
-        ],
-    }
-
-
 def candidate(name: str, mhz: int, wait_s: Optional[int], capacity: int, **more: Any) -> Candidate:
     """A site whose one bin (1-64 cores, any walltime) bounds the median wait at ``wait_s``."""
-    history = waits(bin_([1, 64], [0, None], q50=wait_s))
+    history = wait_history(wait_bin([1, 64], [0, None], q50=wait_s))
     return Candidate(attributes(name, mhz, **more), 128, history, capacity)
 
 
@@ -96,7 +73,9 @@ def wait_of(task: Task, site: Candidate, probability: float) -> Optional[int]:
 def test_a_bin_without_a_bound_takes_the_sites_largest_and_unknown_waits_rank_last() -> None:
     """Small jobs wait at most 30 s (median), 5-64-core ones 900 s; nothing is bounded at
     0.95. A 2-hour job has no bin: it is taken to wait the largest median bound, 900 s."""
-    history = waits(bin_([1, 4], [0, H], q50=30), bin_([5, 64], [0, H], q50=900, q95=None))
+    history = wait_history(
+        wait_bin([1, 4], [0, H], q50=30), wait_bin([5, 64], [0, H], q50=900, q95=None)
+    )
     some = Candidate(attributes("some", 3600), 128, history, 64)
     assert wait_of(Task("small", 2, runtime_s=600), some, 0.5) == 30
     assert wait_of(Task("big", 8, runtime_s=600), some, 0.5) == 900
@@ -109,10 +88,10 @@ def test_a_bin_without_a_bound_takes_the_sites_largest_and_unknown_waits_rank_la
 
 # --------------------------------------------------------------------------- VAR
 
-VAR_WAITS = waits(
-    bin_([1, 4], [0, H], q50=600, q75=None, q95=1800),
-    bin_([1, 4], [H, 4 * H], q50=2000, q95=5000),
-    bin_([5, 64], [0, None], q50=10),
+VAR_WAITS = wait_history(
+    wait_bin([1, 4], [0, H], q50=600, q75=None, q95=1800),
+    wait_bin([1, 4], [H, 4 * H], q50=2000, q95=5000),
+    wait_bin([5, 64], [0, None], q50=10),
 )
 T = 1_795_000_000
 
@@ -139,6 +118,6 @@ def test_the_latest_submission_by_hand(
 def test_no_submission_when_it_is_too_late_or_nothing_is_bounded() -> None:
     assert latest_submission(VAR_WAITS, 2, 1800, T, 0.9, now=T - 1000) is None  # needs 1,800 s
     assert latest_submission(VAR_WAITS, 2, 5 * H, T, 0.5, now=T - 10**6) is None  # no such bin
-    assert latest_submission(waits(), 2, 60, T, 0.5, now=0) is None
+    assert latest_submission(wait_history(), 2, 60, T, 0.5, now=0) is None
     with pytest.raises(ValueError, match="probability"):
         latest_submission(VAR_WAITS, 2, 60, T, 1.0, now=0)
