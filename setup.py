@@ -1,7 +1,8 @@
-"""Build hook: compile the simulator's hot modules with mypyc when a C compiler is at hand.
+"""Build hook: compile the hot modules with mypyc when a C compiler is at hand.
 
 The modules stay ordinary typed Python (the code you read is the code that runs); mypyc turns
-them into C extensions that replay traces about twice as fast. Set SITEAGENT_PURE_PYTHON=1 to
+them into C extensions that replay traces about twice as fast, and let the genetic planner
+fit its plans' tasks to slots (``core/slots``) faster. Set SITEAGENT_PURE_PYTHON=1 to
 skip compilation; if compiling fails (no compiler, no Python headers) the install goes on in
 pure Python and says so.
 """
@@ -19,6 +20,7 @@ HOT_MODULES = [
     "siteagent/core/selection.py",
     "siteagent/core/nodes.py",
     "siteagent/core/scheduling.py",
+    "siteagent/core/slots.py",
     "siteagent/sim/swf.py",
     "siteagent/sim/simulator.py",
     "siteagent/sim/workload.py",

@@ -112,6 +112,11 @@ class SlotScheduler:
             ]
             for node in graph.nodes
         }
+        # the sites each task can run on, in the sites' order, and for how long
+        self.runs_on = {
+            node: [(name, w) for name, w in walltimes.items() if w is not None]
+            for node, walltimes in self.walltimes.items()
+        }
         # a piece shorter than every task's walltime there can never hold one
         self.shortest = {name: self._shortest_walltime(name) for name in self.sites}
 
@@ -132,23 +137,23 @@ class SlotScheduler:
         placed: Dict[str, Placement] = {}
         for node in self.order:
             task = self.tasks[node]
+            arrivals = self._arrivals(node, placed)
             if task.structural:
-                ready = max((placed[p].finish for p, _ in self.inbound[node]), default=self.now)
+                ready = max((finish for finish, _, _ in arrivals), default=self.now)
                 placed[node] = Placement(node, None, ready, ready, Decimal(0))
                 continue
             best: Optional[Tuple[int, Decimal, str, Any, int]] = None
-            for name in self.sites:
-                walltime = self.walltimes[node][name]
-                if walltime is None or not free[name]:
+            for name, walltime in self.runs_on[node]:
+                if not free[name]:
                     continue
-                earliest = self._ready(node, name, placed)
+                earliest = self._ready(arrivals, name)
                 if best is not None and earliest + walltime > best[0]:
                     continue  # it cannot finish there as early as where it already fits
                 fit = fit_request(free[name], task.cores, walltime, earliest)
                 if fit is not None:
-                    option = (fit.start + walltime, fit.cost, name, fit, walltime)
-                    if best is None or option[:2] < best[:2]:
-                        best = option
+                    finish = fit.start + walltime
+                    if best is None or (finish, fit.cost) < (best[0], best[1]):
+                        best = (finish, fit.cost, name, fit, walltime)
             if best is None:
                 return None
             finish, cost, name, fit, walltime = best
@@ -156,14 +161,22 @@ class SlotScheduler:
             placed[node] = Placement(node, name, fit.start, finish, cost)
         return Plan(tuple(placed.values()), self.now)
 
-    def _ready(self, node: str, site: str, placed: Dict[str, Placement]) -> int:
+    def _arrivals(
+        self, node: str, placed: Dict[str, Placement]
+    ) -> List[Tuple[int, Optional[str], int]]:
+        """Each parent's output of ``node``: when it is ready, on which site, and how long it
+        takes to reach another one."""
+        return [
+            (placed[parent].finish, placed[parent].site, transfer)
+            for parent, transfer in self.inbound[node]
+        ]
+
+    def _ready(self, arrivals: Sequence[Tuple[int, Optional[str], int]], site: str) -> int:
         """When all the parents' outputs can be on ``site`` (as :func:`greedy.data_ready`,
         with the transfers worked out once)."""
         ready = self.now
-        for parent, transfer in self.inbound[node]:
-            before = placed[parent]
-            arrives = before.finish + (0 if before.site in (site, None) else transfer)
-            ready = max(ready, arrives)
+        for finish, source, transfer in arrivals:
+            ready = max(ready, finish + (0 if source in (site, None) else transfer))
         return ready
 
     def _take(
@@ -224,9 +237,15 @@ def pareto_plans(
     if not candidates:
         raise PlanningError("the sites advertise no slots")
     scheduler = SlotScheduler(graph, sites, network, now)
+    decoded: Dict[bytes, Optional[Plan]] = {}
 
     def plan_of(bits: Any) -> Optional[Plan]:
-        return scheduler.plan([c for c, keep in zip(candidates, bits) if keep])
+        """The schedule a genome encodes, worked out once per genome: the search meets some
+        genomes again (the Pareto set it returns is read back here at the end)."""
+        key = np.asarray(bits, dtype=bool).tobytes()
+        if key not in decoded:
+            decoded[key] = scheduler.plan([c for c, keep in zip(candidates, bits) if keep])
+        return decoded[key]
 
     # the thesis' random first plans (each slot in or out with even odds), and one with every
     # slot, the likeliest to hold the whole workflow, so that the search starts from a

@@ -16,7 +16,7 @@ from siteagent.client.genetic import (
 from siteagent.client.plans import Network
 from siteagent.client.tasks import Task, task_graph
 from siteagent.protocol.models import SlotList
-from testbed.provisioning import attributes
+from testbed.provisioning import T0, MarketSites, attributes, busy_site, layered_workflow
 
 H = 3600
 D = Decimal
@@ -106,3 +106,71 @@ def test_dependencies_and_transfers_hold_on_slots() -> None:
     a, b = plan.placement("a"), plan.placement("b")
     assert (a.site, a.start, a.finish) == ("one", 0, H)  # a tie in finish and cost: the first
     assert (b.site, b.start) == ("two", H + 2)  # 2 cores only on two, after the transfer
+
+
+#: Three busy sites in memory, each priced differently (unit price, fee) so that ties in cost
+#: and the choice between a slot and its leftovers matter.
+PRICED = {"a": ("1", "0"), "b": ("1.35", "0.25"), "c": ("0.7", "1.5")}
+
+
+def priced_slot_lists() -> Dict[str, SlotList]:
+    snapshots = {
+        name: busy_site(11 + k, capacity, running=capacity // 6, queued=8)
+        for k, (name, capacity) in enumerate(zip(PRICED, (16, 32, 48)))
+    }
+    lists = {}
+    for site, answer in MarketSites(snapshots).slot_lists().items():
+        price, fee = PRICED[site]
+        repriced = [s.model_copy(update={"unit_price": price, "fee": fee}) for s in answer.slots]
+        lists[site] = SlotList(now=answer.now, unit=answer.unit, slots=repriced)
+    return lists
+
+
+def test_a_fixed_seed_finds_the_same_pareto_set_and_choice() -> None:
+    """A small search (32 priced slots, a 20-task layered workflow, seed fixed): the Pareto
+    set and the α = 0.5 plan as the planner first found them, recorded so that making the
+    search faster cannot change what it finds."""
+    found = pareto_plans(
+        layered_workflow(3, tasks=20, levels=5, mean_cores=3),
+        [attributes(name) for name in PRICED],
+        priced_slot_lists(),
+        Network(bytes_per_s=10e9 / 8, latency_s=150),
+        T0,
+        population=20,
+        generations=5,
+        seed=7,
+    )
+    assert [(p.plan.cost, p.plan.makespan, len(p.slots)) for p in found.plans] == [
+        (D("28.70"), 23276, 13),
+        (D("30.67"), 18771, 12),
+        (D("31.48"), 16951, 19),
+        (D("34.75"), 15813, 14),
+        (D("35.02"), 14860, 16),
+        (D("39.89"), 14523, 23),
+        (D("44.22"), 14422, 21),
+        (D("46.65"), 13424, 29),
+        (D("47.51"), 13358, 32),
+    ]
+    chosen = found.choose(0.5).plan
+    assert [(p.task, p.site, p.start - T0, p.finish - T0, p.cost) for p in chosen.placements] == [
+        ("L0T1", "a", 1286, 2723, D("8.54")),
+        ("L0T2", "a", 2723, 3863, D("0.00")),
+        ("L0T3", "a", 1286, 2406, D("0.00")),
+        ("L0T0", "c", 4289, 5346, D("4.35")),
+        ("L1T3", "a", 3863, 5050, D("0.00")),
+        ("L1T2", "a", 3863, 4600, D("0.00")),
+        ("L1T0", "c", 9861, 10600, D("4.39")),
+        ("L2T2", "a", 5050, 5954, D("0.00")),
+        ("L2T3", "c", 10600, 11199, D("0.00")),
+        ("L2T0", "c", 10600, 11143, D("0.00")),
+        ("L3T3", "c", 11632, 12830, D("2.20")),
+        ("L3T2", "b", 12276, 13375, D("2.31")),
+        ("L3T1", "c", 11827, 12758, D("2.04")),
+        ("L3T0", "b", 12276, 13040, D("0.82")),
+        ("L1T1", "c", 12830, 14186, D("4.32")),
+        ("L4T0", "a", 13191, 14406, D("0.68")),
+        ("L4T2", "b", 13375, 14523, D("1.11")),
+        ("L4T1", "b", 13375, 14457, D("2.28")),
+        ("L4T3", "b", 13375, 14368, D("0.62")),
+        ("L2T1", "b", 13876, 14860, D("1.36")),
+    ]
