@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from siteagent.client.auction import Bid
+from siteagent.core import transactions
 from siteagent.core.errors import SiteagentError
 from siteagent.core.files import make_database_private, make_private
 
@@ -403,17 +404,10 @@ class Journal:
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, taken at once (BEGIN IMMEDIATE) and committed to disk."""
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    yield self._db
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
-                self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise JournalError(f"journal {self.path}: {exc}") from exc
+        with transactions.immediate(
+            self._db, self._lock, lambda exc: JournalError(f"journal {self.path}: {exc}")
+        ) as db:
+            yield db
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> List[Dict[str, Any]]:
         with self._lock:

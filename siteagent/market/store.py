@@ -42,6 +42,7 @@ from typing import (
     Tuple,
 )
 
+from siteagent.core import transactions
 from siteagent.core.errors import SiteagentError
 from siteagent.core.files import make_database_private, make_private
 from siteagent.core.model import Allocation, CapacityUnit, Offer, Request
@@ -528,17 +529,10 @@ class Store:
     @contextlib.contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, taken at once (BEGIN IMMEDIATE) so it never deadlocks."""
-        with self._lock:
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
-                    yield self._db
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
-                self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                raise StoreError(f"state database {self.path}: {exc}") from exc
+        with transactions.immediate(
+            self._db, self._lock, lambda exc: StoreError(f"state database {self.path}: {exc}")
+        ) as db:
+            yield db
 
     def _read(self, sql: str, params: Sequence[Any] = ()) -> List[Tuple[Any, ...]]:
         with self._lock:
