@@ -15,6 +15,7 @@ from siteagent.client.auction import (
     Preference,
     run_rounds,
 )
+from siteagent.core.money import cost
 from siteagent.protocol.models import OfferView, QuoteRequest
 
 NOW = 1_800_000_000
@@ -23,7 +24,7 @@ RFQ = QuoteRequest(walltime=HOUR, cores=64, max_price=Decimal("2"))
 
 
 def offer(offer_id: str, start: int, unit_price: str, fee: str = "0", cores: int = 64) -> OfferView:
-    total = (Decimal(cores) * Decimal(unit_price) + Decimal(fee)).quantize(Decimal("0.01"))
+    total = cost(cores, HOUR, Decimal(unit_price), Decimal(fee))
     return OfferView(
         offer_id=offer_id,
         start=start,
