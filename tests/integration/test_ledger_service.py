@@ -16,8 +16,9 @@ from __future__ import annotations
 import signal
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
+import psutil
 import pytest
 import yaml
 
@@ -172,6 +173,37 @@ def test_a_confirmed_deal_moves_balances_in_the_ledger_service(federation: Feder
     assert not (federation.tmp_path / "agent" / "ledger.sqlite3").exists()  # nothing embedded
     status, statement = federation.bank.request("GET", "/v1/accounts/hpc1/statement", signed=True)
     assert status == 200 and [line["kind"] for line in statement["lines"]] == ["deal"]
+
+
+def connections_to_ledger(federation: Federation) -> List[int]:
+    """The local ports of the agent's open TCP connections to the ledger service."""
+    agent = psutil.Process(federation.agent.process.pid)
+    return sorted(
+        c.laddr.port
+        for c in agent.net_connections(kind="tcp")
+        if c.raddr and c.raddr.port == federation.ledger_port and c.status == "ESTABLISHED"
+    )
+
+
+def test_the_agent_keeps_its_connection_to_the_ledger_between_bookings(
+    federation: Federation,
+) -> None:
+    """A confirm waits for its booking: the second booking goes over the connection the first
+    opened (no TLS handshake per confirm), and once the service restarts, a new one."""
+    first = federation.buyer.reserve()
+    assert federation.confirm(first)[0] == 200
+    kept = connections_to_ledger(federation)
+    assert len(kept) == 1, kept
+    second = federation.buyer.reserve()
+    assert federation.confirm(second)[0] == 200
+    assert connections_to_ledger(federation) == kept
+    federation.ledger.stop()
+    federation.ledger = federation.start_ledger()
+    third = federation.buyer.reserve()
+    status, confirmed = federation.confirm(third)
+    assert status == 200 and confirmed["state"] == "CONFIRMED", confirmed
+    price = sum(Decimal(r["deal"]["price"]) for r in (first, second, third))
+    assert federation.balance("alice@laptop") == -price
 
 
 def test_a_confirm_while_the_ledger_is_down_changes_nothing_until_it_is_back(

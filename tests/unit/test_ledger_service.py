@@ -4,13 +4,10 @@ client's view of a service that is not there, and the `siteagent ledger` command
 
 from __future__ import annotations
 
-import io
 import json
 import textwrap
-import urllib.error
 from dataclasses import replace
 from decimal import Decimal
-from email.message import Message
 from pathlib import Path
 from typing import Any, Dict, Iterator
 
@@ -458,10 +455,7 @@ def test_commands_refuse_unknown_accounts_and_bad_amounts(
 
 def refused_with(status: int, body: bytes) -> Exception:
     """What RemoteLedger makes of an HTTP error answer from the service."""
-    answer = urllib.error.HTTPError(
-        "https://bank/v1/receipts", status, "x", Message(), io.BytesIO(body)
-    )
-    return ledger_client.refusal("https://bank", answer)
+    return ledger_client.refusal("https://bank", status, "x", body)
 
 
 def test_the_services_refusals_become_the_ledgers_errors() -> None:
