@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Sequence, Set, Tuple
 
 import pytest
 
 from siteagent.backends.base import BackendUnavailable
+from siteagent.backends.slurm.backend import SlurmBackend
 from siteagent.backends.slurm.jobs import parse_jobs
 from siteagent.backends.slurm.times import parse_slurm_time
 from siteagent.config import loading
@@ -158,6 +159,43 @@ def test_snapshot_of_jobs_in_reservations_matches_squeue_and_sinfo(
     assert all(planned.starts[f"{array}_{i}"] >= now + 7200 for i in range(3))
     open_cores = planned.profile.free_at(snap.now)  # 64 - 16 (maint-now) - 8 (outside)
     assert open_cores == 40
+
+
+def test_a_recheck_reuses_running_jobs_only_while_no_job_started_or_ended(
+    slurm: SlurmTestCluster, site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An accept's re-check reads the running jobs with squeue; the next one, a few seconds
+    later, reuses them while every node's allocated cores (sinfo) are unchanged, and reads
+    them again as soon as a job started or ended, or Slurm refused a reservation."""
+    backend = site.backend
+    assert isinstance(backend, SlurmBackend)
+    commands: List[str] = []
+    run = backend._run
+
+    def recorded(args: Sequence[str]) -> Any:
+        commands.append(args[0])
+        return run(args)
+
+    monkeypatch.setattr(backend, "_run", recorded)
+
+    def running_ids() -> Tuple[Set[str], int]:
+        commands.clear()
+        occupied = backend.occupancy()
+        return {job.id for job in occupied.running}, commands.count("squeue")
+
+    assert running_ids() == (set(), 1)
+    assert running_ids() == (set(), 0)  # nothing started: the jobs read before
+    job = slurm.submit("-n16", "-t", "30")
+    wait_for("the job to run", lambda: job_state(slurm, job) == "RUNNING")
+    assert running_ids() == ({job}, 1)
+    assert running_ids() == ({job}, 0)
+    slurm.run(["scancel", job])
+    wait_for("the job to end", lambda: job_state(slurm, job) == "")
+    assert running_ids() == (set(), 1)
+    assert running_ids() == (set(), 0)
+    with pytest.raises(ReservationFailed):  # Slurm refuses: what was kept is not trusted
+        accept(site, 4, int(time.time()) + 600, 600, users=("nosuchuser9",))
+    assert running_ids() == (set(), 1)
 
 
 # ----------------------------------------------------------------------------- reservations

@@ -32,12 +32,14 @@ from siteagent.backends.slurm.errors import (
 from siteagent.backends.slurm.jobs import (
     RUNNING_FORMAT,
     RUNNING_STATE_FILTER,
+    SlurmJobs,
     parse_jobs,
     parse_running_text,
 )
 from siteagent.backends.slurm.layout import check_errors, detect_layout
 from siteagent.backends.slurm.nodes import parse_nodes
 from siteagent.backends.slurm.reservations import parse_reservations
+from siteagent.backends.slurm.running import RunningJobs
 from siteagent.backends.slurm.sacct import reservation_jobs_from_sacct
 from siteagent.backends.slurm.scheduler import SchedulerSettings, parse_scheduler_config
 from siteagent.backends.slurm.snapshot import build_snapshot, node_cores
@@ -64,6 +66,7 @@ class SlurmBackend(CommandBackend):
         super().__init__(self.config.client_env(), self.config.timeout)
         self._node_source: Optional[List[str]] = None  # learnt on first snapshot
         self._settings: Optional[SchedulerSettings] = None  # read on first snapshot
+        self.running = RunningJobs()
 
     def _message(self, proc: subprocess.CompletedProcess[str]) -> str:
         return with_hint(super()._message(proc))
@@ -122,21 +125,31 @@ class SlurmBackend(CommandBackend):
 
     def occupancy(self) -> ClusterSnapshot:
         """Nodes, running jobs and reservations; the queue is left out by text squeue's state
-        filter, so an accept's re-check costs the same with 10 or 10,000 jobs queued."""
+        filter, and the running jobs of an accept a few seconds ago are reused while the
+        nodes' allocated cores show that none started or ended (:mod:`.running`), so an
+        accept's re-check costs the same with 10 or 10,000 jobs queued."""
         settings = self.scheduler_settings()
         now = int(time.time())
-        args = ["squeue", "-h", "-r", "-t", RUNNING_STATE_FILTER, "-o", RUNNING_FORMAT]
+        began = time.monotonic()
         with ThreadPoolExecutor(max_workers=3, thread_name_prefix="slurm-occupancy") as pool:
             asked_nodes = pool.submit(self.nodes)
-            asked_running = pool.submit(self._output, args, "squeue")
             asked_reservations = pool.submit(self.list_reservations)
-            nodes, running = asked_nodes.result(), asked_running.result()
+            # nothing recent to reuse: read the running jobs alongside, not after the nodes
+            asked_running = None if self.running.recent() else pool.submit(self._read_running)
+            nodes = asked_nodes.result()
+            jobs = self.running.still(nodes) if asked_running is None else None
+            if jobs is None:
+                jobs = (asked_running or pool.submit(self._read_running)).result()
+                self.running.keep(jobs, nodes, began)
             reservations = asked_reservations.result()
+        return build_snapshot(now, nodes, jobs, reservations, self.config, "text", settings)
+
+    def _read_running(self) -> SlurmJobs:
+        args = ["squeue", "-h", "-r", "-t", RUNNING_STATE_FILTER, "-o", RUNNING_FORMAT]
         try:
-            jobs = parse_running_text(running)
+            return parse_running_text(self._output(args, "squeue"))
         except ValueError as exc:
             raise BackendUnavailable(str(exc)) from exc
-        return build_snapshot(now, nodes, jobs, reservations, self.config, "text", settings)
 
     def held_window(self, start: int, end: int) -> Tuple[int, int]:
         return start, start + whole_minutes(end - start) * 60
@@ -198,6 +211,7 @@ class SlurmBackend(CommandBackend):
                 existing = self.get_reservation(spec.name)
                 if existing is not None and same_window(existing, spec, now):
                     return existing
+            self.running.forget()
             raise self._failure(f"create reservation {spec.name}", msg, ReservationRefused)
         made = self.get_reservation(spec.name)
         if made is None:
@@ -205,6 +219,8 @@ class SlurmBackend(CommandBackend):
                 f"reservation {spec.name} was created ({proc.stdout.strip()})"
                 " but cannot be read back"
             )
+        if made.demand(spec.unit) < spec.size:
+            self.running.forget()
         return made
 
     def delete_reservation(self, name: str) -> None:
