@@ -409,7 +409,7 @@ def measure(args: argparse.Namespace, data: Dict[str, Any]) -> None:
             data["pyslurm_snapshot"] = pyslurm_snapshot_cost(site, repeats=7)
             data["accept"].append(accept_rounds(cluster, site, args.rounds, "full"))
             data["accept"].append(
-                accept_rounds(cluster, site, args.rounds, "full, squeue each time", reread=True)
+                accept_rounds(cluster, site, args.rounds, "full-squeue-each-time", reread=True)
             )
         finally:
             site.close()
