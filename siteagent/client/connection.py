@@ -53,6 +53,7 @@ from siteagent.protocol.models import (
     SlotList,
     WaitHistory,
 )
+from siteagent.protocol.sessions import proxies_for
 
 __all__ = [
     "BadAnswer",
@@ -160,6 +161,7 @@ class SiteConnection:
             self._session.verify = False  # the pin replaces the CA check, see PinnedAdapter
         else:
             self._session.verify = str(site.ca)
+        self._proxies = proxies_for(self._session, site.url)
         self._key: Optional[Ed25519PrivateKey] = None
         self._info: Optional[Info] = None
 
@@ -325,7 +327,9 @@ class SiteConnection:
             )
         timeouts = self.site.timeouts
         try:
-            response = self._session.send(prepared, timeout=(timeouts.connect, timeouts.read))
+            response = self._session.send(
+                prepared, timeout=(timeouts.connect, timeouts.read), proxies=self._proxies
+            )
         except requests.RequestException as exc:
             reason = unreachable_reason(exc, self.site)
             timed_out = isinstance(exc, requests.Timeout)

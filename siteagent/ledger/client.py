@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Type, TypeVar, Union
+from typing import Any, Callable, Dict, Optional, Type, TypeVar
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -35,6 +35,7 @@ from siteagent.ledger.bank import (
     Transaction,
 )
 from siteagent.protocol.documents import Cancellation, Receipt
+from siteagent.protocol.sessions import proxies_for
 
 T = TypeVar("T")
 
@@ -65,9 +66,9 @@ class RemoteLedger:
         self.timeout = timeout
         self._session = requests.Session()
         self._session.mount("https://", HTTPAdapter(pool_maxsize=KEPT_CONNECTIONS))
-        # given with each request: requests lets $REQUESTS_CA_BUNDLE override a session's own
-        self._verify: Union[bool, str] = True if ca is None else str(ca)
+        self._session.verify = True if ca is None else str(ca)
         self._session.headers.update({"Accept": "application/json"})
+        self._proxies = proxies_for(self._session, self.url)
 
     def book(self, receipt: Receipt) -> Transaction:
         """Book a doubly signed receipt (the service checks both signatures)."""
@@ -84,8 +85,9 @@ class RemoteLedger:
 
     def _post(self, path: str, document: Dict[str, Any], answer: Callable[[Any], T]) -> T:
         try:
-            reply = self._session.post(
-                self.url + path, json=document, timeout=self.timeout, verify=self._verify
+            request = requests.Request("POST", self.url + path, json=document)
+            reply = self._session.send(
+                self._session.prepare_request(request), timeout=self.timeout, proxies=self._proxies
             )
         except requests.RequestException as exc:  # refused, timed out, TLS failure
             raise LedgerUnavailable(
