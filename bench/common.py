@@ -171,6 +171,17 @@ def machine() -> Dict[str, Any]:
     }
 
 
+def cpu_probe_s() -> float:
+    """Seconds a fixed pure-Python loop takes now: how fast this shared machine runs at the
+    moment (the same loop took 0.36 to 0.70 s within one hour), beside figures that depend
+    on it."""
+    began = time.perf_counter()
+    total = 0
+    for number in range(3_000_000):
+        total += number * number
+    return round(time.perf_counter() - began, 3)
+
+
 def write_results(name: str, data: Mapping[str, Any], markdown: str) -> None:
     """bench/results/<name>.json (figures) and bench/results/<name>.md (for people)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
