@@ -56,6 +56,27 @@ class HttpsStub:
         self.answers[(method, path)] = canned
 
 
+def offer_view(
+    offer_id: str,
+    start: int,
+    total: str,
+    duration: int = 3600,
+    cores: int = 8,
+    expires: int = 1_900_000_000,
+) -> Dict[str, Any]:
+    """An offer as a site's quote answers it (OfferView), at a unit price of 1 and no fee."""
+    return {
+        "offer_id": offer_id,
+        "start": start,
+        "end": start + duration,
+        "cores": cores,
+        "unit_price": "1",
+        "fee": "0",
+        "total": total,
+        "expires": expires,
+    }
+
+
 def site_info(signer: Party) -> Dict[str, Any]:
     """What a site's GET /v1/info answers, signing with ``signer``'s key (replay, flat price)."""
     return {

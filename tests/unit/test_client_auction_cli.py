@@ -9,28 +9,21 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-import yaml
 
 from siteagent.cli.console import EXIT_BAD_INPUT
 from siteagent.cli.main import client_main
 from siteagent.client.auction import Bid
 from siteagent.client.journal import Journal
-from siteagent.protocol import keys
+from testbed.buyer_files import sites_file
 from testbed.parties import Party
 
 
 @pytest.fixture
 def files(tmp_path: Path) -> Path:
     """A sites file naming one site that is not there, and where the journal goes."""
-    key = tmp_path / "alice.key"
-    keys.write_private(key, keys.private_key_pem(Party("alice@laptop").key))
     ca = tmp_path / "ca.pem"
     ca.write_text("not used\n", encoding="utf-8")
-    document = {
-        "buyer": {"key_id": "alice@laptop", "private_key": str(key)},
-        "sites": [{"name": "hpc1", "url": "https://127.0.0.1:1", "ca": str(ca)}],
-    }
-    (tmp_path / "sites.yaml").write_text(yaml.safe_dump(document), encoding="utf-8")
+    sites_file(tmp_path, Party("alice@laptop"), [("hpc1", "https://127.0.0.1:1", ca)])
     return tmp_path
 
 

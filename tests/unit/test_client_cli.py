@@ -8,40 +8,27 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Iterator, List, Tuple
 
 import pytest
 import yaml
 
 from siteagent.cli.console import EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_UNAVAILABLE
-from siteagent.cli.main import client_main
 from siteagent.protocol import keys
 from siteagent.security.clients import load_authorized_clients
-from testbed.https_stub import Canned, HttpsStub, https_stub, site_info
+from testbed.buyer_files import run_client, sites_file
+from testbed.https_stub import Canned, HttpsStub, https_stub, offer_view, site_info
 from testbed.parties import Party
 
 BUYER = Party("alice@laptop")
-
-
-def offer(offer_id: str, start: int, total: str) -> Dict[str, Any]:
-    return {
-        "offer_id": offer_id,
-        "start": start,
-        "end": start + 3600,
-        "cores": 8,
-        "unit_price": "1",
-        "fee": "0",
-        "total": total,
-        "expires": 1_900_000_000,
-    }
 
 
 OFFERED = {
     "status": "offered",
     "now": 1_800_000_000,
     "offers": [
-        offer("cheap-late", 1_800_090_000, "8.00"),
-        offer("dear-soon", 1_800_000_060, "40.00"),
+        offer_view("cheap-late", 1_800_090_000, "8.00"),
+        offer_view("dear-soon", 1_800_000_060, "40.00"),
     ],
     "chosen": 0,
 }
@@ -57,8 +44,6 @@ REFUSED = {
 def market(tmp_path: Path) -> Iterator[Tuple[Path, HttpsStub, HttpsStub]]:
     """A sites file of three sites: hpc1 offers, hpc2 refuses, hpc3 is not there; and a
     bank (the ledger section)."""
-    key = tmp_path / "alice.key"
-    keys.write_private(key, keys.private_key_pem(BUYER.key))
     with contextlib.ExitStack() as stack:
         hpc1, hpc2, bank = (
             stack.enter_context(https_stub(tmp_path / name)) for name in ("hpc1", "hpc2", "bank")
@@ -67,24 +52,10 @@ def market(tmp_path: Path) -> Iterator[Tuple[Path, HttpsStub, HttpsStub]]:
         hpc2.answer("POST", "/v1/quotes", Canned(body=REFUSED))
         for stub in (hpc1, hpc2):
             stub.answer("GET", "/v1/info", Canned(body=site_info(Party("hpc1"))))
-        document = {
-            "buyer": {"key_id": BUYER.key_id, "private_key": str(key)},
-            "ledger": {"url": bank.url, "ca": str(bank.cert)},
-            "sites": [
-                {"name": "hpc1", "url": hpc1.url, "ca": str(hpc1.cert)},
-                {"name": "hpc2", "url": hpc2.url, "ca": str(hpc2.cert)},
-                {"name": "hpc3", "url": "https://127.0.0.1:1", "ca": str(hpc1.cert)},
-            ],
-        }
-        sites = tmp_path / "sites.yaml"
-        sites.write_text(yaml.safe_dump(document), encoding="utf-8")
+        entries = [("hpc1", hpc1.url, hpc1.cert), ("hpc2", hpc2.url, hpc2.cert)]
+        entries.append(("hpc3", "https://127.0.0.1:1", hpc1.cert))
+        sites = sites_file(tmp_path, BUYER, entries, ledger=(bank.url, bank.cert))
         yield sites, bank, hpc1
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> Tuple[int, str, str]:
-    code = client_main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_quote_ranks_every_sites_offers_and_shows_each_sites_part(
@@ -92,7 +63,7 @@ def test_quote_ranks_every_sites_offers_and_shows_each_sites_part(
 ) -> None:
     sites = str(market[0])
     args = ["quote", "--sites", sites, "--cores", "8", "--walltime", "1h"]
-    code, out, _ = run(capsys, *args, "--alpha", "1", "--json")
+    code, out, _ = run_client(capsys, *args, "--alpha", "1", "--json")
     assert code == 0
     answer = json.loads(out)
     assert [(o["rank"], o["site"], o["offer_id"]) for o in answer["offers"]] == [
@@ -104,7 +75,7 @@ def test_quote_ranks_every_sites_offers_and_shows_each_sites_part(
     assert parts["hpc2"] == ("refused", 0, "no sparc here (field architecture)")
     assert parts["hpc3"][0] == "failed" and "cannot connect" in parts["hpc3"][2]
     assert answer["request"] == {"walltime": 3600, "cores": 8, "alpha": 1.0}
-    code, out, _ = run(capsys, *args, "--alpha", "0")
+    code, out, _ = run_client(capsys, *args, "--alpha", "0")
     assert code == 0
     rows = [line for line in out.splitlines() if line.startswith("│")]
     assert "dear-soon" in rows[0] and "cheap-late" in rows[1]  # earliest first at alpha 0
@@ -117,9 +88,9 @@ def test_quote_exits_refused_when_every_answer_is_a_refusal(
     market: Tuple[Path, HttpsStub, HttpsStub], capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = ["quote", "--sites", str(market[0]), "--cores", "8", "--walltime", "60"]
-    code, out, _ = run(capsys, *args, "--site", "hpc2", "--site", "hpc3")
+    code, out, _ = run_client(capsys, *args, "--site", "hpc2", "--site", "hpc3")
     assert code == EXIT_REFUSED and "No offers from the 2 sites asked" in out
-    code, _, _ = run(capsys, *args, "--site", "hpc3")
+    code, _, _ = run_client(capsys, *args, "--site", "hpc3")
     assert code == EXIT_UNAVAILABLE
 
 
@@ -151,7 +122,7 @@ def test_quote_refuses_bad_input_saying_what_to_fix(
     args: List[str],
     message: str,
 ) -> None:
-    code, out, err = run(capsys, "quote", "--sites", str(market[0]), *args)
+    code, out, err = run_client(capsys, "quote", "--sites", str(market[0]), *args)
     assert code == EXIT_BAD_INPUT and out == ""
     assert message in " ".join(err.split())
 
@@ -160,7 +131,7 @@ def test_a_sites_file_that_is_wrong_is_named_with_its_fix(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "sites.yaml").write_text("sites: [{name: a, url: 'http://h', ca: c}]\n")
-    code, _, err = run(capsys, "sites", "--sites", str(tmp_path / "sites.yaml"))
+    code, _, err = run_client(capsys, "sites", "--sites", str(tmp_path / "sites.yaml"))
     assert code == EXIT_BAD_INPUT
     assert "sites[0] (a).url: 'http://h' is not a site's address" in " ".join(err.split())
 
@@ -168,14 +139,14 @@ def test_a_sites_file_that_is_wrong_is_named_with_its_fix(
 def test_sites_shows_each_sites_info_or_why_not(
     market: Tuple[Path, HttpsStub, HttpsStub], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = run(capsys, "sites", "--sites", str(market[0]), "--json")
+    code, out, _ = run_client(capsys, "sites", "--sites", str(market[0]), "--json")
     assert code == 0
     shown = {row["site"]: row for row in json.loads(out)["sites"]}
     assert (
         shown["hpc1"]["status"] == "ok" and shown["hpc1"]["info"]["public_key"]["keyid"] == "hpc1"
     )
     assert shown["hpc3"]["status"] == "failed" and shown["hpc3"]["info"] is None
-    code, out, _ = run(capsys, "sites", "--sites", str(market[0]))
+    code, out, _ = run_client(capsys, "sites", "--sites", str(market[0]))
     hpc1 = next(line for line in out.splitlines() if "hpc1" in line)
     assert "1/core-h (flat)" in hpc1 and "x86_64, 16 cores/node" in hpc1
 
@@ -195,7 +166,7 @@ def test_keys_writes_a_private_key_and_prints_an_entry_sites_accept(
         "--out",
         str(out_file),
     ]
-    code, out, _ = run(capsys, *args)
+    code, out, _ = run_client(capsys, *args)
     assert code == 0
     assert out_file.stat().st_mode & 0o777 == 0o600
     entry = out.split("with a credit):")[1].split("Your sites file")[0]
@@ -207,9 +178,9 @@ def test_keys_writes_a_private_key_and_prints_an_entry_sites_accept(
     assert yaml.safe_load(out.split("Your sites file signs with it given:")[1]) == {
         "buyer": {"key_id": "bob@desk", "private_key": str(out_file)}
     }
-    code, _, err = run(capsys, *args)
+    code, _, err = run_client(capsys, *args)
     assert code == EXIT_BAD_INPUT and "already exist; --force replaces them" in err
-    code, _, err = run(capsys, "keys", "--user", "Bob Smith", "--out", str(tmp_path / "x"))
+    code, _, err = run_client(capsys, "keys", "--user", "Bob Smith", "--out", str(tmp_path / "x"))
     assert code == EXIT_BAD_INPUT and "--user 'Bob Smith': expected a scheduler" in err
 
 
@@ -239,16 +210,16 @@ def test_balance_and_statement_read_the_buyers_account_with_signed_gets(
 ) -> None:
     sites, bank, _ = market
     account_answers(bank)
-    code, out, _ = run(capsys, "balance", "--sites", str(sites), "--json")
+    code, out, _ = run_client(capsys, "balance", "--sites", str(sites), "--json")
     assert code == 0 and json.loads(out) == {
         "account": "alice@laptop",
         "balance": "-43.40",
         "credit": "100.00",
     }
     assert "signature" in bank.received[-1].headers
-    code, out, _ = run(capsys, "statement", "--sites", str(sites))
+    code, out, _ = run_client(capsys, "statement", "--sites", str(sites))
     assert code == 0 and "ab" * 32 in "".join(out.split()) and "deal r-1 at hpc1" in out
-    code, out, _ = run(capsys, "statement", "--sites", str(sites), "--json")
+    code, out, _ = run_client(capsys, "statement", "--sites", str(sites), "--json")
     assert json.loads(out)["lines"][0]["receipt_id"] == "ab" * 32
 
 
@@ -258,7 +229,7 @@ def test_a_bank_refusal_is_the_exit_code_of_a_refusal(
     sites, bank, _ = market
     refusal = {"error": {"code": "not_account_holder", "message": "not yours"}}
     bank.answer("GET", "/v1/accounts/alice@laptop", Canned(403, refusal))
-    code, _, err = run(capsys, "balance", "--sites", str(sites))
+    code, _, err = run_client(capsys, "balance", "--sites", str(sites))
     assert code == EXIT_REFUSED and "ledger: not yours" in err
 
 
@@ -268,7 +239,7 @@ def test_without_a_ledger_section_balance_says_how_to_add_one(
     document = yaml.safe_load(market[0].read_text())
     del document["ledger"]
     market[0].write_text(yaml.safe_dump(document))
-    code, _, err = run(capsys, "balance", "--sites", str(market[0]))
+    code, _, err = run_client(capsys, "balance", "--sites", str(market[0]))
     assert code == EXIT_BAD_INPUT and "no ledger section: add `ledger:" in " ".join(err.split())
 
 

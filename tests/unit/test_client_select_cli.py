@@ -13,9 +13,8 @@ import pytest
 import yaml
 
 from siteagent.cli.console import EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_UNAVAILABLE
-from siteagent.cli.main import client_main
 from siteagent.cli.options import local_time
-from siteagent.protocol import keys
+from testbed.buyer_files import run_client, sites_file
 from testbed.https_stub import Canned, HttpsStub, https_stub, site_info
 from testbed.parties import Party
 from testbed.provisioning import wait_bin, wait_history
@@ -56,8 +55,6 @@ def slots(free_now: int) -> Dict[str, Any]:
 def market(tmp_path: Path) -> Iterator[Tuple[Path, HttpsStub, HttpsStub]]:
     """hpc1: 3.6 GHz, 64 cores (16 free now), median wait at most 600 s; hpc2: 1.8 GHz, 128
     cores (64 free now), at most 60 s; hpc3 is not there."""
-    key = tmp_path / "alice.key"
-    keys.write_private(key, keys.private_key_pem(BUYER.key))
     with contextlib.ExitStack() as stack:
         hpc1, hpc2 = (stack.enter_context(https_stub(tmp_path / n)) for n in ("hpc1", "hpc2"))
         for stub, (name, mhz, cores, wait, free) in zip(
@@ -66,23 +63,10 @@ def market(tmp_path: Path) -> Iterator[Tuple[Path, HttpsStub, HttpsStub]]:
             stub.answer("GET", "/v1/info", Canned(body=info(name, mhz, cores)))
             stub.answer("GET", "/v1/history/waits", Canned(body=waits(q50=wait, q95=None)))
             stub.answer("GET", "/v1/slots?limit=1000", Canned(body=slots(free)))
-        document = {
-            "buyer": {"key_id": BUYER.key_id, "private_key": str(key)},
-            "sites": [
-                {"name": "hpc1", "url": hpc1.url, "ca": str(hpc1.cert)},
-                {"name": "hpc2", "url": hpc2.url, "ca": str(hpc2.cert)},
-                {"name": "hpc3", "url": "https://127.0.0.1:1", "ca": str(hpc1.cert)},
-            ],
-        }
-        sites = tmp_path / "sites.yaml"
-        sites.write_text(yaml.safe_dump(document), encoding="utf-8")
+        entries = [("hpc1", hpc1.url, hpc1.cert), ("hpc2", hpc2.url, hpc2.cert)]
+        entries.append(("hpc3", "https://127.0.0.1:1", hpc1.cert))
+        sites = sites_file(tmp_path, BUYER, entries)
         yield sites, hpc1, hpc2
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> Tuple[int, str, str]:
-    code = client_main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def write_bag(path: Path, tasks: List[Dict[str, Any]]) -> str:
@@ -106,7 +90,9 @@ def test_select_gives_each_task_the_soonest_site_with_room(
     sites, hpc1, _ = market
     bag = write_bag(tmp_path / "bag.yaml", BAG)
     began = int(time.time())
-    code, out, _ = run(capsys, "select", bag, "--capacity", "free", "--sites", str(sites), "--json")
+    code, out, _ = run_client(
+        capsys, "select", bag, "--capacity", "free", "--sites", str(sites), "--json"
+    )
     assert code == 0
     answer = json.loads(out)
     tasks = [(t["task"], t["site"], t["wait_bound_s"], t["run_s"]) for t in answer["tasks"]]
@@ -142,7 +128,7 @@ def test_select_counts_a_sites_cores_as_its_room_unless_told(
     hpc2's largest bound, 60 s). The table shows it, and the sites' totals."""
     sites, hpc1, _ = market
     bag = write_bag(tmp_path / "bag.yaml", BAG)
-    code, out, _ = run(capsys, "select", bag, "--sites", str(sites), "--json")
+    code, out, _ = run_client(capsys, "select", bag, "--sites", str(sites), "--json")
     assert code == 0
     answer = json.loads(out)
     assert [(t["task"], t["site"]) for t in answer["tasks"]] == [
@@ -151,7 +137,7 @@ def test_select_counts_a_sites_cores_as_its_room_unless_told(
     ]
     assert answer["unassigned"] == []
     assert ("GET", "/v1/slots?limit=1000") not in [(r.method, r.path) for r in hpc1.received]
-    code, out, _ = run(capsys, "select", bag, "--sites", str(sites))
+    code, out, _ = run_client(capsys, "select", bag, "--sites", str(sites))
     assert code == 0
     lines = out.splitlines()
     a1 = next(line for line in lines if "a/1" in line)
@@ -167,16 +153,16 @@ def test_select_exit_codes(
 ) -> None:
     sites = str(market[0])
     big = write_bag(tmp_path / "big.yaml", [{"id": "big", "cores": 256, "runtime": 60}])
-    code, out, err = run(capsys, "select", big, "--sites", sites)
+    code, out, err = run_client(capsys, "select", big, "--sites", sites)
     assert code == EXIT_REFUSED and "no task can be assigned" in err
     assert "Left for later (no site can run them or has room): big" in out
     bag = write_bag(tmp_path / "bag.yaml", BAG)
-    code, _, err = run(capsys, "select", bag, "--sites", sites, "--site", "hpc3")
+    code, _, err = run_client(capsys, "select", bag, "--sites", sites, "--site", "hpc3")
     assert code == EXIT_UNAVAILABLE and "no site answered" in err
-    code, _, err = run(capsys, "select", bag, "--sites", sites, "--probability", "1")
+    code, _, err = run_client(capsys, "select", bag, "--sites", sites, "--probability", "1")
     assert code == EXIT_BAD_INPUT and "--probability must be in (0, 1)" in err
     journal = tmp_path / "journal.db"
-    code, _, _ = run(
+    code, _, _ = run_client(
         capsys, "select", big, "--sites", sites, "--reserve", "--journal", str(journal)
     )
     assert code == EXIT_REFUSED and not journal.exists()  # nothing to reserve, nothing journaled
@@ -212,7 +198,7 @@ def test_odds_shows_the_cheapest_reservation_by_then_beside_when_to_submit(
         Canned(body={"status": "refused", "now": NOW, "offers": [], "refusal": refusal}),
     )
     args = ["odds", "--cores", "2", "--walltime", "30m", "--start", str(start_by)]
-    code, out, _ = run(capsys, *args, "--sites", str(sites), "--json")
+    code, out, _ = run_client(capsys, *args, "--sites", str(sites), "--json")
     assert code == 0
     answer = json.loads(out)
     assert answer["request"] == {
@@ -235,7 +221,7 @@ def test_odds_shows_the_cheapest_reservation_by_then_beside_when_to_submit(
         "limit": 100,
     }
     assert "signature" in sent.headers  # a quote is signed
-    code, out, _ = run(capsys, *args, "--sites", str(sites))
+    code, out, _ = run_client(capsys, *args, "--sites", str(sites))
     assert code == 0
     line = {row.split("│")[1].strip(): row for row in out.splitlines() if row.startswith("│ hpc")}
     assert local_time(start_by - 600) in line["hpc1"] and "8.00" in line["hpc1"]
@@ -255,9 +241,9 @@ def test_odds_exits_refused_when_no_site_offers_either_and_unavailable_when_none
         Canned(body={"status": "refused", "now": NOW, "offers": [], "refusal": refusal}),
     )
     args = ["odds", "--cores", "2", "--walltime", "30m", "--start", "+2h", "--sites", str(sites)]
-    code, out, _ = run(capsys, *args, "--site", "hpc2", "--probability", "0.95")
+    code, out, _ = run_client(capsys, *args, "--site", "hpc2", "--probability", "0.95")
     assert code == EXIT_REFUSED and "no bound" in out
-    code, _, _ = run(capsys, *args, "--site", "hpc3")
+    code, _, _ = run_client(capsys, *args, "--site", "hpc3")
     assert code == EXIT_UNAVAILABLE
-    code, _, err = run(capsys, *args, "--probability", "0")
+    code, _, err = run_client(capsys, *args, "--probability", "0")
     assert code == EXIT_BAD_INPUT and "probability must be in (0, 1)" in err

@@ -9,6 +9,7 @@ import pytest
 from siteagent.client.connection import Quote
 from siteagent.client.odds import OFFERS_ASKED, Ask, cheapest_starting_by, site_odds
 from siteagent.protocol.models import OfferView, QuoteAnswer, WaitHistory
+from testbed.https_stub import offer_view
 from testbed.provisioning import wait_bin, wait_history
 
 H = 3600
@@ -16,16 +17,8 @@ T = 1_800_000_000  # the start wanted
 
 
 def offer(offer_id: str, start: int, total: str) -> Dict[str, Any]:
-    return {
-        "offer_id": offer_id,
-        "start": start,
-        "end": start + 1800,
-        "cores": 2,
-        "unit_price": "1",
-        "fee": "0",
-        "total": total,
-        "expires": T,
-    }
+    """Half an hour on 2 cores, as ``Ask(2, 1800, ...)`` asks."""
+    return offer_view(offer_id, start, total, duration=1800, cores=2, expires=T)
 
 
 def quote(offers: List[Dict[str, Any]], refusal: Optional[Dict[str, Any]] = None) -> Quote:
