@@ -447,6 +447,12 @@ def _migrate_8(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE reservations ADD COLUMN allocation TEXT NOT NULL DEFAULT '[]'")
 
 
+def _migrate_9(db: sqlite3.Connection) -> None:
+    """A client's bids by state: each call for bids counts the client's open auctions, which
+    the primary key found only by reading every bid the client ever made."""
+    db.execute("CREATE INDEX bids_by_client_state ON bids(client, state, held_until)")
+
+
 #: Migration i+1 takes the schema from version i to i+1. Append, never edit a released one.
 MIGRATIONS: Tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_1,
@@ -457,6 +463,7 @@ MIGRATIONS: Tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_6,
     _migrate_7,
     _migrate_8,
+    _migrate_9,
 )
 
 
