@@ -127,7 +127,6 @@ class Commit:
     def _guarded(self, phases: Callable[[], Outcome]) -> Outcome:
         """Run the commit's ``phases``; an interrupt or a failure releases what is held."""
         try:
-            self.journal.set_auction(self.auction_id, AuctionState.ACCEPTING)
             return phases()
         except Interrupted:
             self._release(cancel_confirmed=False)
@@ -214,7 +213,6 @@ class Commit:
     # ---- commit: confirm every part
 
     def _confirm(self) -> Outcome:
-        self.journal.set_auction(self.auction_id, AuctionState.CONFIRMING)
         for part in sorted(self.held):
             self._check_interrupt()
             held = self.held[part]

@@ -28,7 +28,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from siteagent.client.auction import Bid
 from siteagent.core import transactions
@@ -283,10 +283,12 @@ class Journal:
 
     def accepting(self, auction_id: str, bid: Bid) -> Entry:
         """About to accept ``bid``: the idempotency key the accept is sent with is made here,
-        so that a retry after a crash sends the same one and learns what the first did."""
+        so that a retry after a crash sends the same one and learns what the first did. The
+        auction's first accept moves it from bidding to accepting, in the same transaction."""
         now = time.time()
         key = f"auction-{auction_id}-{uuid.uuid4().hex[:16]}"
         with self._write() as db:
+            _advance(db, auction_id, AuctionState.BIDDING, AuctionState.ACCEPTING, now)
             cursor = db.execute(
                 "INSERT INTO entries (auction_id, part, site, offer_id, idempotency_key, bid, "
                 "state, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -327,7 +329,10 @@ class Journal:
         return self._update(entry, State.REFUSED, message=message)
 
     def confirming(self, entry: Entry) -> Entry:
-        return self._update(entry, State.CONFIRMING)
+        """About to confirm ``entry``; the auction's first confirm moves it from accepting to
+        confirming, in the same transaction."""
+        moves = (AuctionState.ACCEPTING, AuctionState.CONFIRMING)
+        return self._update(entry, State.CONFIRMING, advance=moves)
 
     def confirmed(self, entry: Entry, receipt: Mapping[str, Any]) -> Entry:
         """Confirmed, with the site's verified receipt."""
@@ -392,10 +397,21 @@ class Journal:
     def _lock_path(self, auction_id: str) -> Path:
         return self.path.with_name(f"{self.path.name}.{auction_id}.lock")
 
-    def _update(self, entry: Entry, state: State, **changes: Any) -> Entry:
-        columns = {"state": state.value, "updated": time.time(), **changes}
+    def _update(
+        self,
+        entry: Entry,
+        state: State,
+        advance: Optional[Tuple[AuctionState, AuctionState]] = None,
+        **changes: Any,
+    ) -> Entry:
+        """Write the entry's new ``state`` and ``changes``; with ``advance`` (from, to), its
+        auction moves on if it is where ``from`` says, in the same transaction."""
+        now = time.time()
+        columns = {"state": state.value, "updated": now, **changes}
         assignments = ", ".join(f"{name} = ?" for name in columns)
         with self._write() as db:
+            if advance is not None:
+                _advance(db, entry.auction_id, *advance, now)
             db.execute(
                 f"UPDATE entries SET {assignments} WHERE id = ?", (*columns.values(), entry.id)
             )
@@ -431,6 +447,16 @@ class Journal:
                     if statement.strip():
                         db.execute(statement)
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+def _advance(
+    db: sqlite3.Connection, auction_id: str, was: AuctionState, to: AuctionState, at: float
+) -> None:
+    """The auction moves on from ``was`` to ``to`` (if it is elsewhere, it stays there)."""
+    db.execute(
+        "UPDATE auctions SET state = ?, updated = ? WHERE id = ? AND state = ?",
+        (to.value, at, auction_id, was.value),
+    )
 
 
 def _dumps(document: Any) -> str:

@@ -88,6 +88,28 @@ def test_an_entry_keeps_its_bid_and_moves_through_the_commit(tmp_path: Path) -> 
     journal.close()
 
 
+def test_the_auction_moves_on_with_its_first_accept_and_its_first_confirm(
+    tmp_path: Path,
+) -> None:
+    """Each move is written with the step that makes it (one transaction, not two), and
+    never moves the auction back."""
+    journal = Journal(tmp_path / "client.db")
+    auction = journal.open_auction({"parts": 2})
+    assert journal.auction(auction.id).state is AuctionState.BIDDING
+    first = journal.tentative(journal.accepting(auction.id, BID), "r-1", {}, None)
+    assert journal.auction(auction.id).state is AuctionState.ACCEPTING
+    second = journal.tentative(journal.accepting(auction.id, BID), "r-2", {}, None)
+    journal.confirming(first)
+    assert journal.auction(auction.id).state is AuctionState.CONFIRMING
+    journal.accepting(auction.id, BID)
+    journal.confirming(second)
+    assert journal.auction(auction.id).state is AuctionState.CONFIRMING
+    journal.set_auction(auction.id, AuctionState.DONE)
+    journal.confirming(second)
+    assert journal.auction(auction.id).state is AuctionState.DONE
+    journal.close()
+
+
 def test_unsettled_lists_what_a_site_may_hold_unknown_to_the_buyer(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "client.db")
     auction = journal.open_auction({"parts": 1})
