@@ -16,24 +16,28 @@ jobs, and reported in one warning per pass over the trace (the first at start).
 **A state file makes it behave like a real batch system** (``state_file``, kept in the agent's
 state directory): the cluster outlives the processes that look at it, and several processes
 (``siteagent serve`` and the admin commands) see the same cluster and the same reservations.
-The file holds the clock anchor (trace, speed, offset, the wall time of origin) and the log of
-reservation changes, each with the simulated instant it happened at. Every process rebuilds
-the same simulated cluster from it: the replay is deterministic, so replaying the trace from
-its origin and applying each change at its instant reproduces exactly the schedule the
-process that made the change saw. (Re-injecting only the current reservation table at start
-would not: jobs that the reservations pushed back would have run into their windows in the
-rebuilt past, and the reservations would no longer fit.)
+The file holds, in JSON Lines, a header with the clock anchor (trace, speed, offset, the wall
+time of origin), then the log of reservation changes, one a line, each with the simulated
+instant it happened at. Every process rebuilds the same simulated cluster from it: the replay
+is deterministic, so replaying the trace from its origin and applying each change at its
+instant reproduces exactly the schedule the process that made the change saw. (Re-injecting
+only the current reservation table at start would not: jobs that the reservations pushed back
+would have run into their windows in the rebuilt past, and the reservations would no longer
+fit.)
 
-Each operation takes an ``flock`` on ``<state_file>.lock``, applies the changes other
-processes logged since, advances to now, acts, and rewrites the file atomically (write, fsync,
-rename). So changes are applied in one order everywhere, at instants no process has passed
-yet, and a process killed at any point leaves the file as it was before or after its change,
-like a batch system that did or did not get the request.
+Each operation takes an ``flock`` on ``<state_file>.lock``, reads the changes other processes
+appended since, applies them, advances to now, acts, and appends its own change as one line
+(one write, one fsync: a change costs the same after a month as after a minute). So changes
+are applied in one order everywhere, at instants no process has passed yet, and a process
+killed at any point leaves the file with or without its change, like a batch system that did
+or did not get the request: a line the kill cut short lacks its newline, and counts as never
+written.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import itertools
 import json
@@ -62,7 +66,7 @@ log = logging.getLogger("siteagent.backends.replay")
 LOOP_GAP_S = 3600
 
 #: Version of the state file's layout.
-STATE_FORMAT = 1
+STATE_FORMAT = 2
 
 #: The state file's name in the agent's state directory.
 REPLAY_STATE_FILE = "replay-state.json"
@@ -367,11 +371,18 @@ def _read_through(workload: Workload) -> Tuple[int, Optional[int]]:
 
 
 class _Journal:
-    """The state file: the cluster's anchor and its log of reservation changes.
+    """The state file, in JSON Lines: a header (format, cluster id, anchor), then one line per
+    reservation change.
+
+    A change is appended with one write and one fsync, so it costs the same however long the
+    cluster has run, and a process that read the file before reads only what was appended
+    since. A last line without its newline is an append a crash cut short, never acknowledged
+    to anyone: readers ignore it and the next appender cuts it off.
 
     Creating a journal for a file that exists checks that it describes the cluster asked for
-    (same trace, speed, offset, size, policy) and adopts its wall-clock origin. The file and
-    its lock are private (0600): they are part of the agent's state.
+    (same trace, speed, offset, size, policy) and adopts its wall-clock origin; a file of
+    format 1 (one JSON document, rewritten whole on every change) is converted first. The file
+    and its lock are private (0600): they are part of the agent's state.
     """
 
     def __init__(self, path: str, anchor: Anchor) -> None:
@@ -379,39 +390,40 @@ class _Journal:
         make_private(os.path.dirname(os.path.abspath(path)), directory=True)
         make_private(path + ".lock")
         self._lock_fd = os.open(path + ".lock", os.O_RDWR)
-        self._seen: Optional[os.stat_result] = None
-        self._doc: Dict[str, Any] = {}
         self._broken = ""
         with self.locked():
-            doc = self._load()
-            if doc is None:
-                doc = {
+            contents = self._read()
+            if contents is None:
+                header = {
                     "format": STATE_FORMAT,
                     "cluster": uuid.uuid4().hex,
                     "anchor": asdict(anchor),
-                    "changes": [],
                 }
-                self._write(doc)
+                contents = self._create(header, [])
             else:
                 make_private(path)  # one an older siteagent wrote has the umask's mode
-            saved = Anchor(**doc["anchor"])
+            saved = Anchor(**contents.header["anchor"])
             if not saved.same_cluster(anchor):
                 raise ValueError(
                     f"{path} holds another simulated cluster ({_anchor_text(saved)}) than the "
                     f"one asked for ({_anchor_text(anchor)}): run with the same options, or "
                     "remove the file (and its reservations) to start a new one"
                 )
-            self._doc = doc
+            self._cluster: str = contents.header["cluster"]
+            self._adopt(contents)
             self.anchor = saved
 
     @staticmethod
     def read_anchor(path: str) -> Optional[Anchor]:
-        """The anchor saved in ``path``, None if there is no such file."""
+        """The anchor saved in ``path`` (of either format), None if there is no such file."""
         try:
-            with open(path, encoding="utf-8") as handle:
-                return Anchor(**_parse(handle.read(), path)["anchor"])
+            with open(path, "rb") as handle:
+                first = handle.readline()
+                header = _header(first, path)
+                doc = header if header is not None else _format_1(first + handle.read(), path)
         except FileNotFoundError:
             return None
+        return Anchor(**doc["anchor"])
 
     def close(self) -> None:
         os.close(self._lock_fd)
@@ -425,24 +437,26 @@ class _Journal:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     def changes(self) -> List[Dict[str, Any]]:
-        """Every change logged so far (call with the lock held); re-read only if rewritten."""
+        """Every change logged so far (call with the lock held); reads only the lines appended
+        since the last call, or the whole file if it was replaced or cut short."""
         if self._broken:
             raise BackendUnavailable(self._broken)
-        stat = os.stat(self.path)
-        if self._seen is None or (stat.st_ino, stat.st_mtime_ns, stat.st_size) != (
-            self._seen.st_ino,
-            self._seen.st_mtime_ns,
-            self._seen.st_size,
-        ):
-            doc = self._load()
-            if doc is None or doc["cluster"] != self._doc["cluster"]:
-                raise BackendError(
-                    f"{self.path} was removed or replaced by another simulated cluster while "
-                    "this process used it; restart the process"
-                )
-            self._doc = doc
-        changes: List[Dict[str, Any]] = self._doc["changes"]
-        return changes
+        try:
+            stat: Optional[os.stat_result] = os.stat(self.path)
+        except FileNotFoundError:
+            stat = None
+        if stat is not None and stat.st_ino == self._inode and stat.st_size >= self._read_to:
+            if stat.st_size > self._read_to:
+                self._read_appended()
+            return self._changes
+        contents = self._read()
+        if contents is None or contents.header["cluster"] != self._cluster:
+            raise BackendError(
+                f"{self.path} was removed or replaced by another simulated cluster while "
+                "this process used it; restart the process"
+            )
+        self._adopt(contents)
+        return self._changes
 
     def append(self, change: Dict[str, Any]) -> None:
         """Log a change (call with the lock held, after :meth:`changes`).
@@ -451,32 +465,80 @@ class _Journal:
         applied it already: from then on every call fails rather than show a cluster that
         other processes do not see.
         """
-        self._doc["changes"].append(change)
+        line = _line(change)
         try:
-            self._write(self._doc)
+            self._append_line(line)
         except OSError as exc:
-            self._doc["changes"].pop()
             self._broken = (
                 f"{self.path} could not be written ({exc}); this process's simulated cluster "
                 "no longer matches it: fix the cause and restart the process"
             )
             raise BackendUnavailable(self._broken) from exc
+        self._changes.append(change)
+        self._read_to += len(line)
 
-    def _load(self) -> Optional[Dict[str, Any]]:
+    def _append_line(self, line: bytes) -> None:
+        """Append ``line`` after the last complete one, durably; on failure, leave the file as
+        it was (a short write would otherwise leave a torn line, a failed fsync a line this
+        process reports as not made)."""
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND)
         try:
-            with open(self.path, encoding="utf-8") as handle:
-                doc = _parse(handle.read(), self.path)
-                self._seen = os.fstat(handle.fileno())
-                return doc
+            if os.fstat(fd).st_size > self._read_to:
+                os.ftruncate(fd, self._read_to)  # a line a crashed appender left unfinished
+            try:
+                written = os.write(fd, line)
+                if written != len(line):
+                    raise OSError(errno.ENOSPC, f"wrote {written} of {len(line)} bytes")
+                os.fsync(fd)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, self._read_to)
+                raise
+        finally:
+            os.close(fd)
+
+    def _read_appended(self) -> None:
+        """Take in the complete lines appended since the last read, and only those."""
+        with open(self.path, "rb") as handle:
+            handle.seek(self._read_to)
+            data = handle.read()
+        changes, length = _complete_lines(data, 2 + len(self._changes), self.path)
+        self._changes.extend(changes)
+        self._read_to += length
+
+    def _read(self) -> Optional[_Contents]:
+        """The whole file, None if there is none; one of format 1 is converted first."""
+        try:
+            with open(self.path, "rb") as handle:
+                data = handle.read()
+                inode = os.fstat(handle.fileno()).st_ino
         except FileNotFoundError:
             return None
+        header = _header(data, self.path)
+        if header is None:
+            return self._convert(_format_1(data, self.path))
+        header_length = data.index(b"\n") + 1
+        changes, length = _complete_lines(data[header_length:], 2, self.path)
+        return _Contents(header, changes, inode, header_length + length)
 
-    def _write(self, doc: Dict[str, Any]) -> None:
-        """Replace the file atomically: a crash leaves the old or the new one, never half."""
+    def _convert(self, doc: Dict[str, Any]) -> _Contents:
+        header = {"format": STATE_FORMAT, "cluster": doc["cluster"], "anchor": doc["anchor"]}
+        contents = self._create(header, doc["changes"])
+        log.info(
+            "%s: converted the replay state file from format 1 (one document, rewritten on "
+            "every change) to format %d (one line appended per change)",
+            self.path,
+            STATE_FORMAT,
+        )
+        return contents
+
+    def _create(self, header: Dict[str, Any], changes: List[Dict[str, Any]]) -> _Contents:
+        """Write a whole file atomically: a crash leaves the old or the new one, never half."""
+        data = b"".join(_line(record) for record in [header, *changes])
         tmp = self.path + ".tmp"
         make_private(tmp)  # before the first byte: the file replaces the state file
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(doc, handle, indent=1)
+        with open(tmp, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, self.path)
@@ -485,18 +547,77 @@ class _Journal:
             os.fsync(directory)
         finally:
             os.close(directory)
-        self._seen = os.stat(self.path)
+        return _Contents(header, changes, os.stat(self.path).st_ino, len(data))
+
+    def _adopt(self, contents: _Contents) -> None:
+        self._changes = contents.changes
+        self._inode = contents.inode
+        self._read_to = contents.length
 
 
-def _parse(text: str, path: str) -> Dict[str, Any]:
+@dataclass
+class _Contents:
+    """A state file as read: its header, its changes, and where its last complete line ends."""
+
+    header: Dict[str, Any]
+    changes: List[Dict[str, Any]]
+    inode: int
+    length: int
+
+
+def _line(record: Dict[str, Any]) -> bytes:
+    """One line of the file (JSON escapes every newline inside a string)."""
+    return (json.dumps(record, separators=(",", ":")) + "\n").encode()
+
+
+def _header(data: bytes, path: str) -> Optional[Dict[str, Any]]:
+    """The header on the first line of ``data``; None if the file may be of format 1, whose
+    indented document does not fit on one line."""
+    first, newline, _ = data.partition(b"\n")
     try:
-        doc = json.loads(text)
+        header = json.loads(first)
+    except ValueError:
+        return None
+    if not isinstance(header, dict) or header.get("format") == 1:
+        return None
+    if header.get("format") != STATE_FORMAT or not newline:
+        raise ValueError(
+            f"{path}: not a replay state file of format 1 or {STATE_FORMAT}; remove it to "
+            "start a new simulated cluster"
+        )
+    return header
+
+
+def _complete_lines(data: bytes, first_line: int, path: str) -> Tuple[List[Dict[str, Any]], int]:
+    """The changes on the complete lines of ``data`` (line ``first_line`` of the file on), and
+    how many bytes those lines take. Bytes after the last newline are ignored: an append that
+    a crash cut short, never acknowledged to anyone."""
+    length = data.rfind(b"\n") + 1
+    changes = []
+    for number, line in enumerate(data[:length].split(b"\n")[:-1], first_line):
+        try:
+            change = json.loads(line)
+        except ValueError:
+            change = None
+        if not isinstance(change, dict):
+            raise ValueError(
+                f"{path}: line {number} is not a reservation change, the replay state file is "
+                "damaged; remove it (and its reservations) to start a new simulated cluster"
+            )
+        changes.append(change)
+    return changes, length
+
+
+def _format_1(data: bytes, path: str) -> Dict[str, Any]:
+    """A state file of format 1: one JSON document holding the anchor and every change."""
+    try:
+        doc = json.loads(data)
     except ValueError as exc:
         raise ValueError(f"{path}: not a replay state file ({exc}); remove it") from None
-    if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT:
+    if not isinstance(doc, dict) or doc.get("format") != 1:
         raise ValueError(
-            f"{path}: not a replay state file of format {STATE_FORMAT}; remove it to start a "
-            "new simulated cluster"
+            f"{path}: not a replay state file of format 1 or {STATE_FORMAT}; remove it to "
+            "start a new simulated cluster"
         )
     return doc
 
