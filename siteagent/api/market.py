@@ -112,7 +112,7 @@ class QuoteDesk:
         self.offer_writer.close()
 
 
-def authenticated_client(
+async def authenticated_client(
     request: fastapi.Request, _: Optional[str] = Security(SIGNATURE)
 ) -> AuthorizedClient:
     """The client whose signature the gate checked (siteagent.serving.gate) before the body
@@ -126,14 +126,14 @@ def authenticated_client(
 signed = Depends(authenticated_client)
 
 
-def client_if_signed(
+async def client_if_signed(
     request: fastapi.Request, _: Optional[str] = Security(SIGNATURE)
 ) -> Optional[AuthorizedClient]:
     """The client that signed this read, None if it is not signed; a signature that does not
     verify is refused (401) as on any route, rather than read as no signature."""
     if "signature" not in request.headers and "signature-input" not in request.headers:
         return None
-    return authenticated_client(request)
+    return await authenticated_client(request)
 
 
 signed_if_any = Depends(client_if_signed)
