@@ -53,7 +53,7 @@ from siteagent.protocol.models import (
     SlotList,
     WaitHistory,
 )
-from siteagent.protocol.sessions import proxies_for
+from siteagent.protocol.sessions import NoNetrc, proxies_for
 
 __all__ = [
     "BadAnswer",
@@ -155,6 +155,7 @@ class SiteConnection:
     def __init__(self, site: Site) -> None:
         self.site = site
         self._session = requests.Session()
+        self._session.auth = NoNetrc()
         self._session.headers.update({"Accept": "application/json"})
         if site.pin is not None:
             self._session.mount("https://", PinnedAdapter(site.pin))

@@ -35,7 +35,7 @@ from siteagent.ledger.bank import (
     Transaction,
 )
 from siteagent.protocol.documents import Cancellation, Receipt
-from siteagent.protocol.sessions import proxies_for
+from siteagent.protocol.sessions import NoNetrc, proxies_for
 
 T = TypeVar("T")
 
@@ -65,6 +65,7 @@ class RemoteLedger:
         self.url = url.rstrip("/")
         self.timeout = timeout
         self._session = requests.Session()
+        self._session.auth = NoNetrc()
         self._session.mount("https://", HTTPAdapter(pool_maxsize=KEPT_CONNECTIONS))
         self._session.verify = True if ca is None else str(ca)
         self._session.headers.update({"Accept": "application/json"})

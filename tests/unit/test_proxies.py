@@ -1,5 +1,6 @@
 """The proxies the environment names are used by the buyer's connections and the agent's
-ledger client alike, though they are resolved once per host (protocol/sessions.py)."""
+ledger client alike, though they are resolved once per host; the user's ~/.netrc credentials
+are sent by neither (protocol/sessions.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from siteagent.client.sites import Site, Timeouts
 from siteagent.ledger.bank import LedgerUnavailable
 from siteagent.ledger.client import RemoteLedger
 from siteagent.protocol import keys
+from testbed.https_stub import Canned, https_stub, site_info
 from testbed.parties import Party, receipt
 
 
@@ -78,3 +80,34 @@ def test_the_ledger_service_is_reached_through_the_environment_s_proxy(
     with pytest.raises(LedgerUnavailable):
         ledger.book(receipt(Party("hpc1"), Party("alice@laptop")))
     assert proxy.lines == ["CONNECT bank.example:8444 HTTP/1.0"]
+
+
+@pytest.fixture
+def netrc(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The user's ~/.netrc holds a password for the host the site and the bank listen on."""
+    path = tmp_path / "netrc"
+    path.write_text("machine 127.0.0.1 login alice password secret\n")
+    path.chmod(0o600)
+    monkeypatch.setenv("NETRC", str(path))
+
+
+def test_neither_the_buyer_nor_the_agent_sends_the_user_s_netrc_password(
+    netrc: None, tmp_path: Path
+) -> None:
+    key_file = tmp_path / "alice.key"
+    keys.write_private(key_file, keys.private_key_pem(Party("alice@laptop").key))
+    with https_stub(tmp_path) as stub:
+        stub.answer("GET", "/v1/info", Canned(body=site_info(Party("hpc1"))))
+        stub.answer("POST", "/v1/receipts", Canned(status=503, body={}))
+        site = Site("hpc1", stub.url, stub.cert, None, "alice@laptop", key_file, Timeouts(2, 2))
+        with SiteConnection(site) as connection:
+            connection.info()
+        with pytest.raises(LedgerUnavailable):
+            RemoteLedger(stub.url, ca=stub.cert, timeout=2).book(
+                receipt(Party("hpc1"), Party("alice@laptop"))
+            )
+    assert [(seen.method, seen.path) for seen in stub.received] == [
+        ("GET", "/v1/info"),
+        ("POST", "/v1/receipts"),
+    ]
+    assert all("authorization" not in seen.headers for seen in stub.received)
