@@ -35,8 +35,8 @@ Python loop is timed, since the figure follows how fast the shared machine runs 
 Every run has a federation of its own, started afresh, so that no run inherits what another
 left in the agents' databases and replayed clusters. Figures are medians over ``--repeats``
 runs. Everything runs on one machine: the agents, the bank and the auctioneer share its CPUs
-and its disk, where every bid, accept and confirm is written (and synced) before it is
-answered.
+and its disk, where every bid, accept and confirm is written before it is answered (and synced,
+but for a bid: see siteagent/core/transactions.py).
 """
 
 from __future__ import annotations

@@ -2,10 +2,12 @@
 waits, and the jobs that ran in each reservation.
 
 Why SQLite: one file in the state directory that ``siteagent serve`` and the admin commands
-share, transactions that survive SIGKILL and power loss (WAL journal, ``synchronous=FULL``),
-and no server to run. Every write is one short transaction, so a crash leaves the store as it
-was before or after a write, never in between. The reservation lifecycle relies on that: it
-writes each transition *before* touching the batch system (see ``reservations.py``).
+share, transactions that survive SIGKILL and power loss (WAL journal, ``synchronous=FULL``; the
+few writes that a power loss may take without harm skip their own sync: a bid, a bid's release
+and the mark that the ledger booked something, see each), and no server to run. Every write is
+one short transaction, so a crash leaves the store as it was before or after a write, never in
+between. The reservation lifecycle relies on that: it writes each transition *before* touching
+the batch system (see ``reservations.py``).
 
 Schema changes are migrations: one function per schema version, applied in order in one
 transaction when the store is opened, the version kept in ``PRAGMA user_version``. A store
@@ -534,10 +536,14 @@ class Store:
     # ---- plumbing
 
     @contextlib.contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction, taken at once (BEGIN IMMEDIATE) so it never deadlocks."""
+    def _write(self, durable: bool = True) -> Iterator[sqlite3.Connection]:
+        """One write transaction, taken at once (BEGIN IMMEDIATE) so it never deadlocks, and
+        synced to disk unless not ``durable`` (:mod:`siteagent.core.transactions`)."""
         with transactions.immediate(
-            self._db, self._lock, lambda exc: StoreError(f"state database {self.path}: {exc}")
+            self._db,
+            self._lock,
+            lambda exc: StoreError(f"state database {self.path}: {exc}"),
+            durable,
         ) as db:
             yield db
 
@@ -898,7 +904,10 @@ class Store:
         return found
 
     def mark_booked(self, reservation_id: str, kind: str, at: float) -> None:
-        with self._write() as db:
+        """The ledger booked it. Not synced on its own: a confirm's next write syncs it before
+        the buyer hears of it, and a mark a power loss takes leaves the booking owed, which
+        the agent's loop books again (the ledger answers a booked one with its transaction)."""
+        with self._write(durable=False) as db:
             db.execute(
                 "UPDATE ledger_bookings SET booked_at = ? "
                 "WHERE reservation_id = ? AND kind = ? AND booked_at IS NULL",
@@ -955,8 +964,12 @@ class Store:
     ) -> None:
         """Write the bid as valued now in one transaction: its new ``offer`` stored, the offer
         it made before (``withdrawn``) lapsing at once, so that no two offers of one bid can
-        both be accepted."""
-        with self._write() as db:
+        both be accepted.
+
+        Not synced on its own: a bid that a power loss takes leaves its offer unknown, so no
+        buyer can accept it (an accept is refused as for an offer never made), and frees what
+        it held, as a lost auction does. A crash of the agent's process loses nothing."""
+        with self._write(durable=False) as db:
             if offer is not None:
                 _insert_offers(db, [offer], record.updated)
             if withdrawn is not None:
@@ -971,8 +984,10 @@ class Store:
         self, client: str, auction_id: str, code: str, reason: str, at: float
     ) -> Optional[BidRecord]:
         """OPEN or NONE -> RELEASED, its offer lapsing at once; the bid as it is now, which
-        is unchanged if it was settled already (None if there is no such bid)."""
-        with self._write() as db:
+        is unchanged if it was settled already (None if there is no such bid). Not synced on
+        its own: a release that a power loss takes leaves the bid holding until its auction's
+        time to accept is over, when the agent releases it anyway."""
+        with self._write(durable=False) as db:
             mine = [client, auction_id]
             _release_bids(db, "client = ? AND auction_id = ?", mine, code, reason, at)
             row = db.execute(

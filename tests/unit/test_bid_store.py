@@ -14,6 +14,7 @@ import pytest
 from siteagent.market.store import BidRecord, BidState, Remember, Store
 from testbed.offers import an_offer
 from testbed.records import a_record
+from testbed.syncs import commit_levels
 
 
 @pytest.fixture
@@ -112,6 +113,20 @@ def test_a_released_bid_holds_nothing_and_its_offer_lapses(db: Store) -> None:
     again = db.release_bid("alice", "a1", "lost", "twice", at=60.0)
     assert again == released  # settled bids stay as they are
     assert db.release_bid("alice", "nope", "lost", "", at=1.0) is None
+
+
+def test_a_bid_and_its_release_skip_their_own_sync_but_winning_it_does_not(db: Store) -> None:
+    """A power loss may take a bid (its offer is then unknown: no buyer can accept it, and
+    what it held is free, as after a lost auction) or a release (the bid then holds until its
+    auction's time to accept is over); the accept that wins a bid is synced."""
+    levels = commit_levels(db._db)
+    db.save_bid(open_bid("a1", "o1"), an_offer("o1"), None)
+    db.release_bid("alice", "a1", "lost", "another bid won", at=50.0)
+    db.save_bid(open_bid("a2", "o2"), an_offer("o2"), None)
+    db.add_reservation(a_record("r1", offer_id="o2"), "alice", "ok", Remember("alice", "k", "x"))
+    assert levels == ["NORMAL", "NORMAL", "NORMAL", "FULL"]
+    won = db.bid("alice", "a2")
+    assert won is not None and won.state is BidState.WON
 
 
 def test_bids_are_released_when_their_auction_ended_even_after_a_restart(db: Store) -> None:

@@ -19,6 +19,7 @@ from siteagent.client.journal import (
     State,
     default_path,
 )
+from testbed.syncs import commit_levels
 
 BID = Bid(
     site="hpc1",
@@ -66,6 +67,34 @@ def test_a_step_is_on_disk_when_the_call_returns(tmp_path: Path) -> None:
     ).fetchone()
     assert row == ("accepting", "o-1", entry.idempotency_key)
     other.close()
+    journal.close()
+
+
+def test_only_the_steps_about_to_be_sent_wait_for_the_disk(tmp_path: Path) -> None:
+    """accepting, confirming and cancelling are synced before their request leaves; what
+    records an answer, a round or the auction's end is committed without a sync of its own
+    (a power loss may take it, and leaves the step before it, which recover sends again)."""
+    journal = Journal(tmp_path / "client.db")
+    levels = commit_levels(journal._db)
+    auction = journal.open_auction({"parts": 2})
+    journal.bidding_round(auction.id, 1, {"standing": "83.40"})
+    first = journal.accepting(auction.id, BID)
+    first = journal.tentative(first, "r-1", {}, None)
+    refused = journal.refused(journal.accepting(auction.id, BID), "offer expired")
+    first = journal.confirming(first)
+    first = journal.noted(first, "no answer")
+    first = journal.confirmed(first, {"id": "abc"})
+    cancelled = journal.released(journal.cancelling(first), State.CANCELLED)
+    journal.set_auction(auction.id, AuctionState.INTERRUPTED, "interrupted")
+    assert (refused.state, cancelled.state) == (State.REFUSED, State.CANCELLED)
+    assert levels == [
+        *("NORMAL", "NORMAL"),  # opened, a round
+        *("FULL", "NORMAL"),  # accepting, tentative
+        *("FULL", "NORMAL"),  # accepting, refused
+        *("FULL", "FULL", "NORMAL"),  # confirming, noted while confirming, confirmed
+        *("FULL", "NORMAL"),  # cancelling, cancelled
+        "NORMAL",  # the auction's end
+    ]
     journal.close()
 
 

@@ -31,6 +31,7 @@ from siteagent.market.store import (
 )
 from testbed.offers import an_offer
 from testbed.records import a_record, requested
+from testbed.syncs import commit_levels
 
 S = ReservationState
 REPO = Path(__file__).resolve().parents[2]
@@ -260,6 +261,23 @@ def test_a_confirm_keeps_its_receipt_and_owes_it_in_the_same_write(db: Store) ->
     )
     assert db.receipt("r1") == first  # the site signs a deal once
     assert [kind for _, kind, _ in db.bookings_owed()] == [RECEIPT, REFUND]
+
+
+def test_only_the_mark_of_a_booking_done_skips_its_sync(db: Store) -> None:
+    """Every write is synced before it returns but the mark that the ledger booked a
+    receipt: the confirm's next write syncs it along, and a mark a power loss takes leaves
+    the booking owed, to be booked again (the ledger answers it with its transaction)."""
+    requested(db, "r1")
+    db.transition("r1", S.REQUESTED, S.TENTATIVE, 5, "agent", "made", deadline=100)
+    levels = commit_levels(db._db)
+    receipt = {"id": "abc"}
+    db.owe("r1", RECEIPT, receipt)
+    db.mark_booked("r1", RECEIPT, 6)
+    db.transition(
+        "r1", S.TENTATIVE, S.CONFIRMED, 6, "alice", "ok", receipt=receipt, owed=(RECEIPT, receipt)
+    )
+    assert levels == ["FULL", "NORMAL", "FULL"]
+    assert db.bookings_owed() == []
 
 
 # --------------------------------------------------------------------------- sharing
