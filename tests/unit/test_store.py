@@ -263,10 +263,13 @@ def test_a_confirm_keeps_its_receipt_and_owes_it_in_the_same_write(db: Store) ->
     assert [kind for _, kind, _ in db.bookings_owed()] == [RECEIPT, REFUND]
 
 
-def test_only_the_mark_of_a_booking_done_skips_its_sync(db: Store) -> None:
-    """Every write is synced before it returns but the mark that the ledger booked a
-    receipt: the confirm's next write syncs it along, and a mark a power loss takes leaves
-    the booking owed, to be booked again (the ledger answers it with its transaction)."""
+def test_a_confirm_syncs_its_receipt_owed_and_its_move_but_not_the_booking_mark(
+    db: Store,
+) -> None:
+    """The receipt is owed on disk before the bank is asked, and CONFIRMED before the buyer
+    hears of it; the mark that the ledger booked it is not synced on its own: the move syncs
+    it along, and a mark a power loss takes leaves the booking owed, to be booked again (the
+    ledger answers it with its transaction)."""
     requested(db, "r1")
     db.transition("r1", S.REQUESTED, S.TENTATIVE, 5, "agent", "made", deadline=100)
     levels = commit_levels(db._db)
