@@ -16,7 +16,6 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-#: Width when stdout is a file or a pipe: wide enough that tables keep one line per row.
 #: Exit code for input a user must fix (bad trace, bad configuration); argparse uses 2.
 EXIT_BAD_INPUT = 1
 #: The site refused, or the request is not allowed now (offer expired, not the owner, ...).
@@ -24,12 +23,14 @@ EXIT_REFUSED = 3
 #: The batch system did not answer: retry later (with the same --key). sysexits' EX_TEMPFAIL.
 EXIT_UNAVAILABLE = 75
 
+#: Width when stdout is a file or a pipe: wide enough that tables keep one line per row.
 PIPE_WIDTH = 160
 
-stdout = Console()
+# soft_wrap: text lines (errors, paths, YAML snippets) are never broken; tables still fit the width.
+stdout = Console(soft_wrap=True)
 if not stdout.is_terminal:
-    stdout = Console(width=PIPE_WIDTH)
-stderr = Console(stderr=True)
+    stdout = Console(width=PIPE_WIDTH, soft_wrap=True)
+stderr = Console(stderr=True, soft_wrap=True)
 
 
 def print_json(obj: Any) -> None:
