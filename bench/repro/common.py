@@ -7,6 +7,7 @@ verdicts.py), load calibration (calibrate.py), sweeps (sweep.py, slurm_array.py)
 
 from __future__ import annotations
 
+from bench.repro.calibrate import calibrate, days, overlay_scaling, trace
 from bench.repro.options import Options, add_options, options_from
 from bench.repro.paper_values import PaperValue, paper_value, paper_values, seed_ids
 from bench.repro.plots import draw_replica, replica
@@ -37,11 +38,14 @@ __all__ = [
     "Verdict",
     "add_options",
     "bootstrap_ci",
+    "calibrate",
+    "days",
     "draw_replica",
     "exact",
     "judge",
     "mean_ci",
     "options_from",
+    "overlay_scaling",
     "paired_change",
     "paper_value",
     "paper_values",
@@ -51,5 +55,6 @@ __all__ = [
     "run_sweep",
     "seed_ids",
     "seed_int",
+    "trace",
     "uniform",
 ]

@@ -15,6 +15,7 @@ import pytest
 
 from bench.common import RESULTS, ROOT
 from bench.repro import registry, run_all
+from bench.repro.calibrate import calibrate, days, overlay_scaling
 from bench.repro.options import Options
 from bench.repro.paper_values import PaperValue, paper_value, paper_values, seed_ids
 from bench.repro.plots import replica
@@ -24,6 +25,10 @@ from bench.repro.stats import bootstrap_ci, mean_ci, paired_change, ratio_ci
 from bench.repro.sweep import SweepError, run_sweep
 from bench.repro.verdicts import DIFFERS, MATCH, NOT_RUN, TREND, judge
 from siteagent.sim.calibration import calibrate_load
+from siteagent.sim.window import TraceReplay, Window, window_utilization
+from siteagent.sim.workload import LoadScaling
+
+SLICE = ROOT / "siteagent" / "data" / "sdsc-sp2-slice.swf.gz"
 
 # -- paired seeds -------------------------------------------------------------------------------
 
@@ -176,6 +181,59 @@ def test_verdicts_follow_the_spec() -> None:
     relative = _entry(values={"v": 20.0}, tolerances={"v": "x2"})
     assert judge(relative, mean_ci([39.0, 39.5, 39.9])).verdict == MATCH
     assert judge(relative, mean_ci([41.0, 41.5, 41.9])).verdict == DIFFERS
+
+
+# -- load calibration -----------------------------------------------------------------------
+
+
+def _swf(path: Path, jobs: list) -> Path:  # type: ignore[type-arg]
+    """A tiny SWF of (submit, run, procs) jobs, requested time = run."""
+    lines = ["; MaxProcs: 4"]
+    for number, (submit, run, procs) in enumerate(jobs, 1):
+        lines.append(f"{number} {submit} 0 {run} {procs} -1 -1 {procs} {run} -1 1 1 1 1 1 -1 -1 -1")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_window_utilization_counts_core_seconds_inside_the_window(tmp_path: Path) -> None:
+    # 4 cores: job 1 (2 cores) runs 0-100; job 2 (4 cores) arrives at 50, starts at 100;
+    # job 3 arrives after the window and cannot count
+    trace = TraceReplay(str(_swf(tmp_path / "t.swf", [(0, 100, 2), (50, 100, 4), (400, 50, 4)])))
+    assert window_utilization(trace, LoadScaling(), Window(150)) == pytest.approx(
+        (2 * 100 + 4 * 50) / (4 * 150)
+    )
+    # from 120 to 170 only job 2 runs, on all 4 cores
+    assert window_utilization(trace, LoadScaling(), Window(50, start_s=120)) == 1.0
+
+
+def test_bisection_takes_the_knob_the_spec_names() -> None:
+    def measure(scaling: LoadScaling) -> float:  # a trace at 60 % that p and the factor move
+        return min(0.6 * (1 + 0.5 * scaling.overlay_probability) / scaling.interarrival_factor, 1)
+
+    more = calibrate_load(measure, 0.75)
+    assert more.converged and more.scaling.interarrival_factor == 1.0
+    assert 0 < more.scaling.overlay_probability < 1
+    much_more = calibrate_load(measure, 0.95)
+    assert much_more.converged and much_more.scaling.overlay_probability == 1.0
+    assert much_more.scaling.interarrival_factor < 1
+    less = calibrate_load(measure, 0.45)
+    assert less.converged and less.scaling.overlay_probability == 0.0
+    assert less.scaling.interarrival_factor > 1
+    assert not calibrate_load(measure, 0.1).converged  # beyond ÷4 load: said, not hidden
+
+
+@pytest.mark.parametrize("offset", [+0.08, -0.08])
+def test_calibration_reaches_a_target_on_a_real_trace_slice(offset: float) -> None:
+    trace = TraceReplay(str(SLICE), exact_estimates=True)
+    window = days(14, warm_up=2)
+    native = window_utilization(trace, overlay_scaling(trace, 0), window)
+    target = round(native + offset, 3)
+    found = calibrate(trace, target, window, seed=0)
+    assert found.converged and abs(found.achieved - target) <= 0.01
+    # the knobs reported give that utilization when measured again
+    assert window_utilization(trace, found.scaling, window) == found.achieved
+    knob = found.scaling.overlay_probability if offset > 0 else found.scaling.interarrival_factor
+    assert knob != (0.0 if offset > 0 else 1.0)
 
 
 # -- sweeps -----------------------------------------------------------------------------------
