@@ -10,6 +10,8 @@ from bench.repro.registry import available
 BENCHMARKS = {
     "simulate": "bench.simulate",
     "slots": "bench.slots",
+    "fees": "bench.fees",
+    "batches": "bench.batches",
     "thesis": "bench.thesis",
     "slurm": "bench.slurm",
     "service": "bench.service",

@@ -19,8 +19,9 @@ The routes are thin: the use cases are :mod:`siteagent.market.quoting` and
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from typing import Any, Dict, Optional, Union
+from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
 
 import fastapi
 from fastapi import Depends, Header, Path, Security
@@ -30,13 +31,22 @@ from fastapi.security import APIKeyHeader
 from siteagent.api.context import ApiContext
 from siteagent.api.offer_writer import OfferWriter
 from siteagent.api.pricing_queue import PricingQueue, priced_inline, yielding
+from siteagent.api.rates import Admission, confirm_cost
 from siteagent.api.site import ERRORS, answers
 from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
+from siteagent.core.errors import InvalidRequest
+from siteagent.core.model import Offer
 from siteagent.market import quoting
 from siteagent.market.quoting import Quote, Refusal
+from siteagent.pricing import Price, Pricing
 from siteagent.protocol.models import (
     OFFER_ID_PATTERN,
     AcceptRequest,
+    BatchAcceptRequest,
+    BatchConfirmRequest,
+    BatchQuoteAnswer,
+    BatchQuoteRequest,
+    BatchReservations,
     ConfirmRequest,
     PublicReservationView,
     QuoteAnswer,
@@ -48,6 +58,8 @@ from siteagent.security.clients import AuthorizedClient
 from siteagent.security.errors import Unauthenticated
 
 log = logging.getLogger("siteagent.api")
+
+_T = TypeVar("_T")
 
 #: Declares the signature in the OpenAPI document (so that generated clients know to sign);
 #: the check itself needs Signature-Input and Content-Digest too, and is the Authenticator's.
@@ -73,8 +85,9 @@ ReservationId = Path(pattern=OFFER_ID_PATTERN)
 class QuoteDesk:
     """Where the API prices quotes and stores their offers (closed with the API)."""
 
-    def __init__(self, context: ApiContext) -> None:
+    def __init__(self, context: ApiContext, admission: Admission) -> None:
         self.context = context
+        self.admission = admission
         self.pricing_queue = PricingQueue()
         self.offer_writer = OfferWriter(context.site.manager.record_offers)
         self.quota = OfferQuota(context.site.config.api.max_live_offers_per_client)
@@ -105,6 +118,63 @@ class QuoteDesk:
         self.quota.add(client.key_id, offers)
         log.debug("quote for %s: %d offers", client.key_id, len(offers))
         return quoting.answered(view, now, offers, prices, rfq.alpha)
+
+    async def quote_all(self, body: BatchQuoteRequest, client: AuthorizedClient) -> Dict[str, Any]:
+        """A batch quote (docs/batches.md): the withdrawals, then each request priced as
+        :meth:`quote` prices it (on the pricing thread together if any would be there), all
+        their offers stored in one commit before the answer."""
+        self.admission.batch(client, "/v1/quotes/batch", len(body.requests))
+        view = self.context.view()
+        site = self.context.site.config.site
+        manager = self.context.site.manager
+        now = int(manager.clock())
+        withdrawn = 0
+        if body.withdraw:
+            withdrawn = manager.store.withdraw_offers(client.key_id, body.withdraw, now)
+            self.quota.withdraw(client.key_id, body.withdraw)
+        self.quota.check(client.key_id, now)
+        requests = [
+            _naming(f"requests[{i}]", quoting.requested, rfq, view.snapshot, site, now)
+            for i, rfq in enumerate(body.requests)
+        ]
+
+        def price_all(pricing: Pricing) -> List[Union[List[Price], Refusal]]:
+            return [
+                request
+                if isinstance(request, Refusal)
+                else quoting.priced(pricing, view, request, rfq.limit)
+                for rfq, request in zip(body.requests, requests)
+            ]
+
+        if all(priced_inline(view.pricing, rfq.limit) for rfq in body.requests):
+            prices = price_all(view.pricing)
+        else:
+            threaded = yielding(view.pricing)
+            asked = sum(rfq.limit for rfq in body.requests)
+            prices = await self.pricing_queue.run(lambda: price_all(threaded), asked)
+        offers: List[List[Offer]] = []
+        for priced, request in zip(prices, requests):
+            if isinstance(priced, Refusal) or isinstance(request, Refusal):
+                offers.append([])
+                continue
+            offers.append(
+                quoting.offered(
+                    priced, request, now, DEFAULT_OFFER_VALID_S, site.name, client.key_id
+                )
+            )
+        everything = [offer for some in offers for offer in some]
+        if everything:
+            await self.offer_writer.record(everything)
+            self.quota.add(client.key_id, everything)
+        answers = []
+        for rfq, priced, request, some in zip(body.requests, prices, requests, offers):
+            if isinstance(request, Refusal):
+                answers.append(quoting.refused(view, now, request).to_json())
+            elif isinstance(priced, Refusal):
+                answers.append(quoting.refused(view, now, priced).to_json())
+            else:
+                answers.append(quoting.answered(view, now, some, priced, rfq.alpha).to_json())
+        return {"answers": answers, "withdrawn": withdrawn}
 
     def close(self) -> None:
         """Finish the quotes in progress (priced, offers stored); the store closes next."""
@@ -139,7 +209,18 @@ async def client_if_signed(
 signed_if_any = Depends(client_if_signed)
 
 
-def add_routes(app: fastapi.FastAPI, context: ApiContext, desk: QuoteDesk) -> None:
+def _naming(field: str, step: Callable[..., _T], *args: Any) -> _T:
+    """``step(*args)``, an InvalidRequest it raises naming ``field`` (its part of a batch)."""
+    try:
+        return step(*args)
+    except InvalidRequest as exc:
+        exc.field = field if exc.field is None else f"{field}.{exc.field}"
+        raise
+
+
+def add_routes(
+    app: fastapi.FastAPI, context: ApiContext, desk: QuoteDesk, admission: Admission
+) -> None:
     """Register this area's routes on ``app``."""
     deals = context.deals
 
@@ -147,6 +228,54 @@ def add_routes(app: fastapi.FastAPI, context: ApiContext, desk: QuoteDesk) -> No
     async def quotes(body: QuoteRequest, client: AuthorizedClient = signed) -> Response:
         """Priced offers for a request for quotes, or a refusal with its reason."""
         return JSONResponse((await desk.quote(body, client)).to_json())
+
+    @app.post(
+        "/v1/quotes/batch",
+        tags=["market"],
+        responses=ERRORS,
+        response_model=BatchQuoteAnswer,
+    )
+    async def quote_batch(body: BatchQuoteRequest, client: AuthorizedClient = signed) -> Response:
+        """Several requests for quotes in one call, each answered as ``POST /v1/quotes``
+        would; offers named in ``withdraw`` lapse first (docs/batches.md)."""
+        return JSONResponse(await desk.quote_all(body, client))
+
+    @app.post(
+        "/v1/reservations/batch",
+        tags=["market"],
+        status_code=201,
+        **answers(BatchReservations),
+    )
+    def accept_batch(
+        body: BatchAcceptRequest,
+        client: AuthorizedClient = signed,
+        key: Optional[str] = IdempotencyKey,
+    ) -> Dict[str, Any]:
+        """Accept several offers, all or nothing: tentative reservations for every one, or
+        none and the error of the part that failed (docs/batches.md)."""
+        admission.batch(client, "/v1/reservations/batch", len(body.offer_ids))
+        accounts = (client.account,) if client.account else ()
+        digest = hashlib.sha256(",".join(body.offer_ids).encode()).hexdigest()
+        idempotency = key or f"accept-batch-{digest}"
+        done = deals.accept_all(
+            body.offer_ids, client.key_id, idempotency, (client.user,), accounts
+        )
+        return {"reservations": [deal.to_json() for deal in done]}
+
+    @app.post(
+        "/v1/reservations/confirm",
+        tags=["market"],
+        **answers(BatchReservations),
+    )
+    def confirm_batch(
+        body: BatchConfirmRequest, client: AuthorizedClient = signed
+    ) -> Dict[str, Any]:
+        """Confirm several reservations with one signature over their receipt ids; the bank
+        books them all in one go (docs/batches.md)."""
+        admission.batch(client, "/v1/reservations/confirm", confirm_cost(len(body.parts)))
+        parts = [(part.reservation_id, part.receipt_id) for part in body.parts]
+        done = deals.confirm_all(parts, body.signature, client)
+        return {"reservations": [deal.to_json() for deal in done]}
 
     @app.post(
         "/v1/reservations",

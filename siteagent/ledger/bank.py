@@ -249,6 +249,8 @@ class Bookkeeper(Protocol):
 
     def book(self, receipt: Receipt) -> Transaction: ...
 
+    def book_all(self, receipts: Sequence[Receipt]) -> List[Transaction]: ...
+
     def refund(self, cancellation: Cancellation) -> Optional[Transaction]: ...
 
     def close(self) -> None: ...
@@ -359,54 +361,97 @@ class Ledger:
         Both signatures are checked against the registered keys before anything is written;
         a receipt already booked returns its transaction again without a second effect.
         """
+        return self.book_all([receipt])[0]
+
+    def book_all(self, receipts: Sequence[Receipt]) -> List[Transaction]:
+        """Book several confirmed deals (a batch confirm's, docs/batches.md) in one
+        transaction: each checked as :meth:`book` checks it, the buyers' funds checked for
+        what they pay in all, and either every receipt booked or none. Receipts booked
+        already answer their transactions again."""
+        checked = [(receipt, self._terms(receipt)) for receipt in receipts]
+        with self._transaction() as db:
+            new: List[Tuple[Receipt, DealTerms]] = []
+            reservations = set()
+            for receipt, terms in checked:
+                self._check_signatures(db, receipt, terms)
+                if (terms.site, terms.reservation_id) in reservations:
+                    raise LedgerRefused(
+                        "malformed_receipt",
+                        f"reservation {terms.reservation_id} at {terms.site} is twice in the batch",
+                    )
+                reservations.add((terms.site, terms.reservation_id))
+                if self._find(db, "deal", receipt.id) is None:
+                    self._check_bookable(db, receipt, terms)
+                    new.append((receipt, terms))
+            owed: Dict[str, int] = {}
+            for _, terms in new:
+                owed[terms.buyer] = owed.get(terms.buyer, 0) + terms.price_cents
+            for buyer, cents in owed.items():
+                self._check_funds(db, buyer, cents)
+            for receipt, terms in new:
+                self._insert_receipt(db, receipt, terms)
+            return [self._booked(db, receipt.id) for receipt, _ in checked]
+
+    @staticmethod
+    def _terms(receipt: Receipt) -> DealTerms:
         terms = deal_terms(receipt.deal)
         if receipt.user_signature.key_id != terms.buyer:
             raise LedgerRefused("signer_mismatch", "the deal is not signed by its buyer")
         if receipt.site_signature.key_id != terms.site:
             raise LedgerRefused("signer_mismatch", "the receipt is not signed by the deal's site")
-        with self._transaction() as db:
-            buyer_key = self._participant(db, terms.buyer, "user")
-            site_key = self._participant(db, terms.site, "site")
-            if not signature_valid(receipt.deal, receipt.user_signature, buyer_key):
-                raise LedgerRefused("bad_user_signature", "the buyer's signature does not verify")
-            if not signature_valid(receipt.countersigned(), receipt.site_signature, site_key):
-                raise LedgerRefused("bad_site_signature", "the site's signature does not verify")
-            booked = self._find(db, "deal", receipt.id)
-            if booked is not None:
-                return booked
-            if self._voided(db, receipt.id, terms.site):
-                raise LedgerConflict(
-                    "receipt_voided",
-                    f"receipt {receipt.id} was voided by {terms.site} before it was booked "
-                    f"(reservation {terms.reservation_id} was not confirmed)",
-                )
-            clash = db.execute(
-                "SELECT id FROM receipts WHERE site = ? AND reservation_id = ?",
-                (terms.site, terms.reservation_id),
-            ).fetchone()
-            if clash is not None:
-                raise LedgerConflict(
-                    "reservation_already_booked",
-                    f"reservation {terms.reservation_id} at {terms.site} is booked by "
-                    f"receipt {clash[0]}",
-                )
-            self._check_funds(db, terms.buyer, terms.price_cents)
-            db.execute(
-                "INSERT INTO receipts (id, site, reservation_id, buyer, price_cents, "
-                "penalty_cents, document) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    receipt.id,
-                    terms.site,
-                    terms.reservation_id,
-                    terms.buyer,
-                    terms.price_cents,
-                    terms.penalty_cents,
-                    json.dumps(receipt.to_json(), sort_keys=True),
-                ),
+        return terms
+
+    def _check_signatures(
+        self, db: sqlite3.Connection, receipt: Receipt, terms: DealTerms
+    ) -> None:
+        buyer_key = self._participant(db, terms.buyer, "user")
+        site_key = self._participant(db, terms.site, "site")
+        if not receipt.signed_by_user(buyer_key):
+            raise LedgerRefused("bad_user_signature", "the buyer's signature does not verify")
+        if not signature_valid(receipt.countersigned(), receipt.site_signature, site_key):
+            raise LedgerRefused("bad_site_signature", "the site's signature does not verify")
+
+    def _check_bookable(self, db: sqlite3.Connection, receipt: Receipt, terms: DealTerms) -> None:
+        """Refuse a receipt its site voided, or a second receipt of one reservation."""
+        if self._voided(db, receipt.id, terms.site):
+            raise LedgerConflict(
+                "receipt_voided",
+                f"receipt {receipt.id} was voided by {terms.site} before it was booked "
+                f"(reservation {terms.reservation_id} was not confirmed)",
             )
-            memo = f"reservation {terms.reservation_id} at {terms.site}"
-            entries = [(terms.buyer, -terms.price_cents), (terms.site, terms.price_cents)]
-            return self._post(db, "deal", memo, entries, receipt.id, None)
+        clash = db.execute(
+            "SELECT id FROM receipts WHERE site = ? AND reservation_id = ?",
+            (terms.site, terms.reservation_id),
+        ).fetchone()
+        if clash is not None:
+            raise LedgerConflict(
+                "reservation_already_booked",
+                f"reservation {terms.reservation_id} at {terms.site} is booked by "
+                f"receipt {clash[0]}",
+            )
+
+    def _insert_receipt(self, db: sqlite3.Connection, receipt: Receipt, terms: DealTerms) -> None:
+        db.execute(
+            "INSERT INTO receipts (id, site, reservation_id, buyer, price_cents, "
+            "penalty_cents, document) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                receipt.id,
+                terms.site,
+                terms.reservation_id,
+                terms.buyer,
+                terms.price_cents,
+                terms.penalty_cents,
+                json.dumps(receipt.to_json(), sort_keys=True),
+            ),
+        )
+        memo = f"reservation {terms.reservation_id} at {terms.site}"
+        entries = [(terms.buyer, -terms.price_cents), (terms.site, terms.price_cents)]
+        self._post(db, "deal", memo, entries, receipt.id, None)
+
+    def _booked(self, db: sqlite3.Connection, receipt_id: str) -> Transaction:
+        found = self._find(db, "deal", receipt_id)
+        assert found is not None  # booked in this transaction or before it
+        return found
 
     def refund(self, cancellation: Cancellation) -> Optional[Transaction]:
         """Book a cancellation signed by the site: the buyer gets the price back less the

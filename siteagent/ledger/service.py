@@ -91,6 +91,19 @@ def create_app(ledger: Ledger, readers: Authenticator) -> fastapi.FastAPI:
         receipt = parsed(Receipt.from_json, body, "malformed_receipt")
         return checked(lambda: ledger.book(receipt).to_json(), "malformed_receipt")
 
+    @app.post("/v1/receipts/batch", tags=["ledger"])
+    def book_all(body: Dict[str, Any]) -> Dict[str, Any]:
+        """Book the receipts of a batch confirm (docs/batches.md) in one transaction: all or
+        none; ``{"transactions": [...]}`` in their order."""
+        documents = body.get("receipts")
+        if not isinstance(documents, list) or not 1 <= len(documents) <= MAX_BATCH:
+            raise LedgerRefused(
+                "malformed_receipt", f"receipts must be a list of 1 to {MAX_BATCH} receipts"
+            )
+        receipts = [parsed(Receipt.from_json, one, "malformed_receipt") for one in documents]
+        booked = checked(lambda: ledger.book_all(receipts), "malformed_receipt")
+        return {"transactions": [transaction.to_json() for transaction in booked]}
+
     @app.post("/v1/refunds", tags=["ledger"])
     def refund(body: Dict[str, Any]) -> Dict[str, Any]:
         """Book a cancellation signed by the deal's site: the price less the penalty back. A
@@ -127,6 +140,10 @@ def create_app(ledger: Ledger, readers: Authenticator) -> fastapi.FastAPI:
         return {"status": "ok"}
 
     return app
+
+
+#: Receipts one batch booking may hold (an agent's batches hold at most 100 parts).
+MAX_BATCH = 1000
 
 
 def parsed(parse: Callable[[Any], T], document: Any, code: str) -> T:
