@@ -399,6 +399,7 @@ class ReservationManager:
                 if journaled.state == "open":  # interrupted, and nothing is in flight
                     journaled = self._release_batch(journaled, INTERRUPTED)
                 return self._batch_answer(journaled)
+            self._check_batch(offer_ids, client)
             self.store.open_batch(client, idempotency_key, offer_ids, self.clock())
             held: List[ReservationRecord] = []
             for i, offer_id in enumerate(offer_ids):
@@ -777,27 +778,8 @@ class ReservationManager:
         accounts: Sequence[str],
     ) -> ReservationRecord:
         """The accept proper, inside the exclusive lock: re-check, intent, create, verify."""
-        offer = self.store.get_offer(offer_id)
-        if offer is None or offer.client not in ("", client):  # another's: as if none
-            raise UnknownOffer(
-                f"no offer {offer_id!r} for {client}: this agent never quoted it to you; ask "
-                "for a quote first"
-            )
-        taken = self.store.reservation_for_offer(offer_id)
-        if taken is not None:
-            raise OfferRefused(
-                offer_id,
-                "used",
-                f"offer {offer_id} was accepted already (reservation {taken.id}, "
-                f"{taken.state.value}); ask for a new quote",
-            )
         now = self.clock()
-        if now >= offer.expires:
-            raise OfferRefused(
-                offer_id,
-                "expired",
-                f"offer {offer_id} expired at {_when(offer.expires)}; ask for a new quote",
-            )
+        offer = self._acceptable(offer_id, client, now)
         snapshot = self.with_known_nodes(self.backend.occupancy())
         nodes = self._recheck(offer, snapshot)
         record = self._intent(offer, client, key, snapshot.unit, users, accounts, now, nodes)
@@ -847,6 +829,70 @@ class ReservationManager:
             "%s: TENTATIVE, to be confirmed by %s", _describe(tentative), _when(tentative.deadline)
         )
         return tentative
+
+    def _acceptable(self, offer_id: str, client: str, now: float) -> Offer:
+        """The offer, if ``client`` may accept it now: quoted to it, not used, not expired."""
+        offer = self.store.get_offer(offer_id)
+        if offer is None or offer.client not in ("", client):  # another's: as if none
+            raise UnknownOffer(
+                f"no offer {offer_id!r} for {client}: this agent never quoted it to you; ask "
+                "for a quote first"
+            )
+        taken = self.store.reservation_for_offer(offer_id)
+        if taken is not None:
+            raise OfferRefused(
+                offer_id,
+                "used",
+                f"offer {offer_id} was accepted already (reservation {taken.id}, "
+                f"{taken.state.value}); ask for a new quote",
+            )
+        if now >= offer.expires:
+            raise OfferRefused(
+                offer_id,
+                "expired",
+                f"offer {offer_id} expired at {_when(offer.expires)}; ask for a new quote",
+            )
+        return offer
+
+    def _check_batch(self, offer_ids: Sequence[str], client: str) -> None:
+        """Refuse a batch that cannot be held whole before any part is created (so that a
+        refused batch leaves nothing behind, and its offers stay acceptable): every offer
+        acceptable, and their windows fitting together beside running work and
+        reservations (the queue is planned around them); the error names the first part
+        at fault (``offer_ids[i]``)."""
+        now = self.clock()
+        windows = []
+        for i, offer_id in enumerate(offer_ids):
+            try:
+                offer = self._acceptable(offer_id, client, now)
+            except SiteagentError as exc:
+                exc.field = f"offer_ids[{i}]"
+                raise
+            start, end = self.backend.held_window(offer.start, offer.end)
+            windows.append((offer_id, start, end, offer.size))
+        snapshot = self.with_known_nodes(self.backend.occupancy())
+        bare = dataclasses.replace(
+            snapshot,
+            pending=(),
+            neighbours=dataclasses.replace(snapshot.neighbours, pending=()),
+        )
+        for i in range(len(windows)):
+            if windows[i][1] < snapshot.now:
+                continue  # refused as its own accept refuses it: window_passed
+            together = [(("part", k), *w[1:]) for k, w in enumerate(windows[: i + 1])]
+            try:
+                plan(bare, self.policy, together)
+            except ReservationConflict:
+                offer_id, start, end, size = windows[i]
+                refused = OfferRefused(
+                    offer_id,
+                    "capacity_gone",
+                    f"offer {offer_id}'s {size} {snapshot.unit.value}s from {_when(start)} to "
+                    f"{_when(end)} do not fit beside the batch's other parts (or running work "
+                    "and reservations took them): accept it in another batch or alone",
+                )
+                refused.field = f"offer_ids[{i}]"
+                raise refused from None
 
     def with_known_nodes(self, snapshot: ClusterSnapshot) -> ClusterSnapshot:
         """``snapshot`` with the nodes of the agent's own reservations as its records keep

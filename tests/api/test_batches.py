@@ -10,6 +10,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
+from siteagent.backends.base import ReservationRefused
 from siteagent.market.store import ReservationState
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Receipt
@@ -138,7 +139,19 @@ def test_a_batch_accept_holds_every_part(world: World) -> None:
     assert [r["id"] for r in again.json()["reservations"]] == [r["id"] for r in reservations]
 
 
-def test_a_batch_accept_is_all_or_nothing(world: World) -> None:
+def test_a_batch_that_cannot_be_held_whole_creates_nothing(world: World) -> None:
+    """Refused before any part is created (an offer used, or windows that do not fit
+    together): nothing held, and the other offers stay acceptable."""
+    # 16 cores free at first: two 12-core windows at the same time do not fit together
+    wide = offer_ids(world, world.alice, 2, cores=12)
+    clash = accept_batch(world, world.alice, wide)
+    assert clash.status_code == 409, clash.text
+    detail = error(clash)
+    assert detail["code"] == "offer_capacity_gone" and detail["field"] == "offer_ids[1]"
+    assert [world.site.store.reservation_for_offer(i) for i in wide] == [None, None]
+    alone = world.signed(world.alice, "POST", "/v1/reservations", {"offer_id": wide[1]})
+    assert alone.status_code == 201, alone.text  # still acceptable: nothing burned
+    world.signed(world.alice, "DELETE", f"/v1/reservations/{alone.json()['id']}")
     ids = offer_ids(world, world.alice, 3)
     used = world.signed(world.alice, "POST", "/v1/reservations", {"offer_id": ids[2]})
     assert used.status_code == 201
@@ -146,12 +159,37 @@ def test_a_batch_accept_is_all_or_nothing(world: World) -> None:
     assert answer.status_code == 409, answer.text
     detail = error(answer)
     assert detail["code"] == "offer_used" and detail["field"] == "offer_ids[2]"
-    for offer_id in ids[:2]:  # held, then released: nothing of the batch stays held
-        record = world.site.store.reservation_for_offer(offer_id)
-        assert record is not None and record.state is ReservationState.CANCELLED
+    assert [world.site.store.reservation_for_offer(i) for i in ids[:2]] == [None, None]
+    again = accept_batch(world, world.alice, ids[:2])
+    assert again.status_code == 201, again.text
+
+
+def test_a_batch_whose_part_the_batch_system_refuses_holds_nothing(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = offer_ids(world, world.alice, 3)
+    create = world.backend.create_reservation
+    calls: List[int] = []
+
+    def third_refused(spec: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 3:
+            raise ReservationRefused("no (test)")
+        return create(spec)
+
+    monkeypatch.setattr(world.backend, "create_reservation", third_refused)
+    answer = accept_batch(world, world.alice, ids)
+    assert answer.status_code == 409, answer.text
+    detail = error(answer)
+    assert detail["code"] == "reservation_failed" and detail["field"] == "offer_ids[2]"
+    records = [world.site.store.reservation_for_offer(i) for i in ids]
+    assert [r.state for r in records if r is not None] == [
+        ReservationState.CANCELLED,
+        ReservationState.CANCELLED,
+        ReservationState.FAILED,
+    ]
     names = {res.name for res in world.backend.list_reservations()}
-    held = {world.site.store.reservation_for_offer(i).name for i in ids[:2]}  # type: ignore[union-attr]
-    assert not names & held
+    assert not names & {r.name for r in records if r is not None}
     again = accept_batch(world, world.alice, ids)
     assert again.status_code == 409 and error(again)["field"] == "offer_ids[2]"
 
