@@ -12,6 +12,7 @@ BENCHMARKS = {
     "slots": "bench.slots",
     "fees": "bench.fees",
     "batches": "bench.batches",
+    "quotes": "bench.quotes",
     "thesis": "bench.thesis",
     "slurm": "bench.slurm",
     "service": "bench.service",

@@ -16,6 +16,7 @@ field at fault for bad input (422, never 500).
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import fastapi
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -47,6 +48,8 @@ def create_app(context: ApiContext) -> fastapi.FastAPI:
     app.state.quotes = desk
     errors.install(app, context.retry_after_s)
     limits = context.site.config.api
+    # inside the gate (signed, admitted); the quote route's own object labels its metrics
+    app.add_middleware(market.QuoteLane, desk=desk, route=lambda: route_of(app, "/v1/quotes"))
     app.add_middleware(
         Gate,
         authenticate=lambda *request: context.authenticator.authenticate(*request),
@@ -62,6 +65,11 @@ def create_app(context: ApiContext) -> fastapi.FastAPI:
     auctions.add_routes(app, context)
     operations.add_routes(app, context)
     return app
+
+
+def route_of(app: fastapi.FastAPI, path: str) -> Any:
+    """The route serving ``path``."""
+    return next(route for route in app.routes if getattr(route, "path", None) == path)
 
 
 class Timed:

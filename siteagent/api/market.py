@@ -20,10 +20,12 @@ The routes are thin: the use cases are :mod:`siteagent.market.quoting` and
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
 
 import fastapi
+import pydantic
 from fastapi import Depends, Header, Path, Security
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import APIKeyHeader
@@ -34,7 +36,7 @@ from siteagent.api.pricing_queue import PricingQueue, priced_inline, yielding
 from siteagent.api.rates import Admission, confirm_cost
 from siteagent.api.site import ERRORS, answers
 from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
-from siteagent.core.errors import InvalidRequest
+from siteagent.core.errors import InvalidRequest, SiteagentError
 from siteagent.core.model import Offer
 from siteagent.market import quoting
 from siteagent.market.quoting import Quote, Refusal
@@ -56,6 +58,7 @@ from siteagent.protocol.models import (
 from siteagent.security.admission import OfferQuota
 from siteagent.security.clients import AuthorizedClient
 from siteagent.security.errors import Unauthenticated
+from siteagent.serving import errors
 
 log = logging.getLogger("siteagent.api")
 
@@ -180,6 +183,74 @@ class QuoteDesk:
         """Finish the quotes in progress (priced, offers stored); the store closes next."""
         self.pricing_queue.close()
         self.offer_writer.close()
+
+
+class QuoteLane:
+    """ASGI middleware inside the gate: a valid signed ``POST /v1/quotes`` answered without the
+    framework's per-request machinery (routing, dependencies, the request model's own pass).
+
+    Quotes are the one route buyers call in bursts, and the framework's layers cost about as
+    much CPU as verifying the signature and pricing a unit-price quote together
+    (bench/results/service.md). The lane does what the route does, in the same order and with
+    the same model: the body parsed as the framework parses it (``json.loads``, then
+    :class:`QuoteRequest` validated from the object), the client the gate authenticated (and
+    admitted), :meth:`QuoteDesk.quote`, the same JSON answer and error bodies. Anything else,
+    a body that does not validate included, goes to the framework, so every error is still
+    answered by the one error mapping.
+    """
+
+    def __init__(self, app: Any, desk: QuoteDesk, route: Callable[[], Any]) -> None:
+        self.app = app
+        self.desk = desk
+        self.route = route
+
+    async def __call__(self, scope: Dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != "/v1/quotes":
+            await self.app(scope, receive, send)
+            return
+        client = scope.get("state", {}).get("client")
+        message = await receive()  # the gate's replay: the whole body at once
+        rfq = _quote_request(message.get("body", b"")) if _is_json(scope) else None
+        if rfq is None or not isinstance(client, AuthorizedClient):
+            await self.app(scope, _again(message, receive), send)
+            return
+        scope["route"] = self.route()  # what the metrics label the request with
+        try:
+            answer: Response = JSONResponse((await self.desk.quote(rfq, client)).to_json())
+        except SiteagentError as error:
+            answer = errors.answer(error, self.desk.context.retry_after_s())
+        await answer(scope, receive, send)
+
+
+def _is_json(scope: Dict[str, Any]) -> bool:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-type":
+            return bool(value.split(b";")[0].strip().lower() == b"application/json")
+    return False
+
+
+def _quote_request(body: bytes) -> Optional[QuoteRequest]:
+    """The request for quotes in ``body``, as the framework would read it; None if it does
+    not validate (the framework then answers why)."""
+    try:
+        return QuoteRequest.model_validate(json.loads(body))
+    except (ValueError, pydantic.ValidationError):
+        return None
+
+
+def _again(message: Dict[str, Any], receive: Any) -> Any:
+    """A ``receive`` that gives ``message`` (already read) first."""
+    given = False
+
+    async def replayed() -> Dict[str, Any]:
+        nonlocal given
+        if not given:
+            given = True
+            return message
+        result: Dict[str, Any] = await receive()
+        return result
+
+    return replayed
 
 
 async def authenticated_client(
