@@ -66,14 +66,14 @@ WHAT = {
 }
 
 
-def snapshot(python: str, cores: int, pending: int) -> Path:
+def snapshot(python: str, cores: int, pending: int, overload: float = OVERLOAD) -> Path:
     """The busy snapshot (built once, by the package's simulator)."""
-    path = snapshot_path(TRACE, cores, pending, OVERLOAD)
+    path = snapshot_path(TRACE, cores, pending, overload)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         print(f"building the snapshot: {pending} jobs waiting on {cores} cores ...", flush=True)
         argv = [python, BUILD, "build", "--trace", str(TRACES / TRACE), "--cores", str(cores)]
-        argv += ["--pending", str(pending), "--overload", str(OVERLOAD), "--out", str(path)]
+        argv += ["--pending", str(pending), "--overload", str(overload), "--out", str(path)]
         child(argv)
     return path
 
@@ -100,7 +100,11 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
     }
     fee_snapshots = {n: snapshot(mine, 10_000, n) for n in args.fee_pending}
     plan_snapshots = {n: snapshot(mine, 10_000, n) for n in args.plan_pending}
-    big = snapshot(mine, args.big_cores, args.big_pending) if args.big_pending else None
+    big = (
+        snapshot(mine, args.big_cores, args.big_pending, args.big_overload)
+        if args.big_pending
+        else None
+    )
     quotes: Dict[str, Dict[int, List[Dict[str, Any]]]] = {side: {} for side in sides}
     plans: Dict[str, List[Dict[str, Any]]] = {side: [] for side in sides}
     for i in range(args.rounds):
@@ -284,6 +288,12 @@ def main(argv: List[str]) -> int:
     )
     parser.add_argument("--big-cores", type=int, default=50_000)
     parser.add_argument("--big-pending", type=int, default=100_000, help="0: skip")
+    parser.add_argument(
+        "--big-overload",
+        type=float,
+        default=6.0,
+        help="arrival overload of the big machine's snapshot (6: at 2.5 the trace ends first)",
+    )
     parser.add_argument("--easy", type=int, default=3, help="EASY fees per round, this tree (3)")
     parser.add_argument(
         "--reference-easy-rounds",

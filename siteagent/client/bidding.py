@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from siteagent.client.auction import AskRound, Auction
+from siteagent.client.batches import quote_all
 from siteagent.client.connection import BadAnswer, Quote, SiteConnection, SiteError
 from siteagent.client.fanout import SiteResult, ask_all
 from siteagent.client.journal import Journal
@@ -40,7 +41,7 @@ def round_asker(
             if answered is not None:
                 answered(result)
 
-        ask_all(bidders, lambda site: [site.quote(request) for request in requests], arrived)
+        ask_all(bidders, lambda site: quote_all(site, requests), arrived)
         journal.bidding_round(auction_id, round, summary(auction, round))
 
     return ask_round
