@@ -100,7 +100,7 @@ def open_slurm_site(
             "backend": {
                 "type": "slurm",
                 "slurm": {
-                    "slurm_conf": str(cluster.conf),
+                    **cluster.backend_options(),
                     "partition": "batch",
                     "unit": unit.value,
                     "users": ["root"],

@@ -190,7 +190,7 @@ class SlurmBatch(BatchSystem):
 
     def backend_config(self, tmp_path: Path) -> Dict[str, Any]:
         options = {
-            "slurm_conf": str(self.cluster.conf),
+            **self.cluster.backend_options(),
             "partition": "batch",
             "users": ["root"],
             "timeout": self.timeout,
@@ -198,9 +198,7 @@ class SlurmBatch(BatchSystem):
         return {"type": "slurm", "slurm": options}
 
     def open_backend(self, state_dir: Path) -> Backend:
-        return SlurmBackend(
-            SlurmConfig(slurm_conf=str(self.cluster.conf), partition="batch", users=("root",))
-        )
+        return SlurmBackend(self.cluster.slurm_config(partition="batch", users=("root",)))
 
 
 @dataclass

@@ -212,7 +212,7 @@ class SlurmSite(LifecycleSite):
                     "backend": {
                         "type": "slurm",
                         "slurm": {
-                            "slurm_conf": str(cluster.conf),
+                            **cluster.backend_options(),
                             "partition": "batch",
                             "unit": unit.value,
                             "users": ["root"],
@@ -227,8 +227,7 @@ class SlurmSite(LifecycleSite):
 
     def open_backend(self) -> Backend:
         return SlurmBackend(
-            SlurmConfig(
-                slurm_conf=str(self.cluster.conf),
+            self.cluster.slurm_config(
                 partition="batch",
                 unit=self.unit,
                 users=("root",),

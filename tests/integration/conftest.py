@@ -13,10 +13,13 @@ import pytest
 
 from testbed.sites import LifecycleSite, ReplaySite, SlurmSite
 from testbed.traces import busy_trace
+from testbed.slurm_install import SlurmInstall
 
 
 @pytest.fixture(params=["replay", pytest.param("slurm", marks=pytest.mark.slurm)])
-def lifecycle_site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LifecycleSite]:
+def lifecycle_site(
+    request: pytest.FixtureRequest, tmp_path: Path, slurm_version: SlurmInstall
+) -> Iterator[LifecycleSite]:
     """replay: a 64-core simulated cluster about half busy with small jobs; slurm: the
     64-core test cluster, emptied of jobs and reservations before and after."""
     state_dir = tmp_path / "state"

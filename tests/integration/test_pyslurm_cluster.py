@@ -73,8 +73,8 @@ def config(
     flags: Tuple[str, ...] = (),
     timeout: float = 30.0,
 ) -> SlurmConfig:
-    return SlurmConfig(
-        slurm_conf=str(cluster.conf), users=("root",), partition="batch", unit=unit,
+    return cluster.slurm_config(
+        users=("root",), partition="batch", unit=unit,
         flags=flags, timeout=timeout,
     )
 

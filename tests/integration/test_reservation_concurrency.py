@@ -35,6 +35,7 @@ from testbed.offers import record_offer
 from testbed.promises import capacity_overruns, ours
 from testbed.sites import LifecycleSite, ReplaySite, SlurmSite
 from testbed.traces import busy_trace
+from testbed.slurm_install import SlurmInstall
 
 S = ReservationState
 
@@ -54,7 +55,9 @@ class Contended:
         pytest.param("slurm-cores", marks=pytest.mark.slurm),
     ]
 )
-def contended(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Contended]:
+def contended(
+    request: pytest.FixtureRequest, tmp_path: Path, slurm_version: SlurmInstall
+) -> Iterator[Contended]:
     state_dir = tmp_path / "state"
     state_dir.mkdir()
     if request.param == "slurm-nodes":

@@ -51,7 +51,7 @@ def site(slurm: SlurmTestCluster, tmp_path: Path) -> Iterator[Site]:
             "state_dir": str(tmp_path / "state"),
             "backend": {
                 "type": "slurm",
-                "slurm": {"slurm_conf": str(slurm.conf), "partition": "batch"},
+                "slurm": {**slurm.backend_options(), "partition": "batch"},
             },
             "reservations": {"confirm_timeout_s": CONFIRM_TIMEOUT_S},
         }

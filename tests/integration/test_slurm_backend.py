@@ -29,8 +29,8 @@ def backend(
     flags: Tuple[str, ...] = (),
     timeout: float = 30.0,
 ) -> SlurmBackend:
-    config = SlurmConfig(
-        slurm_conf=str(cluster.conf), users=("root",), partition="batch", unit=unit,
+    config = cluster.slurm_config(
+        users=("root",), partition="batch", unit=unit,
         flags=flags, timeout=timeout,
     )
     return SlurmBackend(config)

@@ -24,6 +24,7 @@ from siteagent.market.reservations import ReservationManager
 from siteagent.market.store import Store
 from testbed.offers import record_offer
 from testbed.processes import running_slurm
+from testbed.slurm_install import SlurmInstall
 from testbed.slurm_cluster import MIXED_NODES, MIXED_PARTITIONS, SlurmTestCluster
 from testbed.slurm_queue import (
     job_state,
@@ -40,14 +41,14 @@ TARGET = 0.8
 
 
 @pytest.fixture(scope="module")
-def mixed() -> Iterator[SlurmTestCluster]:
+def mixed(slurm_version: SlurmInstall) -> Iterator[SlurmTestCluster]:
     """A cluster of 8-, 24-, 16-, 8- and 32-core nodes of weights 10, 1, 5, 1 and 20, in two
-    partitions sharing two nodes (testbed.slurm_cluster.MIXED_NODES)."""
-    yield from running_slurm(shape=(MIXED_NODES, MIXED_PARTITIONS))
+    partitions sharing two nodes (testbed.slurm_cluster.MIXED_NODES), of each Slurm release."""
+    yield from running_slurm(install=slurm_version, shape=(MIXED_NODES, MIXED_PARTITIONS))
 
 
 def snapshot_of(cluster: SlurmTestCluster) -> ClusterSnapshot:
-    config = SlurmConfig(slurm_conf=str(cluster.conf), partition="batch", users=("root",))
+    config = cluster.slurm_config(partition="batch", users=("root",))
     return SlurmBackend(config).snapshot()
 
 
@@ -90,7 +91,7 @@ def test_an_accepted_reservation_is_on_the_nodes_the_plan_chose(
         ("n1", 12), ("n2", 10),
     )]
     wait_for("the jobs to run", lambda: all(job_state(slurm, j) == "RUNNING" for j in jobs))
-    config = SlurmConfig(slurm_conf=str(slurm.conf), partition="batch", users=("root",))
+    config = slurm.slurm_config(partition="batch", users=("root",))
     manager = ReservationManager(Store(str(tmp_path / "store.db")), SlurmBackend(config))
     offer = record_offer(manager, 20, int(time.time()) + 600, 3600)
     record = manager.accept(offer.id, "buyer", "k", users=("root",))

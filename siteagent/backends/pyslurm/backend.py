@@ -94,6 +94,11 @@ class PyslurmBackend(Backend):
 
     def __init__(self, config: Optional[SlurmConfig] = None) -> None:
         self.config = config or SlurmConfig()
+        if self.config.command_prefix:
+            raise BackendError(
+                "backend.slurm.command_prefix runs Slurm's commands through another program; "
+                "pyslurm calls libslurm inside the agent, so it cannot: use the slurm backend"
+            )
         self.pyslurm, self.api = import_pyslurm(self.config.slurm_conf)
         self.reservations: PyslurmReservations = reservations_for(self.pyslurm, self.api)
         self._errors: Tuple[Type[Exception], ...] = (
