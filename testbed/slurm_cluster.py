@@ -222,13 +222,10 @@ class SlurmTestCluster:
                 + " (run tests/setup/install-system-deps)"
             )
         t0 = time.monotonic()
-        if self.install.root is None:
-            ensure_munged()
-        else:
-            try:
-                self.install.ensure_munged()
-            except RuntimeError as exc:
-                raise ClusterError(str(exc)) from exc
+        try:
+            self.install.ensure_munged()
+        except RuntimeError as exc:
+            raise ClusterError(str(exc)) from exc
         last: Optional[ClusterError] = None
         for _attempt in range(2):
             try:
@@ -267,6 +264,10 @@ class SlurmTestCluster:
             self.accounting = SlurmAccounting(self.dir, self.env, self.install)
             self.accounting.start()
         self.conf.write_text(self._config_text())
+        if self.install.series >= "23.11":
+            # slurmd 23.11+ starts a cgroup plugin whatever the task and proctrack plugins;
+            # a chroot has no cgroup filesystem, and these plugins need none (docs/slurm.md §11)
+            (self.dir / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
         for name, content in self.files.items():
             (self.dir / name).write_bytes(content)
         if self.accounting is not None:
@@ -535,39 +536,11 @@ class SlurmTestCluster:
 
 
 def ensure_munged(timeout: float = 15.0) -> None:
-    """Start munged unless one already runs; wait until it answers ``munge -n | unmunge``.
-
-    A running munged is left alone (it may serve another cluster or the host's own Slurm), and
-    the one we start is left running for the same reason.
-    """
-    found = subprocess.run(["pgrep", "-x", "munged"], capture_output=True, text=True, check=False)
-    # a munged that just exited may linger as a zombie until init reaps it: not running
-    if not any(_pid_alive(int(pid)) for pid in found.stdout.split()):
-        run_dir = Path("/run/munge")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        for d in (run_dir, Path("/var/log/munge"), Path("/var/lib/munge")):
-            if d.exists():
-                shutil.chown(d, "munge", "munge")
-        proc = subprocess.run(
-            ["runuser", "-u", "munge", "--", "munged"],
-            capture_output=True, text=True, timeout=30, check=False,
-        )
-        if proc.returncode != 0:
-            raise ClusterError(f"munged failed to start: {proc.stderr.strip()}")
-    deadline = time.monotonic() + timeout
-    err = ""
-    while time.monotonic() < deadline:
-        cred = subprocess.run(
-            ["munge", "-n"], capture_output=True, timeout=10, check=False
-        )
-        if cred.returncode == 0:
-            check = subprocess.run(
-                ["unmunge"], input=cred.stdout, capture_output=True, timeout=10, check=False
-            )
-            if check.returncode == 0:
-                return
-            err = check.stderr.decode(errors="replace").strip()
-        else:
-            err = cred.stderr.decode(errors="replace").strip()
-        time.sleep(0.2)
-    raise ClusterError(f"munged does not answer: {err}")
+    """Start the host's munged unless one answers ``munge -n | unmunge`` already; wait until it
+    does. A running munged is left alone (it may serve another cluster or the host's own Slurm),
+    and the one we start is left running for the same reason. (A chroot's munged is not the
+    host's: :meth:`SlurmInstall.ensure_munged` asks the socket, not the process list.)"""
+    try:
+        SlurmInstall(host_series()).ensure_munged(timeout)
+    except RuntimeError as exc:
+        raise ClusterError(str(exc)) from exc
