@@ -25,7 +25,7 @@ import yaml
 
 from siteagent.backends.base import Backend
 from siteagent.backends.replay import REPLAY_STATE_FILE, SwfReplayBackend
-from siteagent.backends.slurm import SlurmBackend, SlurmConfig
+from siteagent.backends.slurm import SlurmBackend
 from siteagent.protocol import keys, signing
 from testbed.parties import Party
 from testbed.processes import free_port, stop, wait_until

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from siteagent.backends.base import Backend
 from siteagent.backends.replay import REPLAY_STATE_FILE, SwfReplayBackend
-from siteagent.backends.slurm import SlurmBackend, SlurmConfig
+from siteagent.backends.slurm import SlurmBackend
 from siteagent.core.model import CapacityUnit
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import STORE_FILE

@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -30,6 +30,20 @@ from typing import Dict, List, Optional, Sequence, Tuple
 SUITES: Dict[str, str] = {"24.11": "trixie", "26.05": "sid"}
 #: The release Debian 12 (the host) ships.
 HOST_SERIES = "22.05"
+#: The JSON layout each release's ``squeue``/``scontrol --json`` writes (``meta.plugin``).
+JSON_LAYOUTS: Dict[str, str] = {
+    "22.05": "openapi/v0.0.38",
+    "24.11": "data_parser/v0.0.42",
+    "26.05": "data_parser/v0.0.45",
+}
+#: Releases that create a NodeCnt reservation with fewer nodes than asked when fewer are free
+#: (later ones refuse it as busy): docs/slurm.md §6.1, §11.
+SHRINKS_NODE_COUNT = frozenset({"22.05"})
+#: Releases where ``Flags=IGNORE_JOBS`` lets a CoreCnt reservation take busy cores (26.05
+#: refuses it as busy; whole nodes still can): docs/slurm.md §11.
+CORES_IGNORE_JOBS = frozenset({"22.05", "24.11"})
+#: What slurmctld answers a reservation for an unknown user (26.05 logs the reason only).
+UNKNOWN_USER = {"22.05": "Invalid user id", "24.11": "Invalid user id", "26.05": "Unspecified error"}
 
 
 def chroots_dir() -> Path:
@@ -145,7 +159,7 @@ class SlurmInstall:
 HOST = SlurmInstall(HOST_SERIES)
 
 
-@lru_cache(maxsize=None)
+@cache
 def host_series() -> str:
     """The series of the host's own Slurm (``slurmctld -V``), or the Debian 12 default."""
     try:

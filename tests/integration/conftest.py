@@ -12,8 +12,8 @@ from typing import Iterator
 import pytest
 
 from testbed.sites import LifecycleSite, ReplaySite, SlurmSite
-from testbed.traces import busy_trace
 from testbed.slurm_install import SlurmInstall
+from testbed.traces import busy_trace
 
 
 @pytest.fixture(params=["replay", pytest.param("slurm", marks=pytest.mark.slurm)])

@@ -34,8 +34,8 @@ from siteagent.market.store import ReservationState
 from testbed.offers import record_offer
 from testbed.promises import capacity_overruns, ours
 from testbed.sites import LifecycleSite, ReplaySite, SlurmSite
-from testbed.traces import busy_trace
 from testbed.slurm_install import SlurmInstall
+from testbed.traces import busy_trace
 
 S = ReservationState
 

@@ -19,7 +19,7 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import pytest
 
-from siteagent.backends.slurm import SlurmBackend, SlurmConfig
+from siteagent.backends.slurm import SlurmBackend
 from siteagent.backends.slurm.sacct import sacct_waits
 from siteagent.cli.main import main
 from siteagent.core.waits import wait_table

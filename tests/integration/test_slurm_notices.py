@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, Iterator, List
 import pytest
 import yaml
 
-from siteagent.backends.slurm import SlurmBackend, SlurmConfig
+from siteagent.backends.slurm import SlurmBackend
 from siteagent.config import loading
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import STORE_FILE

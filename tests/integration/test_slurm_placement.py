@@ -17,15 +17,15 @@ from typing import Dict, Iterator
 
 import pytest
 
-from siteagent.backends.slurm import SlurmBackend, SlurmConfig
+from siteagent.backends.slurm import SlurmBackend
 from siteagent.core.estimates import DEFAULT_TOLERANCE_S, compare_starts
 from siteagent.core.model import ClusterSnapshot, Placement
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.store import Store
 from testbed.offers import record_offer
 from testbed.processes import running_slurm
-from testbed.slurm_install import SlurmInstall
 from testbed.slurm_cluster import MIXED_NODES, MIXED_PARTITIONS, SlurmTestCluster
+from testbed.slurm_install import SlurmInstall
 from testbed.slurm_queue import (
     job_state,
     mixed_queue,
