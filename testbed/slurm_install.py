@@ -78,14 +78,15 @@ class SlurmInstall:
         """A client command (squeue, scontrol, sbatch, ...) as run here."""
         return [*self.prefix, *args]
 
-    def daemon(self, args: Sequence[str]) -> List[str]:
+    def daemon(self, args: Sequence[str], cwd: str = "/") -> List[str]:
         """A daemon (or anything that needs ``/proc``) as run here: in the chroot, in a mount
-        namespace of its own with the chroot's ``/proc`` mounted (gone with its processes)."""
+        namespace of its own with the chroot's ``/proc`` mounted (gone with its processes),
+        in ``cwd`` there."""
         if self.root is None:
             return list(args)
         return [
             "unshare", "--mount", "--propagation=private", "--mount-proc=/proc",
-            f"--root={self.root}", *args,
+            f"--root={self.root}", f"--wd={cwd}", *args,
         ]
 
     def inside(self, path: Path) -> str:

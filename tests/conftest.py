@@ -76,7 +76,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
 
     A test that takes ``slurm_version`` only for its Slurm variants (the replay variant of a
     lifecycle test) runs that variant once, not once per release; one marked ``host_slurm``
-    (pyslurm links the host's libslurm into this process) runs on the host's release only.
+    (pyslurm links the host's libslurm into this process) runs on the host's release only,
+    one marked ``slurm_series("24.11")`` on the releases it names only.
     Both are deselected elsewhere, not skipped: there is nothing to run.
     """
     run_slow = config.getoption("--slow")
@@ -88,9 +89,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
         if "slow" in item.keywords and not run_slow:
             item.add_marker(pytest.mark.skip(reason="slow; run with --slow"))
         series = _slurm_series(item)
+        only = item.get_closest_marker("slurm_series")
         if series is not None and (
             ("slurm" not in item.keywords and series != first)
             or ("host_slurm" in item.keywords and series != host_series())
+            or (only is not None and series not in only.args)
         ):
             dropped.append(item)
         else:
