@@ -29,8 +29,7 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 import pytest
 
 from siteagent.backends.base import BackendUnavailable, ReservationRefused
-from siteagent.backends.pyslurm import PyslurmBackend
-from siteagent.backends.pyslurm import versions
+from siteagent.backends.pyslurm import PyslurmBackend, versions
 from siteagent.backends.pyslurm.reservations import LegacyReservations
 from siteagent.backends.slurm import SlurmBackend, SlurmConfig
 from siteagent.core.model import (

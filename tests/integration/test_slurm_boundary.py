@@ -22,7 +22,9 @@ from siteagent.market.reservations import OfferRefused, ReservationManager
 from siteagent.market.store import ReservationState, Store
 from testbed.offers import earliest_start, record_offer
 from testbed.processes import running_slurm
-from testbed.slurm_cluster import SlurmTestCluster, TestNode, TestPartition
+from testbed.slurm_cluster import SlurmTestCluster
+from testbed.slurm_cluster import TestNode as Node
+from testbed.slurm_cluster import TestPartition as Partition
 from testbed.slurm_install import SlurmInstall
 from testbed.slurm_queue import job_state, wait_for
 
@@ -30,8 +32,8 @@ pytestmark = pytest.mark.slurm
 
 #: The buyer's cluster: partition a of two 8-core nodes, b of one.
 TWO_PARTITIONS = (
-    (TestNode("a1", 8), TestNode("a2", 8), TestNode("b1", 8)),
-    (TestPartition("a", ("a1", "a2")), TestPartition("b", ("b1",))),
+    (Node("a1", 8), Node("a2", 8), Node("b1", 8)),
+    (Partition("a", ("a1", "a2")), Partition("b", ("b1",))),
 )
 
 

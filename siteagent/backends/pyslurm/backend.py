@@ -178,7 +178,9 @@ class PyslurmBackend(Backend):
         its ``Key=Value`` words are what pyslurm is given. A retry that finds its own
         reservation ("Duplicate reservation name", same window) returns it.
         """
-        fields = _fields(reservation_args(spec, self.config, int(time.time())))
+        # pyslurm X.Y is for Slurm X.Y: 23.11 and later take one core total (docs/slurm.md §11)
+        per_node = (versions.series(str(self.pyslurm.__version__)) or (0, 0)) < (23, 11)
+        fields = _fields(reservation_args(spec, self.config, int(time.time()), per_node))
         start = parse_slurm_time(fields["StartTime"])
         if start is None:  # reservation_args always writes a valid StartTime
             raise ValueError(f"unparsable start time {fields['StartTime']!r}")

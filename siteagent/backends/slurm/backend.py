@@ -212,7 +212,8 @@ class SlurmBackend(CommandBackend):
         caller reconciles by name.
         """
         now = int(time.time())
-        proc = self._run(reservation_args(spec, self.config, now))
+        per_node = self.scheduler_settings().cores_per_node
+        proc = self._run(reservation_args(spec, self.config, now, per_node))
         if proc.returncode != 0:
             msg = self._message(proc)
             if not self.is_unavailable(msg) and "Duplicate reservation name" in msg:
