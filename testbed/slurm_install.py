@@ -43,7 +43,11 @@ SHRINKS_NODE_COUNT = frozenset({"22.05"})
 #: refuses it as busy; whole nodes still can): docs/slurm.md §11.
 CORES_IGNORE_JOBS = frozenset({"22.05", "24.11"})
 #: What slurmctld answers a reservation for an unknown user (26.05 logs the reason only).
-UNKNOWN_USER = {"22.05": "Invalid user id", "24.11": "Invalid user id", "26.05": "Unspecified error"}
+UNKNOWN_USER = {
+    "22.05": "Invalid user id",
+    "24.11": "Invalid user id",
+    "26.05": "Unspecified error",
+}
 
 
 def chroots_dir() -> Path:

@@ -161,7 +161,8 @@ def test_snapshot_equals_the_command_backends(
     ours, theirs = same_snapshots(pyslurm, command)
 
     assert comparable(ours) == comparable(theirs)
-    assert ours.backend == "pyslurm" and ours.extra["layout"] == f"pyslurm/{pyslurm.pyslurm.__version__}"
+    assert ours.backend == "pyslurm"
+    assert ours.extra["layout"] == f"pyslurm/{pyslurm.pyslurm.__version__}"
     assert ours.placement is Placement.SLURM and ours.backfill.kill_wait == 5
     running: Dict[str, Any] = {j.id: j.allocation for j in ours.running}
     assert [cores for _, cores in running[big]] == [16, 16]  # whole nodes
