@@ -148,6 +148,14 @@ class SlurmInstall:
                 raise RuntimeError(f"munged of Slurm {self.label} does not answer")
             time.sleep(0.2)
 
+    def release(self) -> str:
+        """The full release, as ``slurmctld -V`` prints it (``slurm-wlm 24.11.5``)."""
+        proc = subprocess.run(
+            self.command(["slurmctld", "-V"]), capture_output=True, text=True, timeout=30,
+            check=False,
+        )
+        return proc.stdout.strip() or self.series
+
     def _munge_answers(self) -> bool:
         cred = subprocess.run(
             self.command(["munge", "-n"]), capture_output=True, timeout=10, check=False
