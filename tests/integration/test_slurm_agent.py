@@ -29,6 +29,7 @@ from siteagent.market.site import Site, open_site
 from siteagent.market.store import ReservationRecord, ReservationState
 from testbed.offers import record_offer
 from testbed.slurm_cluster import SlurmTestCluster
+from testbed.slurm_install import UNKNOWN_USER
 from testbed.slurm_queue import (
     SIMPLE_PENDING,
     SIMPLE_RUNNING,
@@ -264,7 +265,8 @@ def test_slurm_refusal_is_carried_into_the_failed_record(
         accept(site, 4, int(time.time()) + 600, 600, users=("nosuchuser9",))
     record = site.store.get_reservation(failed.value.record.id)
     assert record is not None and record.state is ReservationState.FAILED
-    assert "Error creating the reservation: Invalid user id" in (record.message or "")
+    wording = UNKNOWN_USER[slurm.install.series]
+    assert f"Error creating the reservation: {wording}" in (record.message or "")
     assert "AdminLevel=Operator" in (record.message or "")  # Slurm's words are ambiguous
     assert reservation_names(slurm) == []
 

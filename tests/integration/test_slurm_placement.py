@@ -25,7 +25,7 @@ from siteagent.market.store import Store
 from testbed.offers import record_offer
 from testbed.processes import running_slurm
 from testbed.slurm_cluster import MIXED_NODES, MIXED_PARTITIONS, SlurmTestCluster
-from testbed.slurm_install import SlurmInstall
+from testbed.slurm_install import SlurmInstall, known_gap
 from testbed.slurm_queue import (
     job_state,
     mixed_queue,
@@ -59,7 +59,9 @@ def test_random_queue_starts_agree_with_slurms(slurm: SlurmTestCluster) -> None:
     assert snapshot.placement is Placement.SLURM
     agreement = compare_starts(snapshot)
     assert len(agreement.pairs) >= 20 and agreement.unplanned >= 2
-    assert agreement.fraction_within(DEFAULT_TOLERANCE_S) >= TARGET, agreement.pairs
+    within = agreement.fraction_within(DEFAULT_TOLERANCE_S)
+    known_gap(slurm.install.series, "starts predicted within a minute", within, TARGET)
+    assert within >= TARGET, agreement.pairs
     pooled = compare_starts(dataclasses.replace(snapshot, placement=Placement.POOLED))
     assert pooled.fraction_within(DEFAULT_TOLERANCE_S) < TARGET  # what nodes change
 
@@ -74,7 +76,9 @@ def test_mixed_nodes_and_shared_partitions_agree_with_slurm(mixed: SlurmTestClus
     assert [node.name for node in snapshot.neighbours.nodes] == ["m5"]
     agreement = compare_starts(snapshot)
     assert len(agreement.pairs) >= 15
-    assert agreement.fraction_within(DEFAULT_TOLERANCE_S) >= TARGET, agreement.pairs
+    within = agreement.fraction_within(DEFAULT_TOLERANCE_S)
+    known_gap(mixed.install.series, "starts predicted within a minute", within, TARGET)
+    assert within >= TARGET, agreement.pairs
 
 
 def show_reservation(cluster: SlurmTestCluster, name: str) -> Dict[str, str]:
