@@ -709,8 +709,7 @@ class ReservationManager:
 
     def with_known_nodes(self, snapshot: ClusterSnapshot) -> ClusterSnapshot:
         """``snapshot`` with the nodes of the agent's own reservations as its records keep
-        them where the batch system shows only their totals (where it shows its own placement,
-        that is what holds: Slurm 23.11+ spreads a reservation's cores itself)."""
+        them (the batch system may show only their totals)."""
         if not snapshot.reservations:
             return snapshot
         known = {
@@ -721,9 +720,7 @@ class ReservationManager:
         if not known:
             return snapshot
         reservations = tuple(
-            dataclasses.replace(res, allocation=known[res.name])
-            if res.name in known and not res.allocation
-            else res
+            dataclasses.replace(res, allocation=known[res.name]) if res.name in known else res
             for res in snapshot.reservations
         )
         return dataclasses.replace(snapshot, reservations=reservations)
