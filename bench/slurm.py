@@ -342,7 +342,10 @@ def report(data: Dict[str, Any]) -> str:
     return (
         "# The agent on a real slurmctld, on every Slurm release tested\n\n"
         f"Measured {data['machine']['date']} on {data['machine']['cpus']} CPUs shared with other "
-        "work; one slurmctld and a slurmd per node on localhost (the host's Slurm, and newer "
+        f"work (load average {data['machine']['load_average_1m_at_start']} at the start: the "
+        "latencies are the machine's as much as the agent's; compare the columns, which ran "
+        "one after another, with care); one slurmctld and a slurmd per node on localhost (the "
+        "host's Slurm, and newer "
         "ones in chroots: testbed/slurm_install.py). Four 16-core nodes (64 cores), and for "
         "the second shape nodes of 8, 24, 16, 8 and 32 cores of weights 10, 1, 5, 1 and 20 in "
         "two partitions sharing two nodes (testbed.slurm_cluster.MIXED_NODES). "
