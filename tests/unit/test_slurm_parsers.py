@@ -627,3 +627,12 @@ def test_the_backend_runs_every_command_through_the_prefix(tmp_path: Path) -> No
     assert argv[:2] == ["ctl", "env"]
     assert "SLURM_CONF=/srv/slurm.conf" in argv and "TZ=UTC" in argv
     assert argv[-4:] == ["scontrol", "show", "reservation", "-o"]
+
+
+def test_slurm_26_05s_reasonless_refusal_gets_a_hint() -> None:
+    from siteagent.backends.slurm.errors import with_hint
+
+    message = "Error creating the reservation: Unspecified error"
+    assert with_hint(message).startswith(message)
+    assert "a user it does not know" in with_hint(message)
+    assert with_hint("Error creating the reservation: Requested nodes are busy").endswith("busy")
