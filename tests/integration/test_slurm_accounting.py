@@ -226,6 +226,13 @@ def test_operator_level_suffices_for_reservations(acct: SlurmTestCluster) -> Non
     acct.run(["sacctmgr", "-i", "add", "user", "nobody", "account=root"])
     acct.run(["sacctmgr", "-i", "modify", "user", "nobody", "set", "adminlevel=operator"])
     try:
+        if acct.install.series == "26.05":
+            # passes slurmctld's operator check (no "Security violation" logged), then
+            # create_resv refuses: not followed up yet (docs/slurm.md §11)
+            time.sleep(5)
+            still = as_user(acct, "nobody", create)
+            assert still.stderr.strip() == "Error creating the reservation: Invalid user id"
+            pytest.xfail("Slurm 26.05 refuses an Operator's reservation for another user")
         wait_for("slurmctld to learn nobody's operator level",
                  lambda: as_user(acct, "nobody", create).returncode == 0, timeout=30)
         made = acct.run(["scontrol", "show", "reservation", "-o", "sa_optest"]).stdout
