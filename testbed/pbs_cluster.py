@@ -76,7 +76,11 @@ class PbsClusterError(RuntimeError):
 
 
 def openpbs_prefix() -> Path:
-    """Where tests/setup/build-openpbs installs OpenPBS (built or not)."""
+    """Where tests/setup/build-openpbs installs OpenPBS (built or not), or the tree
+    ``SITEAGENT_OPENPBS_PREFIX`` names (an OpenPBS installed elsewhere, e.g. /opt/pbs)."""
+    given = os.environ.get("SITEAGENT_OPENPBS_PREFIX")
+    if given:
+        return Path(given)
     proc = subprocess.run(
         [str(BUILD_SCRIPT), "--print-prefix"], capture_output=True, text=True, check=True
     )
@@ -94,9 +98,33 @@ def unavailable_reason() -> str:
         pwd.getpwnam(DB_USER)
     except KeyError:
         return f"no {DB_USER} account; run tests/setup/install-system-deps (postgresql)"
-    if not (openpbs_prefix() / BUILT_STAMP).is_file():
+    prefix = openpbs_prefix()
+    if not (prefix / BUILT_STAMP).is_file() and not os.environ.get("SITEAGENT_OPENPBS_PREFIX"):
         return "OpenPBS is not built; run tests/setup/build-openpbs"
+    if not (prefix / "sbin" / "pbs_server").is_file():
+        return f"no OpenPBS in {prefix} (sbin/pbs_server is missing)"
     return ""
+
+
+def text_blocks(text: str) -> Dict[str, Dict[str, str]]:
+    """PBS's plain text listings as {id: {attribute: value}}: ``qstat -f`` (``Job Id: X``
+    blocks of indented lines, long values wrapped onto tab-indented lines), ``pbs_rstat -f``
+    (``Resv ID: X`` blocks) and ``pbsnodes -a`` (a vnode's name, then its lines). The tests
+    read expectations with it, never with the backend's parsers of the JSON forms."""
+    blocks: Dict[str, Dict[str, str]] = {}
+    current: Dict[str, str] = {}
+    key = ""
+    for line in text.splitlines():
+        if line.startswith(("Job Id:", "Resv ID:")):
+            current = blocks.setdefault(line.split(":", 1)[1].strip(), {})
+        elif line.startswith("\t") and key:
+            current[key] += line.strip()
+        elif " = " in line:
+            key, value = (part.strip() for part in line.split(" = ", 1))
+            current[key] = value
+        elif line.strip() and not line[0].isspace():
+            current = blocks.setdefault(line.strip(), {})
+    return blocks
 
 
 def _tail(path: Path, lines: int = 20) -> str:
@@ -234,6 +262,7 @@ class PbsTestCluster:
         self.env = {
             "PATH": os.pathsep.join([str(self.bin), os.environ.get("PATH", "/usr/bin:/bin")]),
             "PBS_CONF_FILE": str(self.conf),
+            "TZ": "UTC",  # the dates the commands print, as the agent runs them
         }
 
     def _enter(self) -> List[str]:
@@ -289,6 +318,11 @@ class PbsTestCluster:
             )
         for node in self.node_names:
             self._make_mom_home(self.mom_home(node))
+        # jobs start in submission order and the top jobs get PBS's start estimate
+        # (estimated.start_time), as on a site that publishes them (contrib/pbs/README.md §4)
+        sched_config = self.home / "sched_priv" / "sched_config"
+        text = sched_config.read_text()
+        sched_config.write_text(text.replace("strict_ordering: false", "strict_ordering: true"))
 
     def _make_mom_home(self, home: Path) -> None:
         modes = {
@@ -327,6 +361,7 @@ class PbsTestCluster:
         self.qmgr("set server acl_roots = root")
         self.qmgr("set server scheduler_iteration = 10")
         self.qmgr("set server job_history_enable = True")
+        self.qmgr("set server backfill_depth = 10")
         for index, node in enumerate(self.node_names):
             self.qmgr(f"create node {node} Mom={node},Port={MOM_PORT_BASE + 2 * index}")
             self.qmgr(f"set node {node} resources_available.ncpus = {self.cpus_per_node}")
@@ -343,18 +378,52 @@ class PbsTestCluster:
             time.sleep(0.5)
         raise PbsClusterError(f"pbs_server does not answer: {last}\n" + self.log_tails())
 
-    def _wait_free(self) -> None:
+    def _wait_free(self, accept: Sequence[str] = ("free",)) -> None:
         deadline = time.monotonic() + self.startup_timeout
         states: Dict[str, str] = {}
         while time.monotonic() < deadline:
             states = self.node_states()
-            if all(states.get(n) == "free" for n in self.node_names):
+            if all(states.get(n) in accept for n in self.node_names):
                 return
             time.sleep(0.5)
         raise PbsClusterError(
             f"PBS vnodes did not come up within {self.startup_timeout:.0f} s: {states}\n"
             + self.log_tails()
         )
+
+    def daemon_pid(self, program: str, node: str = "") -> int:
+        """The PID of a running daemon (``pbs_server``, ``pbs_sched``, ``pbs_comm``, or the
+        ``pbs_mom`` of ``node``), from the lock file it writes."""
+        locks = {
+            "pbs_server": self.home / "server_priv" / "server.lock",
+            "pbs_sched": self.home / "sched_priv" / "sched.lock",
+            "pbs_comm": self.home / "server_priv" / "comm.lock",
+            "pbs_mom": self.mom_home(node) / "mom_priv" / "mom.lock",
+        }
+        try:
+            pid = int(locks[program].read_text().split()[0])
+        except (OSError, ValueError, IndexError) as exc:
+            raise PbsClusterError(f"no {program} running ({exc})") from exc
+        if not _pid_alive(pid):
+            raise PbsClusterError(f"{program} (PID {pid}) is not running")
+        return pid
+
+    def stop_server(self) -> None:
+        """Stop pbs_server (``qterm -t quick``: the jobs and the other daemons keep running,
+        as during a server's restart) and wait until it is gone."""
+        pid = self.daemon_pid("pbs_server")
+        self.run(["qterm", "-t", "quick"])
+        deadline = time.monotonic() + 60
+        while _pid_alive(pid):
+            if time.monotonic() > deadline:
+                raise PbsClusterError("pbs_server did not stop after qterm")
+            time.sleep(0.2)
+
+    def start_server(self) -> None:
+        """Start pbs_server again (after :meth:`stop_server`) and wait for every vnode."""
+        self._daemon("pbs_server", self.conf)
+        self._wait_for_server()
+        self._wait_free(("free", "job-busy"))
 
     def node_states(self) -> Dict[str, str]:
         """Each vnode's ``state`` as pbsnodes reports it."""

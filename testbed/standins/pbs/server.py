@@ -341,7 +341,7 @@ class Standin:
         user, host = req["user"], req["host"]
         owner = f"{user}@{host}"
         users = list(req.get("users") or [])
-        if owner not in users and user not in users:
+        if owner not in users:  # OpenPBS adds user@host even after a bare "user" (-U user)
             users.append(owner)
         self.seq += 1
         r = Reservation(
