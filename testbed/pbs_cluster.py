@@ -51,6 +51,11 @@ SERVER = "pbshead"
 ADDRESS_PREFIX = "198.51.100."
 #: The first mom's service port; mom i gets BASE + 2i and BASE + 2i + 1 (its manager port).
 MOM_PORT_BASE = 15010
+#: Attempts at a start. pbs_habitat's datastore creation runs ``createdb`` once the data
+#: service's PostgreSQL answers ``pg_ctl status``, which it does before it accepts
+#: connections; on a loaded machine createdb then fails ("the database system is starting
+#: up") and the start is tried again from scratch.
+STARTS = 3
 #: What the data service runs as (OpenPBS's default database user, Debian's postgres account).
 DB_USER = "postgres"
 
@@ -206,6 +211,18 @@ class PbsTestCluster:
         t0 = time.monotonic()
         self.prefix = openpbs_prefix()
         self.base_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+        for attempt in range(1, STARTS + 1):
+            try:
+                self._start_once()
+                break
+            except PbsClusterError:
+                self.stop(remove=attempt < STARTS)  # the last one's logs stay for the reader
+                if attempt == STARTS:
+                    raise
+        self.startup_seconds = time.monotonic() - t0
+        return self
+
+    def _start_once(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="pbs-", dir=self.base_dir))
         self.dir.chmod(0o755)
         try:
@@ -218,8 +235,6 @@ class PbsTestCluster:
         except BaseException:
             self.stop(remove=False)
             raise
-        self.startup_seconds = time.monotonic() - t0
-        return self
 
     def _addresses(self) -> Dict[str, str]:
         names = [SERVER, *self.node_names]
