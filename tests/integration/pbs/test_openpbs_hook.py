@@ -5,9 +5,9 @@ and a reservation's start and end reach `siteagent serve` at once (``resv_begin`
 
 The hook and its configuration are the files ``siteagent install-service`` writes
 (:func:`siteagent.serving.installation.plan`, under a temporary root), imported with ``qmgr``
-as contrib/pbs/README.md §6 says. The agent account is root here (the only one the tests
-use), except where a test imports the configuration as installed (``siteagent``). Expectations
-are read with ``qstat -f`` and ``pbs_rstat -f`` text and the agent's store.
+as contrib/pbs/README.md says (its section 6). The agent account is root here (the only one
+the tests use), except where a test imports the configuration as installed (``siteagent``).
+Expectations are read with ``qstat -f`` and ``pbs_rstat -f`` text and the agent's store.
 """
 
 from __future__ import annotations
