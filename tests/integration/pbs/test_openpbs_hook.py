@@ -4,15 +4,17 @@ and a reservation's start and end reach `siteagent serve` at once (``resv_begin`
 ``resv_end``).
 
 The hook and its configuration are the files ``siteagent install-service`` writes
-(:func:`siteagent.serving.installation.plan`, under a temporary root), imported with ``qmgr``
-as contrib/pbs/README.md says (its section 6). The agent account is root here (the only one
-the tests use), except where a test imports the configuration as installed (``siteagent``).
-Expectations are read with ``qstat -f`` and ``pbs_rstat -f`` text and the agent's store.
+(:func:`siteagent.serving.installation.plan`, under a temporary root), imported with the
+``qmgr`` lines it prints (contrib/pbs/README.md, its section 6). The agent account is root
+here (the only one the tests use), except where a test imports the configuration as
+installed (``siteagent``). Expectations are read with ``qstat -f`` and ``pbs_rstat -f`` text
+and the agent's store.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import time
 import uuid
@@ -24,6 +26,7 @@ import pytest
 import yaml
 
 from siteagent.backends.pbs import PbsBackend, PbsConfig
+from siteagent.cli.install import pbs_hook_commands
 from siteagent.config import loading
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import STORE_FILE
@@ -80,14 +83,10 @@ def hooked(
     installation.install(files, root, force=False)
     site = Hooked(openpbs_cluster, root, socket_path)
     cluster = openpbs_cluster
-    cluster.qmgr(f"create hook {HOOK}")
-    cluster.qmgr(f"set hook {HOOK} event = 'resvsub,resv_begin,resv_end,queuejob'")
-    cluster.qmgr(f"set hook {HOOK} alarm = 10")
-    cluster.qmgr(
-        f"import hook {HOOK} application/x-python default {site.staged('siteagent_hook.py')}"
-    )
+    # the qmgr lines `siteagent install-service` prints for the administrator, as printed
+    for command in pbs_hook_commands(site.staged("siteagent_hook.py").parent):
+        cluster.run(shlex.split(command))
     site.import_config(agent_user="root")
-    cluster.qmgr(f"set hook {HOOK} enabled = true")
     cluster.reset()
     try:
         yield site
