@@ -41,6 +41,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Dict, List, Optional, Sequence, Type
 
+from testbed.slurm_cluster import _pid_alive, _tail
+
 REPO = Path(__file__).resolve().parents[1]
 BUILD_SCRIPT = REPO / "tests" / "setup" / "build-openpbs"
 #: Written by the build script once the installed tree is complete.
@@ -130,23 +132,6 @@ def text_blocks(text: str) -> Dict[str, Dict[str, str]]:
         elif line.strip() and not line[0].isspace():
             current = blocks.setdefault(line.strip(), {})
     return blocks
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        text = path.read_text(errors="replace").splitlines()
-    except OSError as exc:
-        return f"  ({path}: {exc})"
-    return "\n".join("  " + line for line in text[-lines:])
-
-
-def _pid_alive(pid: int) -> bool:
-    """True while ``pid`` runs; zombies count as dead."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
 
 
 class PbsTestCluster:

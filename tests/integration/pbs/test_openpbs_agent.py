@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable, Dict, Iterator, Tuple
+from typing import Dict, Iterator, Tuple
 
 import pytest
 
@@ -22,6 +22,7 @@ from siteagent.market.site import Site, open_site
 from siteagent.market.store import ReservationRecord, ReservationState
 from testbed.offers import record_offer
 from testbed.pbs_cluster import PbsTestCluster, text_blocks
+from testbed.processes import wait_until
 
 pytestmark = pytest.mark.pbs
 
@@ -71,13 +72,6 @@ def accept(
     return site.manager.accept(offer.id, "buyer", offer.id, users=users)
 
 
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.2)
-
 
 def test_accepted_reservation_is_in_pbs_as_asked(openpbs: PbsTestCluster, site: Site) -> None:
     start = int(time.time()) + 600
@@ -97,7 +91,7 @@ def test_unconfirmed_reservation_is_deleted_at_its_deadline(
     assert record.deadline is not None
     assert site.manager.housekeeping().expired == []  # before the deadline: kept
     assert record.name in reservations(openpbs)
-    wait_for("the confirm deadline", lambda: site.manager.clock() >= (record.deadline or 0),
+    wait_until("the confirm deadline", lambda: site.manager.clock() >= (record.deadline or 0),
              timeout=CONFIRM_TIMEOUT_S + 5)
     assert site.manager.housekeeping().expired == [record.id]
     expired = site.store.get_reservation(record.id)
@@ -115,7 +109,7 @@ def test_reconciliation_deletes_the_agents_orphan_only(
     result = site.manager.reconcile()
     assert result.orphans_deleted == ["sa-orphan0001"]
     assert result.lost == [] and result.failed == []
-    wait_for("the orphan's deletion", lambda: "sa-orphan0001" not in reservations(openpbs))
+    wait_until("the orphan's deletion", lambda: "sa-orphan0001" not in reservations(openpbs))
     assert sorted(reservations(openpbs)) == sorted([live.name, "someone-else"])
 
 

@@ -14,7 +14,7 @@ import calendar
 import os
 import signal
 import time
-from typing import Any, Callable, Dict
+from typing import Any, Dict
 
 import pytest
 
@@ -22,6 +22,7 @@ from siteagent.backends.base import BackendUnavailable, ReservationRefused
 from siteagent.backends.pbs import PbsBackend, PbsConfig
 from siteagent.core.model import CapacityUnit, ReservationSpec
 from testbed.pbs_cluster import PbsTestCluster, text_blocks
+from testbed.processes import wait_until
 
 pytestmark = pytest.mark.pbs
 
@@ -37,13 +38,6 @@ def backend(cluster: PbsTestCluster, **kw: Any) -> PbsBackend:
 def spec(name: str, start: int, duration: int, size: int, **kw: Any) -> ReservationSpec:
     return ReservationSpec(name=name, start=start, duration=duration, size=size, **kw)
 
-
-def wait_for(what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.2)
 
 
 def epoch(text: str) -> int:
@@ -87,7 +81,7 @@ def test_snapshot_matches_qstat_and_pbsnodes(openpbs: PbsTestCluster) -> None:
     whole = openpbs.submit("-l", "select=4:ncpus=16", "-l", "walltime=01:00:00")
     short = openpbs.submit("-l", "select=1:ncpus=8", "-l", "walltime=00:10:00")  # backfills
     held = openpbs.submit("-h", "-l", "select=1:ncpus=2", "-l", "walltime=00:10:00")
-    wait_for("three jobs to run and the top job's estimate", lambda: all(
+    wait_until("three jobs to run and the top job's estimate", lambda: all(
         state(openpbs, j) == "R" for j in (small, wide, short)
     ) and "estimated.start_time" in jobs(openpbs).get(whole, {}))
 
@@ -130,20 +124,20 @@ def test_reservation_is_confirmed_blocks_its_cpus_and_is_deleted(openpbs: PbsTes
     assert made.node_list == shown["resv_nodes"] and made.users == ("root",)
     assert b.snapshot().extra["reservation_ids"] == {"sa-block": resv_id}
 
-    wait_for("the reservation to run", lambda: reservations(openpbs)[resv_id]
+    wait_until("the reservation to run", lambda: reservations(openpbs)[resv_id]
              ["reserve_state"] == "RESV_RUNNING")
     inside = openpbs.submit("-q", resv_id.split(".")[0], "-l", "select=24:ncpus=1",
                             "-l", "walltime=00:05:00")
     too_big = openpbs.submit("-l", "select=41:ncpus=1", "-l", "walltime=00:05:00")
-    wait_for("the job in the reservation to run", lambda: state(openpbs, inside) == "R")
+    wait_until("the job in the reservation to run", lambda: state(openpbs, inside) == "R")
     time.sleep(2)  # scheduling cycles ran for both submissions
     assert state(openpbs, too_big) == "Q"  # 64 - 24 reserved = 40 CPUs outside
     assert [r.name for r in b.snapshot().reservations] == ["sa-block"]
 
     b.delete_reservation("sa-block")
-    wait_for("the reservation and its job to go", lambda: not reservations(openpbs)
+    wait_until("the reservation and its job to go", lambda: not reservations(openpbs)
              and state(openpbs, inside) in ("", "F"))
-    wait_for("the big job to run once the CPUs are free", lambda: state(openpbs, too_big) == "R")
+    wait_until("the big job to run once the CPUs are free", lambda: state(openpbs, too_big) == "R")
     assert b.list_reservations() == []
     b.delete_reservation("sa-block")  # gone already: not an error
     with pytest.raises(ValueError, match="not an agent reservation"):
@@ -152,7 +146,7 @@ def test_reservation_is_confirmed_blocks_its_cpus_and_is_deleted(openpbs: PbsTes
 
 def test_denied_when_the_cpus_are_busy(openpbs: PbsTestCluster) -> None:
     busy = openpbs.submit("-l", "select=4:ncpus=16", "-l", "walltime=01:00:00")
-    wait_for("the job to run", lambda: state(openpbs, busy) == "R")
+    wait_until("the job to run", lambda: state(openpbs, busy) == "R")
     with pytest.raises(ReservationRefused, match=r"PBS denied R\d+\.pbshead") as refused:
         backend(openpbs).create_reservation(spec("sa-full", int(time.time()), 1800, 8))
     assert "Unknown Reservation Id" in str(refused.value)  # PBS's own words
