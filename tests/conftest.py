@@ -1,9 +1,10 @@
 """Shared fixtures. Only fixtures used by several test modules belong here.
 
-The real Slurm cluster is started once per session. Under CI (CI=true) a cluster that cannot
-come up fails every test that needs it, with the reason: the integration tests are the point
-of CI and must never be skipped silently. On a developer machine without root or without the
-Slurm packages the same tests are skipped with the reason instead.
+The real Slurm cluster and the real OpenPBS are each started once per session. Under CI
+(CI=true) a cluster that cannot come up fails every test that needs it, with the reason: the
+integration tests are the point of CI and must never be skipped silently. On a developer
+machine without root, the Slurm packages or the OpenPBS build the same tests are skipped with
+the reason instead.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from typing import Iterator, List
 import pytest
 
 from testbed.compiled import stale_compiled_modules
-from testbed.processes import running_slurm
+from testbed.pbs_cluster import PbsTestCluster
+from testbed.processes import running_pbs, running_slurm
 from testbed.slurm_cluster import SlurmTestCluster
 
 
@@ -31,6 +33,20 @@ def slurm(slurm_cluster: SlurmTestCluster) -> Iterator[SlurmTestCluster]:
     slurm_cluster.reset()
     yield slurm_cluster
     slurm_cluster.reset()
+
+
+@pytest.fixture(scope="session")
+def openpbs_cluster() -> Iterator[PbsTestCluster]:
+    """A running OpenPBS (n1..n4, 16 CPUs each, queue ``workq``; testbed/pbs_cluster.py)."""
+    yield from running_pbs()
+
+
+@pytest.fixture
+def openpbs(openpbs_cluster: PbsTestCluster) -> Iterator[PbsTestCluster]:
+    """The session's OpenPBS, emptied of jobs and reservations before and after the test."""
+    openpbs_cluster.reset()
+    yield openpbs_cluster
+    openpbs_cluster.reset()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -61,10 +77,13 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
-    """Mark tests that use the cluster ``slurm``; skip ``slow`` ones unless asked with --slow."""
+    """Mark tests that use the Slurm cluster ``slurm`` and those that use the OpenPBS cluster
+    ``pbs``; skip ``slow`` ones unless asked with --slow."""
     run_slow = config.getoption("--slow")
     for item in items:
         if "slurm_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slurm)
+        if "openpbs_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.pbs)
         if "slow" in item.keywords and not run_slow:
             item.add_marker(pytest.mark.skip(reason="slow; run with --slow"))
