@@ -18,6 +18,7 @@ from typing import Any, Dict, Iterator, Optional
 
 import pytest
 
+from testbed.pbs_cluster import PbsClusterError, PbsTestCluster, unavailable_reason
 from testbed.slurm_accounting import missing_accounting_binaries
 from testbed.slurm_cluster import (
     ClusterError,
@@ -72,6 +73,25 @@ def running_slurm(
         cluster.start()
     except ClusterError as exc:
         pytest.fail(f"Slurm test cluster did not start: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def running_pbs() -> Iterator[PbsTestCluster]:
+    """A started OpenPBS test cluster (4 hosts of 16 CPUs, queue ``workq``), stopped
+    afterwards; skips (or, under CI, fails) with the reason when it cannot run or start here."""
+    reason = unavailable_reason()
+    if reason:
+        if IN_CI:
+            pytest.fail(f"OpenPBS test cluster unavailable under CI: {reason}", pytrace=False)
+        pytest.skip(reason)
+    cluster = PbsTestCluster()
+    try:
+        cluster.start()
+    except PbsClusterError as exc:
+        pytest.fail(f"OpenPBS test cluster did not start: {exc}", pytrace=False)
     try:
         yield cluster
     finally:

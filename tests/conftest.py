@@ -1,12 +1,12 @@
 """Shared fixtures. Only fixtures used by several test modules belong here.
 
-The real Slurm cluster is started once per session and Slurm release: ``slurm_version`` is
-each release ``SLURM_VERSIONS`` selects (default every one: the host's 22.05, and 24.11 and
-26.05 from their chroots, testbed/slurm_install.py), so every test that uses a cluster runs on
-each. Under CI (CI=true) a cluster that cannot come up fails every test that needs it, with the
-reason: the integration tests are the point of CI and must never be skipped silently. On a
-developer machine without root or without the Slurm packages (or chroots) the same tests are
-skipped with the reason instead.
+The real Slurm cluster and the real OpenPBS are each started once per session, the Slurm one
+once per Slurm release: ``slurm_version`` is each release ``SLURM_VERSIONS`` selects (default
+every one: the host's 22.05, and 24.11 and 26.05 from their chroots, testbed/slurm_install.py),
+so every test that uses a Slurm cluster runs on each. Under CI (CI=true) a cluster that cannot
+come up fails every test that needs it, with the reason: the integration tests are the point of
+CI and must never be skipped silently. On a developer machine without root, the Slurm packages
+(or chroots) or the OpenPBS build the same tests are skipped with the reason instead.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typing import Iterator, List, Optional
 import pytest
 
 from testbed.compiled import stale_compiled_modules
-from testbed.processes import running_slurm, slurm_install
+from testbed.pbs_cluster import PbsTestCluster
+from testbed.processes import running_pbs, running_slurm, slurm_install
 from testbed.slurm_cluster import SlurmTestCluster
 from testbed.slurm_install import SlurmInstall, host_series, selected_series
 
@@ -42,6 +43,20 @@ def slurm(slurm_cluster: SlurmTestCluster) -> Iterator[SlurmTestCluster]:
     slurm_cluster.reset()
     yield slurm_cluster
     slurm_cluster.reset()
+
+
+@pytest.fixture(scope="session")
+def openpbs_cluster() -> Iterator[PbsTestCluster]:
+    """A running OpenPBS (n1..n4, 16 CPUs each, queue ``workq``; testbed/pbs_cluster.py)."""
+    yield from running_pbs()
+
+
+@pytest.fixture
+def openpbs(openpbs_cluster: PbsTestCluster) -> Iterator[PbsTestCluster]:
+    """The session's OpenPBS, emptied of jobs and reservations before and after the test."""
+    openpbs_cluster.reset()
+    yield openpbs_cluster
+    openpbs_cluster.reset()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -72,13 +87,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
-    """Mark tests that use the cluster ``slurm``; skip ``slow`` ones unless asked with --slow.
+    """Mark tests that use the Slurm cluster ``slurm`` and those that use the OpenPBS cluster
+    ``pbs``; skip ``slow`` ones unless asked with --slow.
 
-    A test that takes ``slurm_version`` only for its Slurm variants (the replay variant of a
-    lifecycle test) runs that variant once, not once per release; one marked ``host_slurm``
-    (pyslurm links the host's libslurm into this process) runs on the host's release only,
-    one marked ``slurm_series("24.11")`` on the releases it names only.
-    Both are deselected elsewhere, not skipped: there is nothing to run.
+    A test that takes ``slurm_version`` only for its Slurm variants (the replay and PBS variants
+    of a lifecycle test) runs those once, not once per release; one marked ``host_slurm``
+    (pyslurm links the host's libslurm into this process) runs on the host's release only, one
+    marked ``slurm_series("24.11")`` on the releases it names only. Both are deselected
+    elsewhere, not skipped: there is nothing to run.
     """
     run_slow = config.getoption("--slow")
     first = selected_series()[0]
@@ -86,6 +102,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
     for item in items:
         if "slurm_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slurm)
+        if "openpbs_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.pbs)
         if "slow" in item.keywords and not run_slow:
             item.add_marker(pytest.mark.skip(reason="slow; run with --slow"))
         series = _slurm_series(item)
