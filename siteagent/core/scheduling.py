@@ -810,7 +810,14 @@ def reservation_nodes(
     are planned around it. Raises ReservationConflict when there is no room; a running job
     ending less than ``snapshot.end_margin`` seconds before ``start`` is in the way too."""
     key = ("reservation", start, end, size)
-    bare = dataclasses.replace(
+    bare = without_queue(snapshot)
+    return plan(bare, policy, [(key, start, end, size)]).reservation_nodes.get(key, ())
+
+
+def without_queue(snapshot: ClusterSnapshot) -> ClusterSnapshot:
+    """What a new reservation must fit beside: ``snapshot`` without queued jobs (they are
+    planned around it), running jobs held ``end_margin`` seconds past their limit."""
+    return dataclasses.replace(
         snapshot,
         running=_with_margin(snapshot.running, snapshot.end_margin),
         pending=(),
@@ -820,7 +827,6 @@ def reservation_nodes(
             pending=(),
         ),
     )
-    return plan(bare, policy, [(key, start, end, size)]).reservation_nodes.get(key, ())
 
 
 def _with_margin(running: Tuple[Job, ...], margin: int) -> Tuple[Job, ...]:

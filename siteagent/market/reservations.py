@@ -81,7 +81,13 @@ from siteagent.core.model import (
     ReservationSpec,
 )
 from siteagent.core.money import CENT, cancellation_penalty
-from siteagent.core.scheduling import Policy, ReservationConflict, plan, reservation_nodes
+from siteagent.core.scheduling import (
+    Policy,
+    ReservationConflict,
+    plan,
+    reservation_nodes,
+    without_queue,
+)
 from siteagent.market.store import (
     RECEIPT,
     REFUND,
@@ -871,11 +877,7 @@ class ReservationManager:
             start, end = self.backend.held_window(offer.start, offer.end)
             windows.append((offer_id, start, end, offer.size))
         snapshot = self.with_known_nodes(self.backend.occupancy())
-        bare = dataclasses.replace(
-            snapshot,
-            pending=(),
-            neighbours=dataclasses.replace(snapshot.neighbours, pending=()),
-        )
+        bare = without_queue(snapshot)
         for i in range(len(windows)):
             if windows[i][1] < snapshot.now:
                 continue  # refused as its own accept refuses it: window_passed
