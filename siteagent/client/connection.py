@@ -46,6 +46,7 @@ from siteagent.protocol.models import (
     ErrorResponse,
     Info,
     OfferView,
+    PublicReservationView,
     QuoteAnswer,
     QuoteRequest,
     RefusalView,
@@ -244,6 +245,16 @@ class SiteConnection:
     def reservation(self, reservation_id: str) -> ReservationView:
         """``GET /v1/reservations/{id}``, signed: the buyer's whole view of its reservation."""
         raw = self.request("GET", reservation_path(reservation_id), signed=True)
+        if "deal" not in raw:  # the public part: the site does not take us for its buyer
+            public = self.parsed(PublicReservationView, raw)
+            raise SiteError(
+                self.site.name,
+                "not_owner",
+                f"reservation {public.id} is not yours: the site shows its details only to "
+                f"its buyer, and {self.site.key_id!r} (the key the sites file signs with "
+                "here) is not its buyer",
+                403,
+            )
         return self.parsed(ReservationView, raw)
 
     # ---- documents

@@ -161,6 +161,8 @@ def load_registry(path: Optional[Path] = None) -> Registry:
         ) from None
     except OSError as exc:
         raise RegistryError(f"{path}: cannot read it ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise RegistryError(f"{path}: not a sites file (YAML text in UTF-8): {exc}") from None
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
