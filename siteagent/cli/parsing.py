@@ -31,11 +31,18 @@ class Parser(argparse.ArgumentParser):
         # argparse reads "-5m" as an option unless it looks like a negative number to it
         self._negative_number_matcher = _NEGATIVE_VALUE
 
+    def parse_known_args(  # type: ignore[override]
+        self, args: Optional[Sequence[str]] = None, namespace: Optional[Any] = None
+    ) -> Any:
+        self._argv = list(sys.argv[1:] if args is None else args)  # for error(): --json?
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
         _program, _, command = self.prog.partition(" ")  # the program is the prefix already
         said = f"{command}: {message}" if command else message
         said += f" (see `{self.prog} --help`)"
-        fail(said, "bad_usage", console.EXIT_BAD_INPUT, wants_json(sys.argv[1:]))
+        argv = getattr(self, "_argv", sys.argv[1:])
+        fail(said, "bad_usage", console.EXIT_BAD_INPUT, wants_json(argv))
 
 
 def subcommands(parser: Parser) -> argparse._SubParsersAction[argparse.ArgumentParser]:

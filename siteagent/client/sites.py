@@ -152,12 +152,25 @@ def config_dir(environ: Mapping[str, str] = os.environ) -> Path:
 def load_registry(path: Optional[Path] = None) -> Registry:
     """Read and check the registry at ``path`` (default: :func:`default_path`)."""
     path = default_path() if path is None else path
+    return check_document(path, read_document(path))
+
+
+def check_document(path: Path, document: Any, allow_empty: bool = False) -> Registry:
+    """The registry a sites file's ``document`` (read from ``path``) stands for; RegistryError
+    naming the file, the key and the fix. ``allow_empty``: a file listing no site yet (one
+    being edited) is accepted."""
+    return _Reader(path, allow_empty).registry(document)
+
+
+def read_document(path: Path) -> Any:
+    """The YAML document of the sites file at ``path``; RegistryError if it cannot be read."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise RegistryError(
-            f"{path}: no such sites file: write one (the README's \"Buying compute\" section "
-            f"shows its format), or name yours with --sites FILE or ${SITES_ENV}"
+            f"{path}: no such sites file: `siteagent-client sites add NAME URL --ca FILE` "
+            f"writes one (docs/client.md shows its format), or name yours with --sites FILE "
+            f"or ${SITES_ENV}"
         ) from None
     except OSError as exc:
         raise RegistryError(f"{path}: cannot read it ({exc.strerror})") from None
@@ -167,7 +180,7 @@ def load_registry(path: Optional[Path] = None) -> Registry:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise RegistryError(f"{path}: not YAML: {exc}") from None
-    return _Reader(path).registry(document)
+    return document
 
 
 def load_buyer_key(path: Path) -> Ed25519PrivateKey:
@@ -230,8 +243,9 @@ class _Defaults:
 class _Reader:
     """Checks one file's document, each problem raised with the file and the key path."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, allow_empty: bool = False) -> None:
         self.path = path
+        self.allow_empty = allow_empty
 
     def fail(self, where: str, message: str) -> RegistryError:
         return RegistryError(f"{self.path}: {where}: {message}")
@@ -248,10 +262,12 @@ class _Reader:
             ),
             timeouts=self.timeouts(top.get("timeouts"), "timeouts", Timeouts()),
         )
-        entries = top.get("sites")
-        if not isinstance(entries, list) or not entries:
+        entries = top.get("sites", [] if self.allow_empty else None)
+        if not isinstance(entries, list) or not (entries or self.allow_empty):
             raise self.fail(
-                "sites", "give a list of sites, each `- {name: ..., url: ..., ca: ...}`"
+                "sites",
+                "give a list of sites, each `- {name: ..., url: ..., ca: ...}` (`siteagent-client "
+                "sites add NAME URL --ca FILE` adds one)",
             )
         sites = tuple(
             self.site(entry, f"sites[{index}]", defaults) for index, entry in enumerate(entries)

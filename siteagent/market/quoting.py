@@ -114,14 +114,14 @@ def requested(
     buyer's time to accept; or the refusal of the first field the site cannot satisfy.
     Raises InvalidRequest for a request that says neither cores nor nodes, or both
     inconsistently."""
-    if rfq.nodes is not None and rfq.cores_per_node is None:
-        if cores_per_node(site, snapshot) is None:  # a node's size is unknown here
-            return Refusal(
-                "unsatisfiable",
-                f"{rfq.nodes} nodes asked without cores_per_node, and this site does not "
-                "advertise its cores per node: give cores (or cores_per_node)",
-                "cores_per_node",
-            )
+    size_unknown = rfq.cores_per_node is None and cores_per_node(site, snapshot) is None
+    if rfq.nodes is not None and size_unknown:  # a node's size is unknown here
+        return Refusal(
+            "unsatisfiable",
+            f"{rfq.nodes} nodes asked without cores_per_node, and this site does not "
+            "advertise its cores per node: give cores (or cores_per_node)",
+            "cores_per_node",
+        )
     request = _in_site_units(rfq, snapshot, site)
     problem = _unsatisfied(rfq, request, snapshot, site)
     if problem is not None:
