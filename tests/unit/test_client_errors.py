@@ -42,9 +42,7 @@ def site(tmp_path: Path) -> Iterator[Tuple[Path, HttpsStub]]:
         yield sites_file(tmp_path, BUYER, [("hpc1", stub.url, stub.cert)]), stub
 
 
-def refused_usage(
-    capsys: pytest.CaptureFixture[str], argv: List[str]
-) -> Tuple[int, str, str]:
+def refused_usage(capsys: pytest.CaptureFixture[str], argv: List[str]) -> Tuple[int, str, str]:
     with pytest.raises(SystemExit) as exited:
         client_main(argv)
     out, err = capsys.readouterr()
@@ -103,9 +101,7 @@ def test_a_refusal_of_the_request_itself_is_an_answer_exit_3(
     assert code == EXIT_REFUSED
 
 
-def test_no_answer_at_all_is_still_75(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_no_answer_at_all_is_still_75(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with https_stub(tmp_path / "cert") as stub:
         cert = stub.cert
     sites = sites_file(tmp_path, BUYER, [("hpc1", "https://127.0.0.1:1", cert)])
@@ -148,9 +144,7 @@ def test_recover_refuses_a_journal_that_does_not_exist_rather_than_making_it(
 ) -> None:
     typo = tmp_path / "TYPO.db"
     for argv in (["recover"], ["reservations", "list"], ["reservations", "show", "x"]):
-        code, out, err = run_client(
-            capsys, *argv, "--journal", str(typo), "--sites", str(site[0])
-        )
+        code, out, err = run_client(capsys, *argv, "--journal", str(typo), "--sites", str(site[0]))
         assert code == EXIT_BAD_INPUT, argv
         assert f"{typo}: no such journal" in err and "Nothing to recover" not in out
         assert not typo.exists()
