@@ -6,7 +6,7 @@ One YAML file (``sites.yaml``, read with ``yaml.safe_load``), so that every comm
 
     buyer: {key_id: alice@laptop, private_key: ~/.config/siteagent/alice.key}
     ledger: {url: "https://bank.example.org:8444", ca: bank-ca.pem}     # optional
-    timeouts: {connect: 3, read: 10}
+    timeouts: {connect: 3, read: 10, total: 60}
     sites:
       - {name: hpc1, url: "https://hpc1.example.org:8443", ca: hpc1-ca.pem}
       - {name: hpc2, url: "https://hpc2.example.org:8443", pin: "sha256//..."}
@@ -62,7 +62,7 @@ _TOP_KEYS = ("buyer", "ledger", "timeouts", "sites")
 _BUYER_KEYS = ("key_id", "private_key")
 _ENDPOINT_KEYS = ("url", "ca", "pin", "key_id", "private_key", "timeouts")
 _SITE_KEYS = ("name", *_ENDPOINT_KEYS)
-_TIMEOUT_KEYS = ("connect", "read")
+_TIMEOUT_KEYS = ("connect", "read", "total")
 _HEX_DIGEST = re.compile(r"[0-9A-Fa-f]{64}")
 
 
@@ -74,10 +74,12 @@ class RegistryError(SiteagentError, ValueError):
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Seconds to wait for a connection (TCP and TLS) and then for each read of the answer."""
+    """Seconds to wait for a connection (TCP and TLS), then for each read of the answer, and
+    for the whole exchange (an answer sent a byte at a time passes every read's timeout)."""
 
     connect: float = 3.0
     read: float = 10.0
+    total: float = 60.0
 
 
 @dataclass(frozen=True)
