@@ -88,7 +88,10 @@ class RemoteLedger:
         try:
             request = requests.Request("POST", self.url + path, json=document)
             reply = self._session.send(
-                self._session.prepare_request(request), timeout=self.timeout, proxies=self._proxies
+                self._session.prepare_request(request),
+                timeout=self.timeout,
+                proxies=self._proxies,
+                allow_redirects=False,  # a receipt goes to the bank named, or nowhere
             )
         except requests.RequestException as exc:  # refused, timed out, TLS failure
             raise LedgerUnavailable(
