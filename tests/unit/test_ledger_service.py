@@ -5,6 +5,7 @@ client's view of a service that is not there, and the `siteagent ledger` command
 from __future__ import annotations
 
 import json
+import json as _json
 import textwrap
 from dataclasses import replace
 from decimal import Decimal
@@ -92,9 +93,42 @@ def ledger(service_config: Path) -> Iterator[Ledger]:
     opened.close()
 
 
+class SiteClient(TestClient):
+    """The bank as a site talks to it: every POST signed with the site's key (the bank takes
+    bookings from its sites only)."""
+
+    def __init__(self, app: Any, signer: Party) -> None:
+        super().__init__(app)
+        self.signer = signer
+
+    def post(self, url: Any, json: Any = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        body = _json.dumps(json).encode()
+        headers = signing.sign_request(
+            "POST", BASE + url, body, self.signer.key, self.signer.key_id
+        )
+        headers["Content-Type"] = "application/json"
+        return self.request("POST", url, content=body, headers=headers)
+
+
 @pytest.fixture
-def http(ledger: Ledger) -> TestClient:
-    return TestClient(create_app(ledger, Authenticator(participant_keys(ledger), ["testserver"])))
+def http(ledger: Ledger, site: Party) -> TestClient:
+    readers = Authenticator(participant_keys(ledger), ["testserver"])
+    return SiteClient(create_app(ledger, readers), site)
+
+
+def test_a_booking_must_be_signed_by_a_site_before_its_body_is_read(
+    http: TestClient, site: Party, alice: Party
+) -> None:
+    document = receipt(site, alice).to_json()
+    unsigned = TestClient.post(http, "/v1/receipts", json=document)
+    assert error(unsigned, 401)["code"] == "unsigned"
+    malformed = TestClient.post(http, "/v1/refunds", content=b"{not json")
+    assert error(malformed, 401)["code"] == "unsigned"  # refused before it is parsed
+    body = _json.dumps(document).encode()
+    by_buyer = signing.sign_request("POST", BASE + "/v1/receipts", body, alice.key, alice.key_id)
+    answer = http.request("POST", "/v1/receipts", content=body, headers=by_buyer)
+    assert error(answer, 403)["code"] == "not_a_site"
+    assert balance(http, alice.key_id, site) == 0
 
 
 def read(http: TestClient, path: str, reader: Party) -> Any:
@@ -472,6 +506,9 @@ def test_an_agent_with_a_ledger_url_books_at_the_service(tmp_path: Path) -> None
     from siteagent.market.deals import open_ledger as agent_ledger
 
     url = "https://bank.example.org:8444/"
-    opened = agent_ledger(loading.parse({"state_dir": str(tmp_path), "ledger": {"url": url}}))
+    site = Party("hpc1")
+    config = loading.parse({"state_dir": str(tmp_path), "ledger": {"url": url}})
+    opened = agent_ledger(config, site.key)
     assert isinstance(opened, RemoteLedger) and opened.url == url.rstrip("/")
+    assert opened.signer == (site.key, config.site.name)  # the bank takes signed bookings
     assert not (tmp_path / "ledger.sqlite3").exists()
