@@ -51,6 +51,13 @@ DEFAULT_OFFER_VALID_S = 300
 DEFAULT_MAX_HEADER_BYTES = 16 * 1024
 DEFAULT_MAX_BODY_BYTES = 16 * 1024
 
+#: Seconds a client has to send a whole request once it began (or once its connection was
+#: made): a buyer's request is sent at once; a head sent a line every few seconds is not one.
+DEFAULT_REQUEST_TIMEOUT_S = 10.0
+#: Connections one address may hold open at once (each holds one of the service's file
+#: descriptors): a buyer uses one per site, an agent's bank client up to 40.
+DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 128
+
 #: Requests per second each client may make, and the burst it may save up: quotes (an auction
 #: round or a workflow's planning asks a site a few dozen at a time) and the state-changing
 #: reservation requests (accept, confirm, cancel: each runs batch-system commands).

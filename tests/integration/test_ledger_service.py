@@ -71,6 +71,7 @@ class Federation:
             {
                 "state_dir": str(tmp_path / "bank"),
                 "ledger": {"participants": str(participants), "port": self.ledger_port},
+                "api": {"request_timeout_s": 2},
             },
         )
         bank_url = f"https://127.0.0.1:{self.ledger_port}"
@@ -354,4 +355,7 @@ def test_the_bank_refuses_oversized_and_unsigned_bookings_unread(federation: Fed
     junk = b"POST /v1/refunds HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 9\r\n\r\n"
     assert raw_http.status_after_sending(bank.url, bank.cert, junk, iter([b"{not json"])) == 401
     assert process.memory_info().rss / MB <= idle_mb + 20
+    with raw_http.connect(bank.url, bank.cert, timeout=30) as slow:  # a head never ended
+        slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        assert slow.recv(1) == b""  # dropped once api.request_timeout_s (2 s) is up
     assert federation.confirm(federation.buyer.reserve())[0] == 200  # the agent signs its own
