@@ -77,8 +77,11 @@ def notify(event, reservation, config):
             connection.settimeout(left())
             connection.connect(config["socket"])
             connection.settimeout(left())
-            connection.sendall(notice.encode("utf-8"))
-            connection.shutdown(socket.SHUT_WR)
+            try:
+                connection.sendall(notice.encode("utf-8"))
+                connection.shutdown(socket.SHUT_WR)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the agent refused us as we connected: its answer says why
             connection.settimeout(left())
             answer = connection.makefile("rb").readline(4096).decode("utf-8", "replace")
     except OSError as exc:
