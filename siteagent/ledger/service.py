@@ -45,6 +45,7 @@ from siteagent.protocol.models import AccountBalance, AccountStatement
 from siteagent.security.authentication import Authenticator, NonceCache
 from siteagent.security.clients import AuthorizedClient
 from siteagent.security.errors import Unauthenticated
+from siteagent.security.replay import NONCES_FILE, SavedNonces
 from siteagent.serving import errors
 from siteagent.serving.gate import Gate
 from siteagent.serving.server import ServiceError, run
@@ -251,7 +252,10 @@ def serve(config: Config) -> None:
             participant_keys(ledger),
             ledger_authorities(settings),
             max_age_s=config.security.signature_max_age_s,
-            nonces=NonceCache(config.security.nonces_per_client),
+            nonces=NonceCache(
+                config.security.nonces_per_client,
+                saved=SavedNonces(config.state_dir / NONCES_FILE),
+            ),
         )
         app = create_app(ledger, readers, config.api.max_body_bytes)
         server = NotifyingServer(https_config(app, settings.listen, settings.port, config.api))
