@@ -38,7 +38,7 @@ from siteagent.ledger.service import (
 )
 from siteagent.market import deals
 from siteagent.protocol import documents, keys, signing
-from siteagent.protocol.documents import Signed
+from siteagent.protocol.documents import Cancellation, Signed
 from siteagent.security.authentication import Authenticator
 from testbed.parties import NOW, Party, deal, receipt
 from testbed.processes import free_port
@@ -512,3 +512,54 @@ def test_an_agent_with_a_ledger_url_books_at_the_service(tmp_path: Path) -> None
     assert isinstance(opened, RemoteLedger) and opened.url == url.rstrip("/")
     assert opened.signer == (site.key, config.site.name)  # the bank takes signed bookings
     assert not (tmp_path / "ledger.sqlite3").exists()
+
+
+def _raw(http: TestClient, path: str, text: str, signer: Party) -> Any:
+    """A booking of ``text`` exactly as written (JSON Python would not write: 1e999999)."""
+    body = text.encode()
+    headers = signing.sign_request("POST", BASE + path, body, signer.key, signer.key_id)
+    headers["Content-Type"] = "application/json"
+    return http.request("POST", path, content=body, headers=headers)
+
+
+def test_every_refusal_of_a_document_names_its_field(
+    http: TestClient, site: Party, alice: Party
+) -> None:
+    """What a site sends wrong, the bank says where: each 422 (and each conflict of a
+    document with the books) carries the field at fault."""
+    good = receipt(site, alice).to_json()
+    text = json.dumps(good)
+    cases = [
+        (text.replace(f'"confirmed_at": {good["confirmed_at"]}', '"confirmed_at": 1e999999'),
+         "confirmed_at"),
+        (text.replace('"size": 16', '"size": 1e999999'), "deal.offer.size"),
+        (text.replace('"size": 16', '"size": NaN'), "deal.offer.size"),
+        (json.dumps({**good, "user_signature": {"keyid": "x"}}), "user_signature"),
+        (json.dumps({**good, "site_signature": 7}), "site_signature"),
+        (json.dumps({**good, "deal": {**good["deal"], "version": 2}}), "deal.version"),
+        (json.dumps({**good, "deal": {**good["deal"], "buyer": ""}}), "deal.buyer"),
+        (json.dumps({**good, "deal": "no"}), "deal"),
+    ]  # fmt: skip
+    for body, field in cases:
+        detail = error(_raw(http, "/v1/receipts", body, site), 422)
+        assert detail.get("field") == field, (field, detail)
+    forged = receipt(site, alice).to_json()
+    forged["user_signature"] = receipt(site, Party("alice@laptop")).to_json()["user_signature"]
+    assert error(http.post("/v1/receipts", json=forged), 422)["field"] == "user_signature"
+    stranger = Party("mallory")
+    unknown = receipt(site, stranger).to_json()
+    detail = error(http.post("/v1/receipts", json=unknown), 422)
+    assert (detail["code"], detail["field"]) == ("unknown_participant", "deal.buyer")
+    booked = receipt(site, alice)
+    http.post("/v1/receipts", json=booked.to_json())
+    clash = receipt(site, alice, offer_id="o-2").to_json()  # the same reservation again
+    detail = error(http.post("/v1/receipts", json=clash), 409)
+    assert detail["field"] == "deal.reservation_id"
+    penalty = Cancellation(booked.id, Decimal("999.00"), NOW, site_signature(site, booked.id))
+    detail = error(http.post("/v1/refunds", json=penalty.to_json()), 422)
+    assert (detail["code"], detail["field"]) == ("penalty_not_agreed", "penalty")
+
+
+def site_signature(site: Party, receipt_id: str) -> Signed:
+    signed = documents.cancellation_document(receipt_id, Decimal("999.00"), NOW)
+    return documents.sign_document(signed, site.key, site.key_id)
