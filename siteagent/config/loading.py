@@ -361,6 +361,9 @@ def read_auctions(section: Section) -> AuctionsConfig:
         max_open_per_client=section.get(
             "max_open_per_client", AuctionsConfig.max_open_per_client, positive_int
         ),
+        max_held_machine_hours=section.get(
+            "max_held_machine_hours", AuctionsConfig.max_held_machine_hours, positive_number
+        ),
         accept_window_s=section.get(
             "accept_window_s", AuctionsConfig.accept_window_s, whole_seconds
         ),

@@ -23,6 +23,7 @@ from siteagent.core.defaults import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
     DEFAULT_MAX_HEADER_BYTES,
+    DEFAULT_MAX_HELD_MACHINE_HOURS,
     DEFAULT_MAX_LIVE_OFFERS_PER_CLIENT,
     DEFAULT_MAX_OPEN_BIDS_PER_CLIENT,
     DEFAULT_NONCES_PER_CLIENT,
@@ -184,12 +185,15 @@ class ReservationsConfig:
 class AuctionsConfig:
     """The site's part in English auctions (docs/design.md §4.6): how fast a job's input
     reaches it from another site (bytes per second), the longest auction it takes part in
-    (seconds), how many auctions one client may take it into at once, and how long after an
-    auction closes its winner has to accept (seconds: its bid's capacity is held until then)."""
+    (seconds), how many auctions one client may take it into at once and how much of the
+    machine its open bids may hold together (hours of the whole machine), and how long after
+    an auction closes its winner has to accept (seconds: its bid's capacity is held until
+    then)."""
 
     transfer_rate: int = DEFAULT_TRANSFER_RATE
     max_length_s: int = DEFAULT_MAX_AUCTION_S
     max_open_per_client: int = DEFAULT_MAX_OPEN_BIDS_PER_CLIENT
+    max_held_machine_hours: float = DEFAULT_MAX_HELD_MACHINE_HOURS
     accept_window_s: int = DEFAULT_AUCTION_ACCEPT_WINDOW_S
 
 

@@ -84,6 +84,11 @@ DEFAULT_MAX_AUCTION_S = 6 * 3600
 #: Auctions one client may take the site into at once: each may hold capacity.
 DEFAULT_MAX_OPEN_BIDS_PER_CLIENT = 200
 
+#: What one client's open bids may hold together, in hours of the whole machine: a bid holds
+#: its job's cores for its walltime, for free, until its auction ends; a day of the machine
+#: (all of it for a day, a quarter of it for four) is far more than an auction's job needs.
+DEFAULT_MAX_HELD_MACHINE_HOURS = 24.0
+
 #: Seconds after an English auction closes that its winner has to accept the winning bid's
 #: offer; the bid's capacity is held until then. A minute, as a quote's buyer has to accept.
 DEFAULT_AUCTION_ACCEPT_WINDOW_S = 60

@@ -32,6 +32,7 @@ from siteagent.core.errors import InvalidRequest
 from siteagent.core.model import CapacityUnit, ClusterSnapshot, Offer, Request
 from siteagent.market.view import MarketView
 from siteagent.pricing import Price, Pricing, Refused, choose
+from siteagent.pricing.bids import Hold, around_holds
 from siteagent.protocol.models import QuoteRequest, offer_json
 
 #: How far ahead of the quote the earliest offered window starts (seconds). The past cannot be
@@ -82,6 +83,15 @@ class Quote:
 #: Stores the offers of a quote before it is answered (None: they are not offers to accept,
 #: as the metrics' reference quotes are not).
 Record = Callable[[Sequence[Offer]], None]
+
+
+def around_bids(view: MarketView, holds: Sequence[Tuple[int, int, int]]) -> MarketView:
+    """``view`` as a quote sees it: without the capacity open English-auction bids hold
+    (``holds``: their start, end and size), which an accept would refuse."""
+    if not holds:
+        return view
+    context = around_holds(view.context, [Hold(*held) for held in holds])
+    return dataclasses.replace(view, context=context)
 
 
 def quote(
