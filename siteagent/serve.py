@@ -415,7 +415,8 @@ def keep_restart_settings(old: Config, new: Config) -> Config:
 def apply(
     site: Site, parts: Parts, config: Config, clients: Dict[str, AuthorizedClient]
 ) -> None:
-    """Hand the reloaded settings to the running objects (each reads them at its next use)."""
+    """Hand the reloaded settings to the running objects (each reads them at its next use),
+    and price the latest market view again with them."""
     pricing = pricing_of(config.pricing)
     site.config = config
     site.pricing = pricing
@@ -430,3 +431,4 @@ def apply(
     parts.authenticator.clients = clients
     parts.authenticator.max_age_s = config.security.signature_max_age_s
     parts.deals.open_accounts(clients.values())
+    parts.agent.reprice()  # the next quote and slots are priced anew, not the next poll's
