@@ -32,12 +32,14 @@ from siteagent.protocol.models import PricingTerms
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sites = commands.add_parser(
         "sites",
-        help="each site's reachability, latency, cores, pricing and attributes",
+        help="each site's reachability, latency, cores, pricing and attributes; add, remove",
         description=(
             "Ask every site of the sites file for its GET /v1/info at once and show, per "
             "site, whether it answered (or failed, timed out, and why), the latency, its "
             "cores, its unit price and fee policies and its RFQL attributes. Exits 0 when "
-            "at least one site answered, 75 when none did."
+            "at least one site answered, 75 when none did. `sites add NAME URL --ca FILE` "
+            "registers a site (making the file if there is none), `sites remove NAME` takes "
+            "one out."
         ),
     )
     client_common.add_sites_options(sites)
