@@ -24,7 +24,7 @@ import pwd
 import shlex
 import stat
 from pathlib import Path
-from typing import Union
+from typing import List, Union
 
 from siteagent.core.errors import SiteagentError
 
@@ -57,8 +57,7 @@ def check_not_writable_by_others(path: Union[str, Path], what: str) -> None:
     info = os.stat(real)
     mode = stat.S_IMODE(info.st_mode)
     _check_owner(path, info.st_uid, what, "")
-    bits = (("group", stat.S_IWGRP), ("others", stat.S_IWOTH))
-    writers = [who for who, bit in bits if mode & bit]
+    writers = _writers(mode)
     if writers:
         raise UnsafeFile(
             path,
@@ -90,14 +89,19 @@ def _check_directory(path: Union[str, Path], directory: Path, what: str) -> None
     mode = stat.S_IMODE(info.st_mode)
     if mode & stat.S_ISVTX and info.st_uid == 0:
         return  # sticky, root's: nobody may rename or remove what another owns there
-    bits = (("group", stat.S_IWGRP), ("others", stat.S_IWOTH))
-    writers = [who for who, bit in bits if mode & bit]
+    writers = _writers(mode)
     if writers:
         raise UnsafeFile(
             path,
             f"its directory {directory} is mode {mode:04o}, so {' and '.join(writers)} may "
             f"replace the {what}; refusing it (fix: chmod go-w {shlex.quote(str(directory))})",
         )
+
+
+def _writers(mode: int) -> List[str]:
+    """Who besides the owner may write by ``mode``: "group", "others", both or neither."""
+    bits = (("group", stat.S_IWGRP), ("others", stat.S_IWOTH))
+    return [who for who, bit in bits if mode & bit]
 
 
 def _user(uid: int) -> str:

@@ -19,7 +19,7 @@ from typing import Iterator
 import pytest
 import yaml
 
-from testbed.market import Market, flat_priced
+from testbed.market import Market, flat_priced, with_fresh_journal
 
 #: hpc3's live-offer allowance per buyer: a plan of ten tasks asks it for at most 50 offers.
 ALLOWANCE = 60
@@ -41,11 +41,7 @@ def market(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Market]:
 
 @pytest.fixture
 def buyer(market: Market, tmp_path: Path) -> Iterator[Market]:
-    """The market with a fresh journal; what the test left confirmed is cancelled after."""
-    market.client_state = tmp_path / "client"
-    before = market.ids()
-    yield market
-    market.cancel_alices(before)
+    yield from with_fresh_journal(market, tmp_path)
 
 
 def spread(path: Path, tasks: int) -> str:
