@@ -247,7 +247,7 @@ def test_a_missing_or_foreign_key_file_is_refused_naming_it(tmp_path: Path) -> N
 
 
 def test_the_docs_sites_file_is_one(tmp_path: Path) -> None:
-    guide = Path(__file__).resolve().parents[2] / "docs" / "client.md"
+    guide = Path(__file__).resolve().parents[2] / "docs/client.md"
     section = guide.read_text(encoding="utf-8")
     section = section[section.index("**The sites file**") :]
     start = section.index("```yaml\n") + len("```yaml\n")
