@@ -54,8 +54,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "and the SHA-256 of its certificate), checked as every command checks the file. A "
             "new file is made with the buyer's key: --key-id ID (its private key where "
             "`siteagent-client keys` wrote it, or --private-key FILE); in a file that has "
-            "one, --key-id/--private-key give this site a key of its own. The file is "
-            "rewritten as YAML (a file with comments is kept as FILE.bak first)."
+            "one, --key-id/--private-key give this site a key of its own. NAME ledger is "
+            "the federation's bank (for balance and statement). The file is rewritten as "
+            "YAML (a file with comments is kept as FILE.bak first)."
         ),
     )
     add.add_argument("name", metavar="NAME", help="letters, digits, . _ - (at most 64)")

@@ -3,9 +3,10 @@
 The file is checked as every command reads it (:func:`siteagent.client.sites.load_registry`):
 an edit is made on the document, the whole checked again, and only then written (in one
 ``rename``, so that a command reading it meanwhile sees the old file or the new, never half).
-A new file gets the ``buyer:`` section from the key the buyer names (``--key-id``: its
-private key where ``siteagent-client keys`` wrote it), so that a new buyer's first ``sites
-add`` makes a file every command can use.
+The name ``ledger`` is the federation's bank: the ``ledger:`` section, which ``balance`` and
+``statement`` read. A new file gets the ``buyer:`` section from the key the buyer names
+(``--key-id``: its private key where ``siteagent-client keys`` wrote it), so that a new
+buyer's first ``sites add`` makes a file every command can use.
 
 The file is rewritten as YAML: comments in it are not kept, so the file before the edit is
 left beside it as ``FILE.bak`` when it had any.
@@ -21,6 +22,7 @@ from typing import Any, Dict, List, Optional
 import yaml
 
 from siteagent.client.sites import (
+    LEDGER_NAME,
     PIN_PREFIX,
     Registry,
     RegistryError,
@@ -58,6 +60,15 @@ def add_site(
         document["buyer"] = _buyer(path, key)
     elif key:
         entry.update(key)
+    if name == LEDGER_NAME:  # the federation's bank: the ledger section
+        if document.get("ledger") is not None:
+            raise RegistryError(f"{path}: the file names a bank already (`sites remove ledger`)")
+        del entry["name"]
+        document["ledger"] = entry
+        registry = check_document(path, document, allow_empty=True)
+        assert registry.ledger is not None
+        _write(path, document)
+        return registry.ledger
     sites: List[Any] = document.setdefault("sites", [])
     if any(isinstance(site, dict) and site.get("name") == name for site in sites):
         raise RegistryError(f"{path}: a site is named {name!r} already (`sites remove` it first)")
@@ -73,6 +84,11 @@ def remove_site(path: Path, name: str) -> Registry:
     """Remove site ``name`` from the sites file at ``path``; the registry left (RegistryError
     if the file names no such site)."""
     document = _document(path, must_exist=True)
+    if name == LEDGER_NAME and document.get("ledger") is not None:
+        del document["ledger"]
+        registry = check_document(path, document, allow_empty=True)
+        _write(path, document)
+        return registry
     sites = document.get("sites") or []
     kept = [site for site in sites if not (isinstance(site, dict) and site.get("name") == name)]
     if len(kept) == len(sites):

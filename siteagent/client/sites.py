@@ -130,8 +130,9 @@ class Registry:
         """The bank (the ``ledger`` section); RegistryError saying how to add it if absent."""
         if self.ledger is None:
             raise RegistryError(
-                f"{self.path}: no ledger section: add `ledger: {{url: https://HOST:8444, ca: "
-                f"FILE}}` naming the federation's bank (`siteagent ledger serve`)"
+                f"{self.path}: no ledger section: `siteagent-client sites add ledger "
+                f"https://HOST:8444 --ca FILE` names the federation's bank (`siteagent ledger "
+                f"serve`), or add `ledger: {{url: https://HOST:8444, ca: FILE}}`"
             )
         return self.ledger
 

@@ -124,3 +124,16 @@ def test_a_commented_file_is_kept_as_a_backup(
     run_client(capsys, "sites", "remove", "hpc0")
     assert (home / "sites.yaml.bak").read_text(encoding="utf-8") == commented
     assert yaml.safe_load(path.read_text(encoding="utf-8"))["sites"] == []
+
+
+def test_the_bank_is_added_as_the_ledger_section(
+    stub: HttpsStub, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_client(capsys, "keys", "--key-id", "alice@laptop")
+    run_client(capsys, "sites", "add", "hpc1", stub.url, "--ca", str(stub.cert))
+    code, _, err = run_client(capsys, "sites", "add", "ledger", stub.url, "--ca", str(stub.cert))
+    assert code == 0, err
+    registry = load_registry(home / "sites.yaml")
+    assert registry.bank().url == stub.url and [s.name for s in registry.sites] == ["hpc1"]
+    run_client(capsys, "sites", "remove", "ledger")
+    assert load_registry(home / "sites.yaml").ledger is None
