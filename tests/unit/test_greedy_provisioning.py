@@ -127,7 +127,7 @@ def test_a_task_no_site_can_run_says_what_it_needs_rather_than_no_window() -> No
     needs = Requirements(architecture="aarch64")
     graph = task_graph([(Task("t", 2, runtime_s=100, requirements=needs), [])], "one")
     sites = [attributes("A"), attributes("B")]
-    with pytest.raises(PlanningError, match="no site can run it: .* architecture aarch64"):
+    with pytest.raises(PlanningError, match=r"no site can run it: .* architecture aarch64"):
         provision(graph, sites, Fixed(OFFERS), NET, 0.5, now=0)
 
 
