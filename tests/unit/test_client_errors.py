@@ -160,3 +160,16 @@ def test_recover_without_any_journal_yet_says_so_and_makes_none(
     code, out, _ = run_client(capsys, "recover", "--sites", str(site[0]))
     assert code == 0 and "No journal yet" in out
     assert not (tmp_path / "state").exists()
+
+
+def test_an_english_auction_every_site_refuses_exits_3(
+    site: Tuple[Path, HttpsStub], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sites, stub = site
+    refusal = {"error": {"code": "invalid_request", "message": "too much", "field": "job"}}
+    stub.answer("POST", "/v1/bids", Canned(422, refusal))
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text("jobs:\n  - {cores: 64, walltime: 30d}\n", encoding="utf-8")
+    argv = ["english-auction", str(jobs), "--sites", str(sites), "--mean-run-time", "1"]
+    code, out, _ = run_client(capsys, *argv, "-k", "0.5", "--rounds", "1")
+    assert code == EXIT_REFUSED and "too much" in out
