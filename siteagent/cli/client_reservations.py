@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from siteagent.cli import client_common, console
-from siteagent.cli.console import EXIT_UNAVAILABLE
+from siteagent.cli.console import EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.cli.options import local_time
 from siteagent.client.journal import RELEASED, Entry, Journal, State, default_path
 from siteagent.client.recovery import Patient, observe, recover, settle
@@ -217,7 +217,7 @@ def _cancel(args: argparse.Namespace) -> int:
             console.stdout.print(f"{_name(entry)}: {entry.state.value}{note}")
         return 0
     console.error(f"{_name(entry)} is still {entry.state.value}: {entry.message}")
-    return EXIT_UNAVAILABLE
+    return EXIT_REFUSED if entry.settled else EXIT_UNAVAILABLE  # refused, or no answer
 
 
 def _nothing_yet(args: argparse.Namespace, empty: Dict[str, Any]) -> int:

@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Seque
 
 from siteagent.client.connection import SiteError, SiteUnreachable, Tentative
 from siteagent.client.journal import (
+    RELEASED,
     AuctionState,
     Entry,
     Journal,
@@ -177,7 +178,10 @@ def cancel_entry(entry: Entry, seller: Seller, journal: Journal) -> Entry:
     except SiteError as exc:
         if not definite(exc):
             raise
-        return observe(entry, seller, journal)
+        seen = observe(entry, seller, journal)
+        if seen.state in RELEASED:
+            return seen
+        return journal.noted(seen, f"the site refused to cancel it: {refusal(exc)}")
     message = "" if cancellation is None else f"penalty {cancellation.penalty} kept by the site"
     return journal.released(entry, State.CANCELLED, message)
 
