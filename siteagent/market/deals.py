@@ -377,7 +377,7 @@ def open_ledger(config: Config) -> Bookkeeper:
     if config.ledger.url is not None:
         log.info("ledger: receipts are booked by the ledger service at %s", config.ledger.url)
         return RemoteLedger(config.ledger.url, config.ledger.ca)
-    return Ledger(config.ledger.path)
+    return Ledger(config.ledger.location)
 
 
 def countersign(
