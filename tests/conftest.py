@@ -1,6 +1,7 @@
 """Shared fixtures. Only fixtures used by several test modules belong here.
 
-The real Slurm cluster and the real OpenPBS are each started once per session. Under CI
+The real Slurm cluster, the real OpenPBS and the bank's real PostgreSQL are each started once
+per session. Under CI
 (CI=true) a cluster that cannot come up fails every test that needs it, with the reason: the
 integration tests are the point of CI and must never be skipped silently. On a developer
 machine without root, the Slurm packages or the OpenPBS build the same tests are skipped with
@@ -17,7 +18,8 @@ import pytest
 
 from testbed.compiled import stale_compiled_modules
 from testbed.pbs_cluster import PbsTestCluster
-from testbed.processes import running_pbs, running_slurm
+from testbed.postgres import PostgresTestServer
+from testbed.processes import running_pbs, running_postgres, running_slurm
 from testbed.slurm_cluster import SlurmTestCluster
 
 
@@ -49,6 +51,22 @@ def openpbs(openpbs_cluster: PbsTestCluster) -> Iterator[PbsTestCluster]:
     openpbs_cluster.reset()
 
 
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresTestServer]:
+    """A running PostgreSQL in a private directory on a free port (testbed/postgres.py)."""
+    yield from running_postgres()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def ledger_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a test's bank keeps its books, once on each database: a fresh SQLite file, or a
+    fresh schema on the session's PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:{tmp_path / 'bank' / 'ledger.sqlite3'}"
+    server: PostgresTestServer = request.getfixturevalue("postgres_server")
+    return server.schema()
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--slow",
@@ -77,13 +95,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
-    """Mark tests that use the Slurm cluster ``slurm`` and those that use the OpenPBS cluster
-    ``pbs``; skip ``slow`` ones unless asked with --slow."""
+    """Mark tests that use the Slurm cluster ``slurm``, those that use the OpenPBS cluster
+    ``pbs`` and those that use PostgreSQL ``postgres``; skip ``slow`` ones unless asked with
+    --slow."""
     run_slow = config.getoption("--slow")
     for item in items:
         if "slurm_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slurm)
         if "openpbs_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.pbs)
+        if "postgres_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
         if "slow" in item.keywords and not run_slow:
             item.add_marker(pytest.mark.skip(reason="slow; run with --slow"))
