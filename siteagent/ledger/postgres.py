@@ -110,7 +110,11 @@ class PostgresDatabase:
             url,
             min_size=1,
             max_size=pool_size,
-            kwargs={"autocommit": True, "connect_timeout": int(CONNECT_TIMEOUT_S)},
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": int(CONNECT_TIMEOUT_S),
+                "application_name": "siteagent ledger",  # as pg_stat_activity shows it
+            },
             timeout=CONNECT_TIMEOUT_S,
             name="siteagent-ledger",
             open=False,
