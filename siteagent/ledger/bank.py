@@ -560,8 +560,9 @@ class Ledger:
         """Every account's balance (accounts with no movement show 0.00); they sum to zero."""
 
         def balances(tx: Tx) -> Dict[str, int]:
-            kept = dict(tx.all("SELECT account, balance_cents FROM balances"))
-            holders = [row[0] for row in tx.all("SELECT id FROM participants")]
+            rows = tx.all("SELECT account, balance_cents FROM balances")
+            kept: Dict[str, int] = {str(account): int(cents) for account, cents in rows}
+            holders = [str(row[0]) for row in tx.all("SELECT id FROM participants")]
             return {account: int(kept.get(account, 0)) for account in [BANK, *holders]}
 
         found = self.database.run(balances)

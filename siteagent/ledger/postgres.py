@@ -74,7 +74,7 @@ class PostgresTx:
         self._connection = connection
 
     def _execute(self, sql: str, params: Sequence[Any]) -> psycopg.Cursor[Any]:
-        return self._connection.execute(sql.replace("?", "%s"), tuple(params))  # type: ignore[arg-type]
+        return self._connection.execute(sql.replace("?", "%s"), tuple(params))
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> Optional[Row]:
         row = self._execute(sql, params).fetchone()
@@ -88,7 +88,7 @@ class PostgresTx:
 
     def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         with self._connection.cursor() as cursor:
-            cursor.executemany(sql.replace("?", "%s"), [tuple(row) for row in rows])  # type: ignore[arg-type]
+            cursor.executemany(sql.replace("?", "%s"), [tuple(row) for row in rows])
 
     def insert(self, sql: str, params: Sequence[Any] = ()) -> int:
         row = self._execute(sql + " RETURNING id", params).fetchone()
