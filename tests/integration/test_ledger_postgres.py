@@ -222,5 +222,6 @@ def test_the_database_restarted_under_load_loses_nothing(
 
     federation.run(restart)
     federation.assert_books_whole()
+    assert any(agent.unavailable for agent in federation.agents)  # the restart met bookings
     for index in (0, 1):  # both processes serve again without a restart of their own
         assert federation.banks.healthy(index)
