@@ -7,7 +7,7 @@
    started here). Agent i talks to process i mod n, as a load balancer would spread them.
    Reported: bookings per second (all bookings over the wall time) and the median and p99
    latency of one booking; for PostgreSQL also the transactions it rolled back per booking
-   (serialization conflicts run again, pg_stat_database). Every configuration runs once per
+   (conflicts run again by the bank, from pg_stat_database). Every configuration runs once per
    round, the rounds interleaved, and the medians over rounds are reported.
 2. **The funds check at 10⁵ entries per account.** A buyer with 10⁵ entries (bulk-written
    deposits): the read a booking's funds check made before balances were kept (the SUM of the
@@ -243,7 +243,8 @@ def markdown(results: Dict[str, Any]) -> str:
         )
         + "\n`per_s`: bookings per second; `vs_sqlite`: that over SQLite's; latencies of one "
         "booking as an agent waits for it; `rollbacks_per_booking`: transactions PostgreSQL "
-        "aborted (serialization conflicts, run again by the bank) per booking.\n\n"
+        "rolled back per booking (a conflict with a concurrent booking, run again by the bank, or "
+        "a refusal).\n\n"
         f"## The funds check at {balance['rows'][0]['entries']:,} entries per account\n\n"
         f"Medians of {balance['repeats']} reads; load average {balance['load_at_start']} at "
         f"the start, {balance['load_at_end']} at the end.\n\n"

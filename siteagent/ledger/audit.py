@@ -73,7 +73,7 @@ def listed(items: List[str]) -> str:
 
 def check(database: Database) -> Audit:
     """Run every check on ``database`` (migrated to the current schema by whoever opened it)."""
-    return database.run(lambda tx: audit(tx, database.describe()))
+    return database.run(lambda tx: audit(tx, database.describe()), snapshot=True)
 
 
 def audit(tx: Tx, where: str) -> Audit:

@@ -17,8 +17,9 @@ amount ever passes through a float.
 
 Booking is idempotent on the receipt id (the hash of the deal): the same receipt sent twice,
 by a retry or by two agents' relays, has one effect. Every operation is one transaction of the
-database (SQLite's ``BEGIN IMMEDIATE``, PostgreSQL's SERIALIZABLE), so a crash leaves either
-all of it or none of it, and bank processes sharing the database book as if one at a time.
+database, which first claims the receipt and the account it decides on (storage.py), so a
+crash leaves either all of it or none of it, and bank processes sharing the database book as
+if they took turns.
 
 **Funds.** A receipt is booked only if its buyer can pay: its balance less the price may not
 fall below minus its credit (0 unless the participants file grants one). The check and the
@@ -328,6 +329,8 @@ class Ledger:
         return self.database.run(lambda tx: self._book(tx, receipt, terms), idempotent=True)
 
     def _book(self, tx: Tx, receipt: Receipt, terms: DealTerms) -> Transaction:
+        # what it decides on: whether the receipt is booked or voided, and the buyer's funds
+        tx.claim(f"receipt:{receipt.id}", f"account:{terms.buyer}")
         buyer_key = self._participant(tx, terms.buyer, "user")
         site_key = self._participant(tx, terms.site, "site")
         if not signature_valid(receipt.deal, receipt.user_signature, buyer_key):
@@ -387,6 +390,7 @@ class Ledger:
         )
 
     def _refund(self, tx: Tx, cancellation: Cancellation, penalty: int) -> Optional[Transaction]:
+        tx.claim(f"receipt:{cancellation.receipt_id}")  # booked, voided or refunded already?
         row = tx.one(
             "SELECT site, reservation_id, buyer, price_cents, penalty_cents FROM receipts "
             "WHERE id = ?",
@@ -492,6 +496,7 @@ class Ledger:
                 "INSERT INTO entries (transaction_id, account, amount_cents) VALUES (?, ?, ?)",
                 (transaction_id, account, cents),
             )
+        for account, cents in sorted(entries):  # rows locked in one order: no deadlocks
             tx.run(
                 "INSERT INTO balances (account, balance_cents) VALUES (?, ?) "
                 "ON CONFLICT (account) DO UPDATE "

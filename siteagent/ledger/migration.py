@@ -135,7 +135,7 @@ def migrate_books(
 ) -> Moved:
     """Copy ``source``'s books into the empty ``target`` and compare them; ``progress`` is
     told the fraction done after each step."""
-    rows = source.database.run(read_all)
+    rows = source.database.run(read_all, snapshot=True)
     progress(0.3)
     target.database.run(lambda tx: write_all(tx, rows))
     progress(0.7)

@@ -7,9 +7,10 @@ function atomically and says which SQL dialect it speaks; there are two:
 - :class:`SqliteDatabase`, the embedded default: one file, ``BEGIN IMMEDIATE`` transactions (a
   write lock taken at the start, so processes sharing the file book one at a time);
 - :class:`~siteagent.ledger.postgres.PostgresDatabase` (``ledger.database:
-  postgresql://...``, the ``siteagent[postgres]`` extra): serializable transactions, retried
-  when PostgreSQL aborts one for a concurrent one, so that several bank processes on several
-  hosts can book on one database at once (docs/ledger.md).
+  postgresql://...``, the ``siteagent[postgres]`` extra): transactions that claim the receipt
+  and the account they decide on (:meth:`Tx.claim`), run again when PostgreSQL aborts one for a
+  concurrent one, so that several bank processes on several hosts can book on one database at
+  once, each booking as if the banks took turns (docs/ledger.md).
 
 The SQL is written once with ``?`` placeholders; each database adapts it. Both databases carry
 the same schema at the same version (:mod:`siteagent.ledger.schema`), migrated when opened.
@@ -72,16 +73,23 @@ class Tx(Protocol):
         """Run an INSERT into a table with an ``id`` key; the id it was given."""
         ...
 
+    def claim(self, *keys: str) -> None:
+        """Hold ``keys`` (a receipt, an account) until the transaction ends: another
+        transaction claiming one of them waits until this one has committed, then reads what
+        it wrote. The rules claim what they read before deciding (bank.py)."""
+        ...
+
 
 class Database(Protocol):
     """A bank's database: runs a function of one transaction atomically."""
 
     dialect: str
 
-    def run(self, work: Callable[[Tx], T], idempotent: bool = False) -> T:
+    def run(self, work: Callable[[Tx], T], idempotent: bool = False, snapshot: bool = False) -> T:
         """``work(tx)`` in one transaction, committed unless it raises. ``idempotent``: running
         it twice has one effect (a booking), so it may be run again when the connection was
-        lost while committing and nobody knows whether the first run was committed."""
+        lost while committing and nobody knows whether the first run was committed.
+        ``snapshot``: a read of several queries that must all see one instant (a check)."""
         ...
 
     def migration_lock(self) -> ContextManager[None]:
@@ -120,6 +128,9 @@ class SqliteTx:
     def insert(self, sql: str, params: Sequence[Any] = ()) -> int:
         return int(self._db.execute(sql, tuple(params)).lastrowid or 0)
 
+    def claim(self, *keys: str) -> None:
+        """Nothing to do: BEGIN IMMEDIATE holds the whole file's write lock already."""
+
 
 class SqliteDatabase:
     """One SQLite file (``:memory:`` for tests), private to its owner (0600, with SQLite's
@@ -138,7 +149,7 @@ class SqliteDatabase:
         self._db.execute("PRAGMA synchronous = FULL")  # money: a booked deal survives power loss
         self._lock = threading.Lock()
 
-    def run(self, work: Callable[[Tx], T], idempotent: bool = False) -> T:
+    def run(self, work: Callable[[Tx], T], idempotent: bool = False, snapshot: bool = False) -> T:
         # IMMEDIATE takes the write lock at the start, so that two processes sharing the file
         # cannot both read "not booked yet" and then both book.
         with self._lock:

@@ -1,10 +1,11 @@
 """Where the bank keeps its books: versioned schema migrations (an old SQLite bank migrated in
 place), kept balances checked against their entries (`siteagent ledger check`), the books moved
-from SQLite to PostgreSQL (`siteagent ledger migrate`), and PostgreSQL's side: serializable
-transactions, a database that cannot be reached, a connection cut under the bank."""
+from SQLite to PostgreSQL (`siteagent ledger migrate`), two banks deciding on one receipt at
+once, and PostgreSQL's side: a database that cannot be reached, a connection cut under the bank."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -16,9 +17,10 @@ import pytest
 
 from siteagent.cli.main import main
 from siteagent.ledger.audit import check
-from siteagent.ledger.bank import BANK, Ledger, LedgerUnavailable
+from siteagent.ledger.bank import BANK, Ledger, LedgerConflict, LedgerUnavailable
 from siteagent.ledger.schema import LATEST, V1_SQLITE, SchemaError
 from siteagent.protocol import documents, keys
+from siteagent.protocol.documents import Cancellation, Receipt
 from testbed.parties import NOW, Party, receipt
 from testbed.postgres import PostgresTestServer
 from testbed.processes import free_port
@@ -192,12 +194,38 @@ def test_migrate_prints_a_table_of_both_sides(
 # --------------------------------------------------------------------------- PostgreSQL
 
 
-@pytest.mark.postgres
-def test_postgresql_transactions_are_serializable(postgres_server: PostgresTestServer) -> None:
-    ledger = Ledger(postgres_server.schema())
-    isolation = ledger.database.run(lambda tx: tx.one("SHOW transaction_isolation"))
-    ledger.close()
-    assert isolation == ("serializable",)
+def test_a_void_racing_its_receipt_at_two_banks_leaves_the_buyer_whole(
+    ledger_location: str,
+) -> None:
+    """Two processes' worth of banks: one books a receipt while the other books its void.
+    Whichever comes first, the buyer ends whole (booked then refunded in full, or refused);
+    were the two decided on apart, the receipt would be booked and its void kept unrefunded."""
+    first, site, alice = funded_bank(ledger_location)
+    second = Ledger(ledger_location)
+    before = first.balance(alice.key_id)
+    for number in range(12):
+        deal = receipt(site, alice, reservation_id=f"race-{number}")
+        void = documents.sign_cancellation(deal, Decimal(0), NOW + 9, site.key, site.key_id)
+        start = threading.Barrier(2)
+
+        def book(deal: Receipt = deal, start: threading.Barrier = start) -> None:
+            start.wait()
+            with contextlib.suppress(LedgerConflict):  # voided first: refused
+                first.book(deal)
+
+        def cancel(void: Cancellation = void, start: threading.Barrier = start) -> None:
+            start.wait()
+            second.refund(void)
+
+        threads = [threading.Thread(target=book), threading.Thread(target=cancel)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert first.balance(alice.key_id) == before, number
+    assert check(first.database).ok
+    first.close()
+    second.close()
 
 
 def test_a_postgresql_that_cannot_be_reached_is_unavailable() -> None:
