@@ -137,7 +137,11 @@ class Federation:
         for thread in threads:
             thread.start()
         start.wait()
-        if disturb is not None:
+        if disturb is not None:  # once a quarter of the deals are decided: mid-load
+            quarter = len(self.agents) * DEALS_PER_AGENT // 4
+            while sum(len(a.booked) + len(a.refused) for a in self.agents) < quarter:
+                assert any(thread.is_alive() for thread in threads), "the agents stopped early"
+                time.sleep(0.01)  # a poll of progress, not a timed wait
             disturb()
         for thread in threads:
             thread.join()
@@ -203,11 +207,7 @@ def test_two_bank_processes_book_concurrent_confirms_and_cancels(federation: Fed
 
 
 def test_a_bank_process_killed_mid_booking_loses_nothing(federation: Federation) -> None:
-    def kill_one() -> None:
-        time.sleep(1.0)  # the agents are booking
-        federation.banks.kill(0)
-
-    federation.run(kill_one)
+    federation.run(lambda: federation.banks.kill(0))
     assert federation.banks.processes[0].returncode == -9
     federation.assert_books_whole()
     assert any(agent.unavailable for agent in federation.agents)
@@ -216,11 +216,7 @@ def test_a_bank_process_killed_mid_booking_loses_nothing(federation: Federation)
 def test_the_database_restarted_under_load_loses_nothing(
     federation: Federation, postgres_server: PostgresTestServer
 ) -> None:
-    def restart() -> None:
-        time.sleep(1.0)
-        postgres_server.restart()
-
-    federation.run(restart)
+    federation.run(postgres_server.restart)
     federation.assert_books_whole()
     assert any(agent.unavailable for agent in federation.agents)  # the restart met bookings
     for index in (0, 1):  # both processes serve again without a restart of their own
