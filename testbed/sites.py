@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from siteagent.backends.base import Backend
 from siteagent.backends.pbs import PbsBackend, PbsConfig
 from siteagent.backends.replay import REPLAY_STATE_FILE, SwfReplayBackend
-from siteagent.backends.slurm import SlurmBackend, SlurmConfig
+from siteagent.backends.slurm import SlurmBackend
 from siteagent.core.model import CapacityUnit
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import STORE_FILE
@@ -216,7 +216,7 @@ class SlurmSite(LifecycleSite):
                     "backend": {
                         "type": "slurm",
                         "slurm": {
-                            "slurm_conf": str(cluster.conf),
+                            **cluster.backend_options(),
                             "partition": "batch",
                             "unit": unit.value,
                             "users": ["root"],
@@ -231,8 +231,7 @@ class SlurmSite(LifecycleSite):
 
     def open_backend(self) -> Backend:
         return SlurmBackend(
-            SlurmConfig(
-                slurm_conf=str(self.cluster.conf),
+            self.cluster.slurm_config(
                 partition="batch",
                 unit=self.unit,
                 users=("root",),

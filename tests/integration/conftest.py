@@ -13,6 +13,7 @@ from typing import Iterator
 import pytest
 
 from testbed.sites import LifecycleSite, PbsSite, ReplaySite, SlurmSite
+from testbed.slurm_install import SlurmInstall
 from testbed.traces import busy_trace
 
 
@@ -23,9 +24,12 @@ from testbed.traces import busy_trace
         pytest.param("pbs", marks=pytest.mark.pbs),
     ]
 )
-def lifecycle_site(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LifecycleSite]:
+def lifecycle_site(
+    request: pytest.FixtureRequest, tmp_path: Path, slurm_version: SlurmInstall
+) -> Iterator[LifecycleSite]:
     """replay: a 64-core simulated cluster about half busy with small jobs; slurm, pbs: the
-    64-core test clusters, emptied of jobs and reservations before and after."""
+    64-core test clusters, emptied of jobs and reservations before and after. The Slurm
+    variant runs on each Slurm release (``slurm_version``); the others once."""
     state_dir = tmp_path / "state"
     state_dir.mkdir()
     site: LifecycleSite
