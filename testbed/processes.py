@@ -119,6 +119,17 @@ def running_postgres() -> Iterator[postgres.PostgresTestServer]:
         server.remove()
 
 
+def require_postgres_driver() -> None:
+    """Skips (or, under CI, fails) the test unless psycopg, the postgres extra, is installed."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        reason = "psycopg is not installed: pip install -e '.[postgres]'"
+        if IN_CI:
+            pytest.fail(f"under CI: {reason}", pytrace=False)
+        pytest.skip(reason)
+
+
 def require_programs(*names: str) -> Dict[str, str]:
     """The paths of these programs; skips (or, under CI, fails) the test if one is missing."""
     found = {name: shutil.which(name) for name in names}

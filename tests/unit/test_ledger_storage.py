@@ -23,7 +23,7 @@ from siteagent.protocol import documents, keys
 from siteagent.protocol.documents import Cancellation, Receipt
 from testbed.parties import NOW, Party, receipt
 from testbed.postgres import PostgresTestServer
-from testbed.processes import free_port
+from testbed.processes import free_port, require_postgres_driver
 
 PRICE = Decimal("43.40")  # testbed.parties.offer
 
@@ -229,7 +229,7 @@ def test_a_void_racing_its_receipt_at_two_banks_leaves_the_buyer_whole(
 
 
 def test_a_postgresql_that_cannot_be_reached_is_unavailable() -> None:
-    pytest.importorskip("psycopg")
+    require_postgres_driver()
     with pytest.raises(LedgerUnavailable) as caught:
         Ledger(f"postgresql://bank:secret@127.0.0.1:{free_port()}/bank")
     assert caught.value.code == "unavailable"
