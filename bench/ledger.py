@@ -244,7 +244,9 @@ def markdown(results: Dict[str, Any]) -> str:
         + "\n`per_s`: bookings per second; `vs_sqlite`: that over SQLite's; latencies of one "
         "booking as an agent waits for it; `rollbacks_per_booking`: transactions PostgreSQL "
         "rolled back per booking (a conflict with a concurrent booking, run again by the bank, or "
-        "a refusal).\n\n"
+        "a refusal). All processes, the PostgreSQL server and the agents share this machine's "
+        "cores, so more processes add no CPU here: what the figures show is that processes on "
+        "one database do not conflict (no rollbacks), not how hosts of their own would scale.\n\n"
         f"## The funds check at {balance['rows'][0]['entries']:,} entries per account\n\n"
         f"Medians of {balance['repeats']} reads; load average {balance['load_at_start']} at "
         f"the start, {balance['load_at_end']} at the end.\n\n"
@@ -253,8 +255,10 @@ def markdown(results: Dict[str, Any]) -> str:
             ["database", "entries", "sum_of_entries_ms", "kept_balance_ms", "ratio", "booking_ms"],
         )
         + "\n`sum_of_entries_ms`: the read a booking's funds check made before balances were "
-        "kept; `kept_balance_ms`: the one it makes now; `booking_ms`: a whole booking now "
-        "(signatures, funds check, writes, commit), with the buyer's 10⁵ entries.\n"
+        "kept; `kept_balance_ms`: the one it makes now; each a whole transaction (on "
+        "PostgreSQL BEGIN, SELECT and COMMIT, three round trips to the server's process); "
+        "`booking_ms`: a whole booking now (signatures, funds check, writes, commit), with the "
+        "buyer's entries.\n"
     )
 
 
