@@ -47,6 +47,7 @@ from siteagent.config.reading import (
     port,
     positive_int,
     positive_number,
+    postgres_url,
     price,
     read_yaml,
     reservation_prefix,
@@ -324,6 +325,7 @@ def nonces_per_client(section: Section) -> int:
 def read_ledger(section: Section, paths: Paths, state_dir: Path) -> LedgerConfig:
     return LedgerConfig(
         path=section.get("path", state_dir / "ledger.sqlite3", paths.path),
+        database=section.get("database", None, optional(postgres_url)),
         url=section.get("url", None, optional(ledger_url)),
         ca=section.get("ca", None, optional(paths.existing_file)),
         default_credit=section.get("default_credit", DEFAULT_CREDIT, amount),

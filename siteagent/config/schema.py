@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import FrozenSet, Optional, Tuple
+from typing import FrozenSet, Optional, Tuple, Union
 
 from siteagent.core.defaults import (
     DEFAULT_AUCTION_ACCEPT_WINDOW_S,
@@ -281,15 +281,23 @@ class LedgerConfig:
 
     ``siteagent ledger serve`` reads ``path`` too, listens on ``listen``:``port`` with the
     ``api.tls`` certificate, and opens accounts for the sites and clients of ``participants``.
+    ``database``, a PostgreSQL URL, replaces the SQLite file at ``path``: the database that
+    several bank processes share (docs/ledger.md).
     """
 
     path: Path
+    database: Optional[str] = None
     url: Optional[str] = None
     ca: Optional[Path] = None
     default_credit: Decimal = DEFAULT_CREDIT
     participants: Optional[Path] = None
     listen: str = "127.0.0.1"
     port: int = 8444
+
+    @property
+    def location(self) -> Union[str, Path]:
+        """The bank's database: the PostgreSQL URL if one is given, else the SQLite file."""
+        return self.database if self.database is not None else self.path
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from siteagent.config.schema import Config, LedgerConfig
 from siteagent.core.defaults import DEFAULT_MAX_BODY_BYTES
 from siteagent.ledger.bank import Ledger, LedgerForbidden, LedgerRefused
 from siteagent.ledger.participants import load_participants, register_all
+from siteagent.ledger.storage import DatabaseError
 from siteagent.protocol.documents import Cancellation, MalformedDocument, Receipt
 from siteagent.protocol.httpsig import authority
 from siteagent.protocol.models import AccountBalance, AccountStatement
@@ -204,11 +205,18 @@ def open_ledger(config: Config) -> Ledger:
             "clients that hold accounts (see `siteagent ledger serve --help`)"
         )
     participants = load_participants(config.ledger.participants)
-    ledger = Ledger(config.ledger.path)
-    register_all(ledger, participants)
+    try:
+        ledger = Ledger(config.ledger.location)
+    except DatabaseError as exc:
+        raise ServiceError(str(exc)) from None
+    try:
+        register_all(ledger, participants)
+    except BaseException:
+        ledger.close()
+        raise
     log.info(
         "ledger %s: %d participant(s) from %s",
-        config.ledger.path,
+        ledger.database.describe(),
         len(participants),
         config.ledger.participants,
     )

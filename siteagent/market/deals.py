@@ -379,7 +379,7 @@ def open_ledger(config: Config, site_key: Ed25519PrivateKey) -> Bookkeeper:
         log.info("ledger: receipts are booked by the ledger service at %s", config.ledger.url)
         signer = (site_key, config.site.name)
         return RemoteLedger(config.ledger.url, config.ledger.ca, signer=signer)
-    return Ledger(config.ledger.path)
+    return Ledger(config.ledger.location)
 
 
 def countersign(

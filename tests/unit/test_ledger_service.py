@@ -75,11 +75,17 @@ def participants_file(path: Path, site: Party, alice: Party) -> Path:
 
 
 @pytest.fixture
-def service_config(tmp_path: Path, site: Party, alice: Party) -> Path:
+def service_config(tmp_path: Path, site: Party, alice: Party, ledger_location: str) -> Path:
+    """The bank's configuration, on each database (ledger.path, or ledger.database)."""
     participants = participants_file(tmp_path / "participants.yaml", site, alice)
+    books = (
+        {"path": ledger_location.removeprefix("sqlite:")}
+        if ledger_location.startswith("sqlite:")
+        else {"database": ledger_location}
+    )
     document = {
         "state_dir": str(tmp_path / "state"),
-        "ledger": {"path": str(tmp_path / "bank.sqlite3"), "participants": str(participants)},
+        "ledger": {**books, "participants": str(participants)},
     }
     path = tmp_path / "ledger.yaml"
     path.write_text(yaml.safe_dump(document), encoding="utf-8")
