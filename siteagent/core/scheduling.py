@@ -369,16 +369,17 @@ class GreedyEngine(Engine):
         self._arrivals.clear()
         self._dirty = False
         machine = self.machine
-        profile = machine.profile
+        free = machine.profile.free_at(now)
         started: List[Task] = []
         for i in range(first, len(queue)):
-            if profile.free_at(now) <= 0:
+            if free <= 0:
                 break
             task = queue[i]
             if machine.fits(task, now, task.estimate):
                 task.window_end = now + task.estimate
                 machine.take(task, now, task.window_end)
                 task.start = now
+                free -= task.size
                 started.append(task)
         if started:
             self.queue = [task for task in queue if task.start is None]

@@ -210,6 +210,8 @@ class TopologyMachine(Machine):
     def fits(self, task: Task, start: int, hold: int) -> bool:
         request = self.request_of(task)
         code = request.code
+        if start <= self.now and not self._upcoming and code in self._failed:
+            return False  # the common case of a long queue: asked and refused already
         end = max(start, self.now) + max(hold, 1)
         found: Optional[Partition] = None
         if start > self.now:
@@ -385,6 +387,12 @@ def _search_rotation(
                     continue
                 zs = ((1 << sz) - 1) << z0
                 z_links = z_sets.link_sets(zs, torus)
+                if not (x_links and y_links and z_links):
+                    continue
+                if bound >= 0:  # fewer links than the best so far is the only way to win
+                    least = link_count(x_links[0]) * sy * sz + link_count(y_links[0]) * sx * sz
+                    if least + link_count(z_links[0]) * sx * sy >= bound:
+                        continue
                 chosen = _join(state, topology, x0, y0, z0, sx, sy, sz, x_links, y_links, z_links)
                 if chosen is None:
                     continue
