@@ -19,6 +19,7 @@ long dimension (8 × 4 × 4 midplanes); the allocator tries every rotation.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from typing import Dict, List, Optional, Tuple
 
@@ -89,9 +90,12 @@ def machine_dims(shape: Tuple[int, int, int]) -> Dims:
 
 
 def draw(purpose: str, job: int, seed: int) -> float:
-    """A number in [0, 1) fixed by purpose, job and seed (not by Python's hash seed)."""
-    digest = hashlib.blake2b(f"{purpose}/{job}/{seed}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") / 2.0**64
+    """A number in [0, 1) fixed by purpose, job and seed, never by Python's salted hash: the
+    first 64 bits of SHA-256 of the JSON text [purpose, job, seed] (the reproductions' keyed
+    draws, docs/reproductions.md §3, are the same numbers)."""
+    text = json.dumps([purpose, job, seed], separators=(",", ":"))
+    digest = hashlib.sha256(text.encode()).digest()
+    return int.from_bytes(digest[:8], "big") * 2.0**-64
 
 
 class Shaper:
