@@ -1,4 +1,4 @@
-"""Aridor et al. 2005 (seed 001): Blue Gene/L partition allocation, reproduced.
+"""Aridor et al. 2005, Blue Gene/L partition allocation, reproduced.
 
 `python -m bench repro-bgl [--seeds 10] [--jobs-limit 5000 | --full] [--quick]` replays CTC
 SP2 (sizes / 4) and SDSC SP2 on the project's topology machine (siteagent/sim/topology.py,
@@ -6,7 +6,8 @@ docs/topology.md): Blue Gene/L (8 x 4 x 4 midplanes, multi-toroidal x-lines) and
 torus of the same size, jobs as the paper's slim or fat boxes (fattened with probability p),
 toroidal with probability Pt, at offered loads of 20-100 % set by scaling inter-arrival times,
 scheduled as the paper does (backfilling without reservations, the ``greedy`` policy), and
-beyond the paper under EASY. REPRODUCTION.md §4.2 is the spec.
+beyond the paper under EASY. docs/reproductions.md explains the harness; docs/topology.md
+the machine and what this reproduction chose where the paper is silent.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ class Arm:
 
 
 def arms(quick: bool) -> List[Arm]:
-    """The grid of REPRODUCTION.md §4.2 (``quick``: its small part)."""
+    """The grid: BG/L p x Pt, the 3D torus all toroidal and all mesh, Fig. 8's fat sizes,
+    EASY beyond the paper (``quick``: SDSC's fat BG/L and torus only)."""
     if quick:
         return [Arm("bgl", 1.0, 0.0), Arm("bgl", 1.0, 1.0), Arm("torus3d", 1.0, 1.0)]
     grid = [Arm("bgl", p, pt) for p in SHARES for pt in SHARES]
@@ -211,7 +213,7 @@ def sweep(options: Options, logs: Sequence[str], grid: List[Arm], loads: Sequenc
         for seed in options.seed_list if arm.random else [0]:
             configs.append(_config(log, arm, rho, seed, jobs))
             keys.append((log, arm, rho))
-    # a deterministic arm run again under another seed must give the same (REPRODUCTION §4.2)
+    # a deterministic arm run again under another seed must give the same figures
     again = [(log, Arm("bgl", 1.0, 1.0), loads[-1]) for log in logs]
     configs += [_config(log, arm, rho, 1, jobs) for log, arm, rho in again]
     results = options.sweep(one_run, configs, "repro-bgl")
@@ -588,10 +590,10 @@ def _sections(report: Report, results: Results, logs: Sequence[str], grid: List[
   earliest fit); later jobs start only beside it. The tables above set its utilization, wait
   and bounded slowdown beside the paper's greedy backfilling.
 - **Wait and bounded slowdown** beside utilization: the tables above.
-- **A real Blue Gene log**: none is in ../shared/traces (its MANIFEST.md lists CTC, HPC2N,
-  KTH, LANL-CM5, SDSC-BLUE, SDSC-SP2, CEA-Curie, LLNL-Atlas, LLNL-Thunder, RICC and NASA-iPSC;
-  the Parallel Workloads Archive's Blue Gene logs, LLNL-uBGL-2006 and ANL-Intrepid-2009 (a
-  Blue Gene/P), are not there), so no run uses one.
+- **A real Blue Gene log**: none is in traces/ (traces/MANIFEST.md lists CTC, HPC2N, KTH,
+  LANL-CM5, SDSC-BLUE, SDSC-SP2, CEA-Curie, LLNL-Atlas, LLNL-Thunder, RICC and NASA-iPSC; the
+  Parallel Workloads Archive's Blue Gene logs, LLNL-uBGL-2006 and ANL-Intrepid-2009 (a Blue
+  Gene/P), are not there), so no run uses one.
 - Run cost: {len(cpu)} replays, median {statistics.median(cpu):.1f} s CPU each
   (max {max(cpu):.1f} s).
 """)

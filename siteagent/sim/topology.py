@@ -286,6 +286,8 @@ class TopologyMachine(Machine):
 
     def hold(self, task: Task, start: int, end: int) -> bool:
         """An advance reservation: the best box of its request free all over its window."""
+        if not 0 < task.size <= self.topology.midplanes or task.key in self._holds:
+            return False
         if end <= start or not self.fits(task, start, end - start):
             return False
         self.take(task, start, end)

@@ -17,14 +17,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from siteagent.backends.replay import SwfReplayBackend
 from siteagent.cli.main import main
 from siteagent.core.machine import Task
+from siteagent.core.model import ReservationSpec
 from siteagent.core.scheduling import Policy
 from siteagent.sim.partitions import MachineSpec
 from siteagent.sim.shapes import Request, Shaper, draw, fat_shape, slim_shape
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.topology import Partition, Topology, TopologyMachine, bgl, torus3d
 from siteagent.sim.wiring import LineTable, bgl_x_line, bgl_yz_line, ring
+from testbed.fakes import FakeClock
 from testbed.traces import swf_row, trace_prefix, write_swf
 
 Link = Tuple[int, int]
@@ -436,3 +439,29 @@ def test_simulate_refuses_shape_options_without_a_machine(
     assert "--machine" in capsys.readouterr().err
     assert main(["simulate", str(trace), "--machine", "bgl", "--cores", "4"]) != 0
     assert "--divide-sizes" in capsys.readouterr().err
+
+
+def test_the_replay_backend_runs_a_bgl_machine_and_keeps_it_in_its_state_file(
+    tmp_path: Path,
+) -> None:
+    trace = str(trace_prefix("SDSC-SP2-1998-4.2-cln.swf.gz", 300, tmp_path / "sdsc.swf"))
+    state = str(tmp_path / "replay-state.json")
+    clock = FakeClock(1_800_000_000.0)
+    spec = MachineSpec("bgl", fat=1.0, torus=1.0)
+    backend = SwfReplayBackend(trace, offset_s=3 * 86400, clock=clock, state_file=state,
+                               machine=spec)
+    snapshot = backend.snapshot()
+    assert snapshot.capacity == 128
+    running = [job.cores for job in snapshot.running]
+    assert running and all(size >= 8 for size in running) and sum(running) <= 128
+    # a reservation is a box (the slim mesh of its size) on free midplanes and links
+    start = backend.now() + 86400
+    made = backend.create_reservation(ReservationSpec("sa-1", start, 3600, 16))
+    assert made.cores == 16
+    backend.close()
+    again = SwfReplayBackend.open(state, clock=clock)  # the machine comes from the state file
+    assert sorted(job.cores for job in again.snapshot().running) == sorted(running)
+    assert [r.name for r in again.list_reservations()] == ["sa-1"]
+    again.close()
+    with pytest.raises(ValueError, match="another simulated cluster"):
+        SwfReplayBackend.open(state, clock=clock, machine=MachineSpec("torus3d"))
