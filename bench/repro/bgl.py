@@ -205,8 +205,13 @@ class Results:
         return mean_ci(values) if len(values) > 1 else exact(values[0])
 
 
-def sweep(options: Options, logs: Sequence[str], grid: List[Arm], loads: Sequence[float],
-          jobs: Optional[int]) -> Tuple[Results, List[Dict[str, Any]]]:
+def sweep(
+    options: Options,
+    logs: Sequence[str],
+    grid: List[Arm],
+    loads: Sequence[float],
+    jobs: Optional[int],
+) -> Tuple[Results, List[Dict[str, Any]]]:
     configs: List[Dict[str, Any]] = []
     keys: List[Key] = []
     for log, arm, rho in itertools.product(logs, grid, loads):
@@ -221,16 +226,27 @@ def sweep(options: Options, logs: Sequence[str], grid: List[Arm], loads: Sequenc
     for key, config, result in zip(keys, configs, results):
         runs.setdefault(key, []).append({**config, **result})
     reruns = [
-        {**config, **result, "same_as_seed_0": _strip(result, config) == _strip(runs[key][0], config)}
-        for key, config, result in zip(again, configs[len(keys):], results[len(keys):])
+        {
+            **config,
+            **result,
+            "same_as_seed_0": _strip(result, config) == _strip(runs[key][0], config),
+        }
+        for key, config, result in zip(again, configs[len(keys) :], results[len(keys) :])
     ]
     return Results(runs, options.seed_list), reruns
 
 
 def _config(log: str, arm: Arm, rho: float, seed: int, jobs: Optional[int]) -> Dict[str, Any]:
     return {
-        "log": log, "machine": arm.machine, "fat": arm.fat, "torus": arm.torus,
-        "fat_sizes": arm.fat_sizes, "policy": arm.policy, "rho": rho, "seed": seed, "jobs": jobs,
+        "log": log,
+        "machine": arm.machine,
+        "fat": arm.fat,
+        "torus": arm.torus,
+        "fat_sizes": arm.fat_sizes,
+        "policy": arm.policy,
+        "rho": rho,
+        "seed": seed,
+        "jobs": jobs,
     }
 
 
@@ -247,7 +263,10 @@ def main(argv: List[str]) -> int:
     add_options(parser, seeds=10)
     size = parser.add_mutually_exclusive_group()
     size.add_argument(
-        "--jobs-limit", type=int, default=JOBS_LIMIT, metavar="N",
+        "--jobs-limit",
+        type=int,
+        default=JOBS_LIMIT,
+        metavar="N",
         help=f"replay the first N valid jobs of each log (default {JOBS_LIMIT})",
     )
     size.add_argument(
@@ -290,13 +309,15 @@ def _fig6_rows(report: Report, jobs: Optional[int]) -> None:
         small_after = 100 * sum(n for s, n in after.items() if s < 8) / sum(after.values())
         shifts[log] = small_after - small_before
         report.judge(
-            "001-1", change=exact(shifts[log]),
+            "001-1",
+            change=exact(shifts[log]),
             result=f"Fig. 6 ({log}): % of jobs below 8 midplanes, before -> after fattening "
             f"({small_before:.1f} % -> {small_after:.1f} %)",
         )
     ctc_most = shifts["CTC"] < shifts["SDSC"]
     report.row(
-        "001-1", TREND if ctc_most else DIFFERS,
+        "001-1",
+        TREND if ctc_most else DIFFERS,
         f"CTC {shifts['CTC']:+.1f} points, SDSC {shifts['SDSC']:+.1f} points",
         result="Fig. 6: CTC shifts most",
         why="" if ctc_most else "measured: SDSC's share of small jobs falls more than CTC's",
@@ -327,14 +348,22 @@ def _fig7a_rows(report: Report, results: Results, top: float, loads: Sequence[fl
         arm = Arm("bgl", 0.0, pt)
         worst = max(
             (
-                mean_ci([b - t for b, t in zip(results.samples("CTC", arm, rho),
-                                               results.samples("CTC", torus, rho))])
+                mean_ci(
+                    [
+                        b - t
+                        for b, t in zip(
+                            results.samples("CTC", arm, rho), results.samples("CTC", torus, rho)
+                        )
+                    ]
+                )
                 for rho in loads
             ),
             key=lambda e: abs(e.value),
         )
         report.judge(
-            "001-2", worst, point="ctc_mix_minus_torus",
+            "001-2",
+            worst,
+            point="ctc_mix_minus_torus",
             result=f"Fig. 7(a) CTC slim, Pt = {pt:g}: BG/L - 3D torus, the load where it is "
             "farthest (points)",
             why=_why_gap("CTC", results, arm, torus, loads),
@@ -348,10 +377,14 @@ def _fig7a_rows(report: Report, results: Results, top: float, loads: Sequence[fl
             spread, where = max(means) - min(means), rho
     small = spread <= SMALL_SPREAD
     report.row(
-        "001-2", MATCH if small else DIFFERS, f"{spread:.1f} points (at load {where:g})",
+        "001-2",
+        MATCH if small else DIFFERS,
+        f"{spread:.1f} points (at load {where:g})",
         result="Fig. 7(a) SDSC slim: spread of the mixes and the 3D torus, widest load",
         paper=f"small (this harness: <= {SMALL_SPREAD:g} points)",
-        why="" if small else f"measured: the curves lie {spread:.1f} points apart at load {where:g}",
+        why=""
+        if small
+        else f"measured: the curves lie {spread:.1f} points apart at load {where:g}",
     )
 
 
@@ -371,17 +404,24 @@ def _fig7b_rows(report: Report, results: Results, logs: Sequence[str], top: floa
         name = log.lower()
         bgl = results.estimate(log, fat_bgl, top)
         torus = results.estimate(log, fat_torus, top)
-        for point, ours, what in ((f"{name}_bgl", bgl, "BG/L"), (f"{name}_torus", torus, "3D torus")):
+        for point, ours, what in (
+            (f"{name}_bgl", bgl, "BG/L"),
+            (f"{name}_torus", torus, "3D torus"),
+        ):
             paper = report_value(point)
             report.judge(
-                "001-3", ours, point=point,
+                "001-3",
+                ours,
+                point=point,
                 result=f"Fig. 7(b) {log} fat, all torus, load {top:g}: {what} utilization (%)",
                 why=f"measured: {ours.value:.1f} % against the paper's {paper:g} % "
                 f"({ours.value - paper:+.1f} points)",
             )
         ratio = exact(bgl.value / torus.value)
         report.judge(
-            "001-3", ratio, point=f"{name}_ratio",
+            "001-3",
+            ratio,
+            point=f"{name}_ratio",
             result=f"Fig. 7(b) {log} fat, all torus, load {top:g}: BG/L / 3D torus",
             why=f"measured: BG/L {bgl.value:.1f} % over the torus's {torus.value:.1f} %",
         )
@@ -391,7 +431,8 @@ def _fig7b_rows(report: Report, results: Results, logs: Sequence[str], top: floa
         for low, high in ((0, 1), (1, 2)):
             change = paired_change(by_share[low], by_share[high])
             report.judge(
-                "001-3", change=change,
+                "001-3",
+                change=change,
                 result=f"Fig. 7(b) {log} fat: utilization from Pt = {SHARES[low]:g} to "
                 f"{SHARES[high]:g} at load {top:g} (points)",
                 why=f"measured: the paired change is {change.text()}",
@@ -400,13 +441,21 @@ def _fig7b_rows(report: Report, results: Results, logs: Sequence[str], top: floa
         below = []
         for pt in SHARES:
             arm = Arm("bgl", 1.0, pt)
-            diff = mean_ci([s - c for s, c in zip(results.samples("SDSC", arm, top),
-                                                  results.samples("CTC", arm, top))])
+            diff = mean_ci(
+                [
+                    s - c
+                    for s, c in zip(
+                        results.samples("SDSC", arm, top), results.samples("CTC", arm, top)
+                    )
+                ]
+            )
             below.append((pt, diff))
         holds = all(d.high < 0 or (d.method == "exact" and d.value < 0) for _, d in below)
         text = "; ".join(f"Pt {pt:g}: {d.text()}" for pt, d in below)
         report.row(
-            "001-3", TREND if holds else DIFFERS, text,
+            "001-3",
+            TREND if holds else DIFFERS,
+            text,
             result=f"Fig. 7(b) fat: SDSC - CTC at load {top:g}, every Pt (points)",
             paper="SDSC below CTC",
             why="" if holds else f"measured: SDSC is not below CTC at every Pt ({text})",
@@ -417,8 +466,9 @@ def report_value(point: str) -> float:
     return paper_value("001-3").value(point)
 
 
-def _fig8_rows(report: Report, results: Results, logs: Sequence[str],
-               loads: Sequence[float]) -> None:
+def _fig8_rows(
+    report: Report, results: Results, logs: Sequence[str], loads: Sequence[float]
+) -> None:
     """Fig. 8: the same size distribution, slim against fat (all toroidal)."""
     slim, fat = Arm("bgl", 0.0, 1.0, fat_sizes=True), Arm("bgl", 1.0, 1.0)
     for log in logs:
@@ -429,43 +479,66 @@ def _fig8_rows(report: Report, results: Results, logs: Sequence[str],
             drops.append((100 * (s - f) / s, rho, s, f))
         drop, rho, s, f = max(drops)
         report.judge(
-            "001-4", exact(drop), point="max_drop_percent",
+            "001-4",
+            exact(drop),
+            point="max_drop_percent",
             result=f"Fig. 8 {log}: utilization drop from slim to fat, same sizes, largest "
             f"(at load {rho:g}: {s:.1f} % -> {f:.1f} %)",
             why=f"measured: fat shapes lose {drop:.1f} % of slim's utilization at load {rho:g}",
         )
         half = Arm("bgl", 0.5, 1.0, fat_sizes=True)
-        change = paired_change(results.samples(log, slim, loads[-1]),
-                               results.samples(log, half, loads[-1]))
+        change = paired_change(
+            results.samples(log, slim, loads[-1]), results.samples(log, half, loads[-1])
+        )
         report.judge(
-            "001-4", change=change,
+            "001-4",
+            change=change,
             result=f"Fig. 8 {log}: from p = 0 to p = 0.5 at load {loads[-1]:g} (points)",
             why=f"measured: the paired change is {change.text()}",
         )
 
 
-def _headline_rows(report: Report, results: Results, logs: Sequence[str],
-                   loads: Sequence[float]) -> None:
+def _headline_rows(
+    report: Report, results: Results, logs: Sequence[str], loads: Sequence[float]
+) -> None:
     """The abstract: up to a factor of 2 for fat toroidal jobs; no loss for meshes."""
     ratios = [
-        (results.estimate(log, Arm("bgl", 1.0, 1.0), rho).value
-         / results.estimate(log, Arm("torus3d", 1.0, 1.0), rho).value, log, rho)
-        for log in logs for rho in loads
+        (
+            results.estimate(log, Arm("bgl", 1.0, 1.0), rho).value
+            / results.estimate(log, Arm("torus3d", 1.0, 1.0), rho).value,
+            log,
+            rho,
+        )
+        for log in logs
+        for rho in loads
     ]
     best, log, rho = max(ratios)
     report.judge(
-        "001-5", exact(best), point="max_ratio",
+        "001-5",
+        exact(best),
+        point="max_ratio",
         result=f"BG/L / 3D torus, fat all-torus, largest ({log}, load {rho:g})",
         why=f"measured: at most {best:.2f} ({log}, load {rho:g})",
     )
     gaps = [
-        (abs(results.estimate(log, Arm("bgl", p, 0.0), rho).value
-             - results.estimate(log, Arm("torus3d", p, 0.0), rho).value), log, p, rho)
-        for log in logs for p in (0.0, 1.0) for rho in loads
+        (
+            abs(
+                results.estimate(log, Arm("bgl", p, 0.0), rho).value
+                - results.estimate(log, Arm("torus3d", p, 0.0), rho).value
+            ),
+            log,
+            p,
+            rho,
+        )
+        for log in logs
+        for p in (0.0, 1.0)
+        for rho in loads
     ]
     gap, log, p, rho = max(gaps)
     report.judge(
-        "001-5", exact(gap), point="mesh_difference_points",
+        "001-5",
+        exact(gap),
+        point="mesh_difference_points",
         result=f"mesh only: |BG/L - 3D torus|, largest ({log}, p = {p:g}, load {rho:g})",
         why=f"measured: {gap:.1f} points ({log}, p = {p:g}, load {rho:g})",
     )
@@ -474,8 +547,13 @@ def _headline_rows(report: Report, results: Results, logs: Sequence[str],
 # -- figures and sections ------------------------------------------------------------------
 
 
-def _figures(report: Report, results: Results, logs: Sequence[str], loads: Sequence[float],
-             jobs: Optional[int]) -> None:
+def _figures(
+    report: Report,
+    results: Results,
+    logs: Sequence[str],
+    loads: Sequence[float],
+    jobs: Optional[int],
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -487,37 +565,72 @@ def _figures(report: Report, results: Results, logs: Sequence[str], loads: Seque
         sizes = sorted(set(before) | set(after))
         width = 0.4
         total_b, total_a = sum(before.values()), sum(after.values())
-        axis.bar([s - width / 2 for s in sizes], [100 * before[s] / total_b for s in sizes],
-                 width, label="before fattening")
-        axis.bar([s + width / 2 for s in sizes], [100 * after[s] / total_a for s in sizes],
-                 width, label="after (fat)")
-        axis.set(xscale="symlog", xlabel="job size (midplanes)", ylabel="% of jobs",
-                 title=f"Fig. 6: {log}")
+        axis.bar(
+            [s - width / 2 for s in sizes],
+            [100 * before[s] / total_b for s in sizes],
+            width,
+            label="before fattening",
+        )
+        axis.bar(
+            [s + width / 2 for s in sizes],
+            [100 * after[s] / total_a for s in sizes],
+            width,
+            label="after (fat)",
+        )
+        axis.set(
+            xscale="symlog",
+            xlabel="job size (midplanes)",
+            ylabel="% of jobs",
+            title=f"Fig. 6: {log}",
+        )
         axis.legend(fontsize="small")
     _save(figure, report.figure_path("fig6"))
 
     def curves(log: str, chosen: Sequence[Arm]) -> Dict[str, List[Tuple[float, Estimate]]]:
         return {a.label: [(rho, results.estimate(log, a, rho)) for rho in loads] for a in chosen}
 
-    paper = {"CTC": {"BG/L p=1 Pt=1": [(1.0, 50, 10)], "3D torus p=1 Pt=1": [(1.0, 26, 10)]},
-             "SDSC": {"BG/L p=1 Pt=1": [(1.0, 46, 10)], "3D torus p=1 Pt=1": [(1.0, 36, 10)]}}
+    paper = {
+        "CTC": {"BG/L p=1 Pt=1": [(1.0, 50, 10)], "3D torus p=1 Pt=1": [(1.0, 26, 10)]},
+        "SDSC": {"BG/L p=1 Pt=1": [(1.0, 46, 10)], "3D torus p=1 Pt=1": [(1.0, 36, 10)]},
+    }
     panels = {
-        "fig7a": ("Fig. 7(a) slim", [Arm("bgl", 0.0, pt) for pt in SHARES]
-                  + [Arm("torus3d", 0.0, 1.0)], False),
-        "fig7b": ("Fig. 7(b) fat", [Arm("bgl", 1.0, pt) for pt in SHARES]
-                  + [Arm("torus3d", 1.0, 1.0)], True),
-        "fig8": ("Fig. 8 all toroidal, fat sizes",
-                 [Arm("bgl", 0.0, 1.0, True), Arm("bgl", 0.5, 1.0, True), Arm("bgl", 1.0, 1.0)],
-                 False),
-        "easy": ("EASY (beyond the paper) against greedy",
-                 [Arm(m, p, p, policy=pol) for m in ("bgl", "torus3d") for p in (1.0,)
-                  for pol in (Policy.GREEDY.value, Policy.EASY.value)], False),
+        "fig7a": (
+            "Fig. 7(a) slim",
+            [Arm("bgl", 0.0, pt) for pt in SHARES] + [Arm("torus3d", 0.0, 1.0)],
+            False,
+        ),
+        "fig7b": (
+            "Fig. 7(b) fat",
+            [Arm("bgl", 1.0, pt) for pt in SHARES] + [Arm("torus3d", 1.0, 1.0)],
+            True,
+        ),
+        "fig8": (
+            "Fig. 8 all toroidal, fat sizes",
+            [Arm("bgl", 0.0, 1.0, True), Arm("bgl", 0.5, 1.0, True), Arm("bgl", 1.0, 1.0)],
+            False,
+        ),
+        "easy": (
+            "EASY (beyond the paper) against greedy",
+            [
+                Arm(m, p, p, policy=pol)
+                for m in ("bgl", "torus3d")
+                for p in (1.0,)
+                for pol in (Policy.GREEDY.value, Policy.EASY.value)
+            ],
+            False,
+        ),
     }
     for name, (title, chosen, with_paper) in panels.items():
         figure, axes = plt.subplots(1, 2, figsize=(12, 4.4), sharey=True)
         for axis, log in zip(axes, logs):
-            draw_replica(axis, curves(log, chosen), paper[log] if with_paper else {},
-                         xlabel="offered load", ylabel="utilization (%)", title=f"{title}: {log}")
+            draw_replica(
+                axis,
+                curves(log, chosen),
+                paper[log] if with_paper else {},
+                xlabel="offered load",
+                ylabel="utilization (%)",
+                title=f"{title}: {log}",
+            )
         _save(figure, report.figure_path(name))
 
 
@@ -530,10 +643,19 @@ def _save(figure: Any, path: Any) -> None:
     plt.close(figure)
 
 
-def _sections(report: Report, results: Results, logs: Sequence[str], grid: List[Arm],
-              loads: Sequence[float], jobs: Optional[int], reruns: List[Dict[str, Any]]) -> None:
+def _sections(
+    report: Report,
+    results: Results,
+    logs: Sequence[str],
+    grid: List[Arm],
+    loads: Sequence[float],
+    jobs: Optional[int],
+    reruns: List[Dict[str, Any]],
+) -> None:
     window = "the whole logs" if jobs is None else f"the first {jobs:,} valid jobs of each log"
-    report.section("Setup, and what the paper leaves open", f"""
+    report.section(
+        "Setup, and what the paper leaves open",
+        f"""
 - Machine: siteagent/sim/topology.py, 8 x 4 x 4 midplanes; docs/topology.md. Blue Gene/L's
   x-line cabling (the paper's Fig. 2(a) is lost) is reconstructed from the cabling Slurm's
   Blue Gene/L support emulates for 8 midplanes in x (siteagent/sim/wiring.py cites it); y- and
@@ -552,39 +674,57 @@ def _sections(report: Report, results: Results, logs: Sequence[str], grid: List[
 - Seeds: {len(results.seeds)} for arms that draw (p or Pt = 0.5); the others run once
   (their value is repeated to pair with the drawing arms). The paper states no number of
   runs.
-""")
+""",
+    )
     rows = []
     for log in logs:
         for arm in grid:
             if arm.policy != Policy.GREEDY.value:
                 continue
             run = results.runs[(log, arm, loads[-1])][0]
-            rows.append(f"| {log} | {arm.label} | {run['native_load']:.2f} | "
-                        f"{run['interarrival_factor']:.3f} | {run['offered_load']:.3f} |")
-    report.section("Offered load", (
-        f"Native offered load of the window and the inter-arrival factor that gives load "
-        f"{loads[-1]:g} (seed 0; each seed's sizes set its own factor), with the load "
-        "measured on the scaled submits.\n\n| log | arm | native | factor | achieved |\n"
-        "|---|---|---|---|---|\n" + "\n".join(rows)))
+            rows.append(
+                f"| {log} | {arm.label} | {run['native_load']:.2f} | "
+                f"{run['interarrival_factor']:.3f} | {run['offered_load']:.3f} |"
+            )
+    report.section(
+        "Offered load",
+        (
+            f"Native offered load of the window and the inter-arrival factor that gives load "
+            f"{loads[-1]:g} (seed 0; each seed's sizes set its own factor), with the load "
+            "measured on the scaled submits.\n\n| log | arm | native | factor | achieved |\n"
+            "|---|---|---|---|---|\n" + "\n".join(rows)
+        ),
+    )
     for what, title, unit in (
         ("utilization", "Utilization by arm and load", "%"),
         ("mean_wait_h", "Mean wait by arm and load (beyond the paper)", "h"),
-        ("mean_bounded_slowdown", "Mean bounded slowdown (10 s) by arm and load (beyond the "
-         "paper)", ""),
+        (
+            "mean_bounded_slowdown",
+            "Mean bounded slowdown (10 s) by arm and load (beyond the paper)",
+            "",
+        ),
     ):
-        lines = ["| log | arm | " + " | ".join(f"{rho:g}" for rho in loads) + " |",
-                 "|---|---|" + "---|" * len(loads)]
+        lines = [
+            "| log | arm | " + " | ".join(f"{rho:g}" for rho in loads) + " |",
+            "|---|---|" + "---|" * len(loads),
+        ]
         for log in logs:
             for arm in grid:
                 cells = [results.estimate(log, arm, rho, what).text(3) for rho in loads]
                 lines.append(f"| {log} | {arm.label} | " + " | ".join(cells) + " |")
         report.section(f"{title}{f' ({unit})' if unit else ''}", "\n".join(lines))
     same = all(run["same_as_seed_0"] for run in reruns)
-    report.section("Deterministic arms rerun", (
-        "The fat all-torus BG/L arm at the top load, rerun under seed 1: "
-        + ("identical to seed 0 in every figure." if same else "**differs from seed 0**.")))
+    report.section(
+        "Deterministic arms rerun",
+        (
+            "The fat all-torus BG/L arm at the top load, rerun under seed 1: "
+            + ("identical to seed 0 in every figure." if same else "**differs from seed 0**.")
+        ),
+    )
     cpu = [run["cpu_s"] for runs in results.runs.values() for run in runs]
-    report.section("Beyond the paper", f"""
+    report.section(
+        "Beyond the paper",
+        f"""
 - **EASY with topology-aware reservations** (arms marked EASY): the head job's reservation is
   a box and link sets held in the future (siteagent/sim/topology.py answers the engine's
   earliest fit); later jobs start only beside it. The tables above set its utilization, wait
@@ -596,4 +736,5 @@ def _sections(report: Report, results: Results, logs: Sequence[str], grid: List[
   Gene/P), are not there), so no run uses one.
 - Run cost: {len(cpu)} replays, median {statistics.median(cpu):.1f} s CPU each
   (max {max(cpu):.1f} s).
-""")
+""",
+    )
