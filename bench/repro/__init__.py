@@ -3,5 +3,5 @@ values, load calibration, sweeps on a process pool or a Slurm array, reports and
 
 Paper modules import the API from ``bench.repro.common`` and are listed in registry.py (this
 package stays light: ``python -m bench`` reads the registry). The five-minute guide is
-docs/reproductions.md; the spec is REPRODUCTION.md §4.0.
+docs/reproductions.md; the spec is issue 30's (its harness part).
 """

@@ -1,4 +1,4 @@
-"""The papers' numbers (paper_values.yaml), one entry per result ID of REPRODUCTION.md §1.
+"""The papers' numbers (paper_values.yaml), one entry per headline result ID of issue 30's spec.
 
 A report row names an entry by ID (and optionally one of its points); the verdict compares
 ours with the entry's value under the entry's tolerance, or our paired change with its
@@ -131,7 +131,7 @@ def seed_ids(seed: str) -> Tuple[str, ...]:
 def _entry(key: str, body: Mapping[str, Any]) -> PaperValue:
     where = f"{FILE.name}: {key}"
     if not _ID.fullmatch(key):
-        raise ValueError(f"{where}: an ID is SEED-N, as in REPRODUCTION.md §1")
+        raise ValueError(f"{where}: an ID is SEED-N, as in issue 30's results table")
     unknown = set(body) - _FIELDS
     if unknown:
         raise ValueError(f"{where}: unknown field(s) {', '.join(sorted(unknown))}")

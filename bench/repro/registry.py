@@ -13,16 +13,16 @@ from typing import Dict, NamedTuple
 
 class Command(NamedTuple):
     module: str
-    #: the paper whose every result ID (REPRODUCTION.md §1) the command's report must hold
+    #: the paper whose every result ID (paper_values.yaml) the command's report must hold
     seed: str
 
 
 COMMANDS: Dict[str, Command] = {
-    "repro-ramp": Command("bench.repro.ramp", "000"),  # Zasada & Coveney, RAMP (§4.1)
-    "repro-bgl": Command("bench.repro.bgl", "001"),  # Aridor et al., Blue Gene/L (§4.2)
-    "repro-singh": Command("bench.repro.singh", "002"),  # Singh's thesis (§4.3)
-    "repro-english": Command("bench.repro.english", "003"),  # Baranov et al. (§4.4)
-    "repro-selection": Command("bench.repro.selection", "004"),  # Ha et al. (§4.5)
+    "repro-ramp": Command("bench.repro.ramp", "000"),  # Zasada & Coveney, RAMP
+    "repro-bgl": Command("bench.repro.bgl", "001"),  # Aridor et al., Blue Gene/L
+    "repro-singh": Command("bench.repro.singh", "002"),  # Singh's thesis
+    "repro-english": Command("bench.repro.english", "003"),  # Baranov et al., English auction
+    "repro-selection": Command("bench.repro.selection", "004"),  # Ha et al., resource selection
 }
 
 

@@ -1,5 +1,5 @@
 """A verdict per report row: match, trend or differs (with a measured why), as
-REPRODUCTION.md §4.0 defines them.
+issue 30's reproduction spec defines them.
 
 - **match**: the paper's value lies in our confidence interval, or our value lies within the
   row's tolerance (paper_values.yaml);

@@ -27,6 +27,7 @@ from bench.repro.verdicts import DIFFERS, MATCH, NOT_RUN, TREND, judge
 from siteagent.sim.calibration import calibrate_load
 from siteagent.sim.window import TraceReplay, Window, window_utilization
 from siteagent.sim.workload import LoadScaling
+from testbed.slurm_cluster import SlurmTestCluster
 
 SLICE = ROOT / "siteagent" / "data" / "sdsc-sp2-slice.swf.gz"
 
@@ -268,6 +269,23 @@ def test_a_failing_configuration_is_named() -> None:
         run_sweep(draws_of, [{"arm": object(), "seed": 0}], jobs=1)
 
 
+@pytest.mark.slurm
+def test_a_sweep_runs_as_a_slurm_job_array(
+    slurm: SlurmTestCluster, tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    local = run_sweep(draws_of, CONFIGS, jobs=1)
+    arrayed = run_sweep(draws_of, CONFIGS, slurm=slurm.partition, work_dir=tmp_path)
+    assert arrayed == local
+    work = next(tmp_path.iterdir())
+    assert sorted(p.name for p in work.glob("result-*.json")) == [
+        f"result-{i}.json" for i in range(len(CONFIGS))
+    ]
+    with pytest.raises(SweepError, match="seed 1 is broken"):
+        run_sweep(fails_on_seed_1, [{"seed": 0}, {"seed": 1}], slurm=slurm.partition,
+                  work_dir=tmp_path)
+
+
 # -- reports ----------------------------------------------------------------------------------
 
 
@@ -291,7 +309,7 @@ def test_the_report_holds_every_row_per_seed_values_and_figures(tmp_path: Path) 
     assert document["rows"][0]["ours"]["samples"] == [0.3, 0.4, 0.35]
     assert document["data"]["runs"][2]["tw"] == 3.0
     assert document["calibrations"][0]["converged"] is True
-    markdown = (tmp_path / "repro-demo.md").read_text()
+    markdown = (tmp_path / "repro-demo.json").with_suffix(".md").read_text()
     assert "| 003-2 | Fig. 5: share of sites taking part | 70 ± 10 % of sites | 91 [88.5, 93.5]" \
         in markdown
     assert "sites bid future windows" in markdown and "![repro-demo-fig4.png]" in markdown
@@ -302,7 +320,7 @@ def test_an_incomplete_report_fails(tmp_path: Path, capsys: Any) -> None:
     report = Report("demo", "Demo", _options(tmp_path), seed="003")
     report.judge("003-1", mean_ci([0.9, 0.95, 1.0]))  # differs, and no why given
     assert report.finish() == 1
-    markdown = (tmp_path / "repro-demo.md").read_text()
+    markdown = (tmp_path / "repro-demo.json").with_suffix(".md").read_text()
     assert "003-2: no row" in markdown and "003-1: verdict differs without a why" in markdown
     with pytest.raises(KeyError):
         report.judge("003-9", mean_ci([1, 2]))
