@@ -290,6 +290,7 @@ def main(argv: List[str]) -> int:
     top = loads[-1]
     if options.quick:
         _fig7b_rows(report, results, logs, top, jobs)
+        _figures(report, results, logs, loads, jobs, only=("fig7b",))
         report.not_run(
             ["001-1", "001-2", "001-4", "001-5"],
             "--quick runs SDSC only, fat shapes only, 1,000 jobs at loads 0.6 and 1.0",
@@ -620,41 +621,24 @@ def _figures(
     logs: Sequence[str],
     loads: Sequence[float],
     jobs: Optional[int],
+    only: Optional[Sequence[str]] = None,
 ) -> None:
+    """The paper's Figs. 6-8 and EASY beside greedy (``only``: those panels, of the arms the
+    sweep ran; --quick draws Fig. 7(b))."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for axis, log in zip(axes, logs):
-        before, after = size_histograms(log, jobs)
-        sizes = sorted(set(before) | set(after))
-        width = 0.4
-        total_b, total_a = sum(before.values()), sum(after.values())
-        axis.bar(
-            [s - width / 2 for s in sizes],
-            [100 * before[s] / total_b for s in sizes],
-            width,
-            label="before fattening",
-        )
-        axis.bar(
-            [s + width / 2 for s in sizes],
-            [100 * after[s] / total_a for s in sizes],
-            width,
-            label="after (fat)",
-        )
-        axis.set(
-            xscale="symlog",
-            xlabel="job size (midplanes)",
-            ylabel="% of jobs",
-            title=f"Fig. 6: {log}",
-        )
-        axis.legend(fontsize="small")
-    _save(figure, report.figure_path("fig6"))
+    if only is None:
+        _fig6(report, logs, jobs)
 
     def curves(log: str, chosen: Sequence[Arm]) -> Dict[str, List[Tuple[float, Estimate]]]:
-        return {a.label: [(rho, results.estimate(log, a, rho)) for rho in loads] for a in chosen}
+        return {
+            a.label: [(rho, results.estimate(log, a, rho)) for rho in loads]
+            for a in chosen
+            if (log, a, loads[0]) in results.runs
+        }
 
     paper = {
         "CTC": {"BG/L p=1 Pt=1": [(1.0, 50, 10)], "3D torus p=1 Pt=1": [(1.0, 26, 10)]},
@@ -688,8 +672,12 @@ def _figures(
         ),
     }
     for name, (title, chosen, with_paper) in panels.items():
-        figure, axes = plt.subplots(1, 2, figsize=(12, 4.4), sharey=True)
-        for axis, log in zip(axes, logs):
+        if only is not None and name not in only:
+            continue
+        figure, axes = plt.subplots(
+            1, len(logs), figsize=(6 * len(logs), 4.4), sharey=True, squeeze=False
+        )
+        for axis, log in zip(axes[0], logs):
             draw_replica(
                 axis,
                 curves(log, chosen),
@@ -699,6 +687,38 @@ def _figures(
                 title=f"{title}: {log}",
             )
         _save(figure, report.figure_path(name))
+
+
+def _fig6(report: Report, logs: Sequence[str], jobs: Optional[int]) -> None:
+    """Fig. 6: job sizes before and after fattening."""
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for axis, log in zip(axes, logs):
+        before, after = size_histograms(log, jobs)
+        sizes = sorted(set(before) | set(after))
+        width = 0.4
+        total_b, total_a = sum(before.values()), sum(after.values())
+        axis.bar(
+            [s - width / 2 for s in sizes],
+            [100 * before[s] / total_b for s in sizes],
+            width,
+            label="before fattening",
+        )
+        axis.bar(
+            [s + width / 2 for s in sizes],
+            [100 * after[s] / total_a for s in sizes],
+            width,
+            label="after (fat)",
+        )
+        axis.set(
+            xscale="symlog",
+            xlabel="job size (midplanes)",
+            ylabel="% of jobs",
+            title=f"Fig. 6: {log}",
+        )
+        axis.legend(fontsize="small")
+    _save(figure, report.figure_path("fig6"))
 
 
 def _save(figure: Any, path: Any) -> None:
