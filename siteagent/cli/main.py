@@ -25,6 +25,7 @@ from siteagent.cli import (
     ledger,
     market,
     options,
+    parsing,
     setup,
 )
 from siteagent.cli import (
@@ -47,26 +48,35 @@ Command = Callable[[argparse.Namespace], int]
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``siteagent``: the site agent and its tools."""
+    console.program = "siteagent"
     parser = _site_parser()
     args = parser.parse_args(argv)
     command: Command = args.command
+    as_json = bool(getattr(args, "json", False))
     try:
         return command(args)
     except BackendUnavailable as exc:
-        console.error(f"the batch system did not answer: {exc}; retry later")
-        return EXIT_UNAVAILABLE
+        return _failed(f"the batch system did not answer: {exc}; retry later", exc, as_json)
     except BackendError as exc:
-        console.error(f"the batch system failed: {exc}")
-        return EXIT_BAD_INPUT
+        return _failed(f"the batch system failed: {exc}", exc, as_json, EXIT_BAD_INPUT)
     except SiteagentError as exc:
-        console.error(str(exc))
-        return exit_code(exc)
+        return _failed(str(exc), exc, as_json, exit_code(exc))
     except (SwfError, UnsimulableJob, FileNotFoundError, ValueError) as exc:
-        console.error(str(exc))
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        console.error("interrupted")
-        return 130
+        return _failed(str(exc), exc, as_json, EXIT_BAD_INPUT)
+    except KeyboardInterrupt as exc:
+        return _failed("interrupted", exc, as_json, 130)
+
+
+def _failed(
+    message: str, error: BaseException, as_json: bool, status: int = EXIT_UNAVAILABLE
+) -> int:
+    """Say why a command failed (one line; with ``--json`` one JSON error object too) and
+    return its exit status."""
+    code = getattr(error, "code", None)
+    if not isinstance(code, str):
+        code = "interrupted" if isinstance(error, KeyboardInterrupt) else "bad_input"
+    parsing.report(message, code, status, as_json, getattr(error, "field", None))
+    return status
 
 
 def exit_code(error: SiteagentError) -> int:
@@ -99,7 +109,8 @@ def client_main(argv: Optional[Sequence[str]] = None) -> int:
         client_sites,
     )
 
-    parser = argparse.ArgumentParser(
+    console.program = "siteagent-client"
+    parser = parsing.Parser(
         prog="siteagent-client",
         description=(
             "The buyer's side: find, price and reserve compute across the site agents of a "
@@ -108,7 +119,7 @@ def client_main(argv: Optional[Sequence[str]] = None) -> int:
         ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    commands = parsing.subcommands(parser)
     client_sites.add_commands(commands)
     client_quotes.add_commands(commands)
     client_auction.add_commands(commands)
@@ -120,18 +131,17 @@ def client_main(argv: Optional[Sequence[str]] = None) -> int:
     client_ledger.add_commands(commands)
     args = parser.parse_args(argv)
     command: Command = args.command
+    as_json = bool(getattr(args, "json", False))
     try:
         return command(args)
     except (SiteagentError, ValueError, OSError) as exc:
-        console.error(str(exc))
-        return client_common.exit_code(exc)
-    except KeyboardInterrupt:
-        console.error("interrupted")
-        return 130
+        return _failed(str(exc), exc, as_json, client_common.exit_code(exc))
+    except KeyboardInterrupt as exc:
+        return _failed("interrupted", exc, as_json, 130)
 
 
 def _site_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = parsing.Parser(
         prog="siteagent",
         description=(
             "Site agent for HPC batch systems: predicts the schedule, advertises free slots, "
@@ -139,7 +149,7 @@ def _site_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    commands = parsing.subcommands(parser)
     _add_serve(commands)
     _add_simulate(commands)
     cli_reservations.add_commands(commands)

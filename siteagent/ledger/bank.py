@@ -232,14 +232,20 @@ def parse_money(value: Any, what: str) -> int:
 def deal_terms(deal: Mapping[str, Any]) -> DealTerms:
     """The terms of a deal, or LedgerRefused naming what is missing or malformed."""
     if deal.get("version") != 1:
-        raise LedgerRefused("malformed_receipt", "only deals of version 1 are understood")
+        raise LedgerRefused(
+            "malformed_receipt", "only deals of version 1 are understood", "deal.version"
+        )
     for key in ("site", "buyer", "reservation_id"):
         if not isinstance(deal.get(key), str) or not deal[key]:
-            raise LedgerRefused("malformed_receipt", f"the deal has no {key}")
+            raise LedgerRefused("malformed_receipt", f"the deal has no {key}", f"deal.{key}")
     price = parse_money(deal.get("price"), "price")
     penalty = parse_money(deal.get("cancellation_penalty"), "cancellation_penalty")
     if penalty > price:
-        raise LedgerRefused("malformed_receipt", "the cancellation penalty exceeds the price")
+        raise LedgerRefused(
+            "malformed_receipt",
+            "the cancellation penalty exceeds the price",
+            "deal.cancellation_penalty",
+        )
     return DealTerms(deal["site"], deal["buyer"], deal["reservation_id"], price, penalty)
 
 
@@ -333,12 +339,18 @@ class Ledger:
             row = db.execute("SELECT kind FROM participants WHERE id = ?", (key_id,)).fetchone()
         return None if row is None else str(row[0])
 
-    def _participant(self, db: sqlite3.Connection, key_id: str, kind: str) -> Ed25519PublicKey:
+    def _participant(
+        self, db: sqlite3.Connection, key_id: str, kind: str, field: str
+    ) -> Ed25519PublicKey:
+        """The registered key of ``key_id`` as a ``kind``; the refusal names ``field``, where
+        the document named it."""
         row = db.execute(
             "SELECT public_key FROM participants WHERE id = ? AND kind = ?", (key_id, kind)
         ).fetchone()
         if row is None:
-            raise LedgerRefused("unknown_participant", f"no {kind} {key_id!r} is registered")
+            raise LedgerRefused(
+                "unknown_participant", f"no {kind} {key_id!r} is registered", field
+            )
         return parse_public_key(row[0])
 
     # ---- booking
@@ -361,16 +373,26 @@ class Ledger:
         """
         terms = deal_terms(receipt.deal)
         if receipt.user_signature.key_id != terms.buyer:
-            raise LedgerRefused("signer_mismatch", "the deal is not signed by its buyer")
+            raise LedgerRefused(
+                "signer_mismatch", "the deal is not signed by its buyer", "user_signature.keyid"
+            )
         if receipt.site_signature.key_id != terms.site:
-            raise LedgerRefused("signer_mismatch", "the receipt is not signed by the deal's site")
+            raise LedgerRefused(
+                "signer_mismatch",
+                "the receipt is not signed by the deal's site",
+                "site_signature.keyid",
+            )
         with self._transaction() as db:
-            buyer_key = self._participant(db, terms.buyer, "user")
-            site_key = self._participant(db, terms.site, "site")
+            buyer_key = self._participant(db, terms.buyer, "user", "deal.buyer")
+            site_key = self._participant(db, terms.site, "site", "deal.site")
             if not signature_valid(receipt.deal, receipt.user_signature, buyer_key):
-                raise LedgerRefused("bad_user_signature", "the buyer's signature does not verify")
+                raise LedgerRefused(
+                    "bad_user_signature", "the buyer's signature does not verify", "user_signature"
+                )
             if not signature_valid(receipt.countersigned(), receipt.site_signature, site_key):
-                raise LedgerRefused("bad_site_signature", "the site's signature does not verify")
+                raise LedgerRefused(
+                    "bad_site_signature", "the site's signature does not verify", "site_signature"
+                )
             booked = self._find(db, "deal", receipt.id)
             if booked is not None:
                 return booked
@@ -379,6 +401,7 @@ class Ledger:
                     "receipt_voided",
                     f"receipt {receipt.id} was voided by {terms.site} before it was booked "
                     f"(reservation {terms.reservation_id} was not confirmed)",
+                    "deal.reservation_id",
                 )
             clash = db.execute(
                 "SELECT id FROM receipts WHERE site = ? AND reservation_id = ?",
@@ -389,6 +412,7 @@ class Ledger:
                     "reservation_already_booked",
                     f"reservation {terms.reservation_id} at {terms.site} is booked by "
                     f"receipt {clash[0]}",
+                    "deal.reservation_id",
                 )
             self._check_funds(db, terms.buyer, terms.price_cents)
             db.execute(
@@ -430,16 +454,23 @@ class Ledger:
                 return None
             if row is None:
                 raise LedgerNotFound(
-                    "unknown_receipt", f"no receipt {cancellation.receipt_id} is booked"
+                    "unknown_receipt",
+                    f"no receipt {cancellation.receipt_id} is booked",
+                    "receipt_id",
                 )
             site, reservation_id, buyer, price, agreed = row
             if cancellation.site_signature.key_id != site:
-                raise LedgerRefused("signer_mismatch", "the cancellation is not signed by the site")
+                raise LedgerRefused(
+                    "signer_mismatch",
+                    "the cancellation is not signed by the site",
+                    "site_signature.keyid",
+                )
             self._check_site_signature(db, cancellation, site)
             if not 0 <= penalty <= agreed:
                 raise LedgerRefused(
                     "penalty_not_agreed",
                     f"the penalty must be between 0.00 and the agreed {from_cents(agreed)}",
+                    "penalty",
                 )
             document = json.dumps(cancellation.to_json(), sort_keys=True)
             booked = self._find(db, "refund", cancellation.receipt_id)
@@ -449,7 +480,9 @@ class Ledger:
                 ).fetchone()[0]
                 if not same:
                     raise LedgerConflict(
-                        "already_refunded", f"reservation {reservation_id} was already refunded"
+                        "already_refunded",
+                        f"reservation {reservation_id} was already refunded",
+                        "receipt_id",
                     )
                 return booked
             refund = price - penalty
@@ -462,10 +495,12 @@ class Ledger:
     def _check_site_signature(
         self, db: sqlite3.Connection, cancellation: Cancellation, site: str
     ) -> None:
-        site_key = self._participant(db, site, "site")
+        site_key = self._participant(db, site, "site", "site_signature.keyid")
         document = cancellation.signed_document()
         if not signature_valid(document, cancellation.site_signature, site_key):
-            raise LedgerRefused("bad_site_signature", "the site's signature does not verify")
+            raise LedgerRefused(
+                "bad_site_signature", "the site's signature does not verify", "site_signature"
+            )
 
     def _keep_void(self, db: sqlite3.Connection, cancellation: Cancellation) -> None:
         """Remember that the signing site voided a receipt it never had booked: the bank
