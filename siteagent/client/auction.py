@@ -2,7 +2,7 @@
 
 The request for quotes goes to every site; for N rounds it is sent again with the lowest unit
 price offered so far (``best_price``), so that sites pricing by load undercut it or drop out
-(the README's "A reverse auction"). Every offer received stays a bid until it expires: a site
+(docs/protocol.md, "A reverse auction"). Every offer received stays a bid until it expires: a site
 that drops out in round 3 still stands by its round-2 offer. Bids are then ranked by cost,
 then end ("deadline"), then arrival, or by the buyer's trade-off between cost and time.
 

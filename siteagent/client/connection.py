@@ -1,7 +1,7 @@
 """One site as the buyer talks to it: the published HTTP API over one keep-alive HTTPS
 session, every state-changing request signed, every answer read into the protocol's models.
 
-A :class:`SiteConnection` speaks exactly what the README's "Protocol for buyers" and the
+A :class:`SiteConnection` speaks exactly what docs/protocol.md and the
 OpenAPI publish, through :mod:`siteagent.protocol` (the models, :func:`sign_request`, the
 signed documents), so that it does what a third-party buyer would and nothing more:
 
@@ -93,9 +93,9 @@ Payload = Optional[Mapping[str, Any]]
 
 
 class SiteError(SiteagentError):
-    """The site answered with the API's error body: ``code`` (stable, see the README's Error
-    codes), ``message`` (for a person), the HTTP ``status``, the request ``field`` at fault if
-    one is, and ``retry_after_s`` when the site said when to retry (503, 429)."""
+    """The site answered with the API's error body: ``code`` (stable: docs/protocol.md,
+    "Error codes"), ``message`` (for a person), the HTTP ``status``, the request ``field`` at
+    fault if one is, and ``retry_after_s`` when the site said when to retry (503, 429)."""
 
     def __init__(
         self,

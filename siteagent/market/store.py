@@ -1017,7 +1017,7 @@ class Store:
     def open_holds(self) -> Tuple[Tuple[int, int, int], ...]:
         """(start, end, size) of what every open bid holds, as this store last wrote or read
         it: no read of the database unless a bid changed since (quotes ask it on the event
-        loop; see the README's "Held capacity" under "English auctions")."""
+        loop; see docs/protocol.md, "English auctions")."""
         holds = self._open_holds
         if holds is None:
             holds = self._refresh_holds()
