@@ -17,8 +17,9 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import yaml
 
+from siteagent.client import generators
 from siteagent.client.greedy import Alternative
-from siteagent.client.tasks import Task, TaskGraph, task_graph, task_of
+from siteagent.client.tasks import TaskGraph, task_of
 from siteagent.core.model import BatchReservation, ClusterSnapshot, Job, Request
 from siteagent.core.slots import advertise
 from siteagent.pricing.base import Context, Refused
@@ -132,28 +133,9 @@ def layered_workflow(
     mean_cores: int = 6,
     mean_bytes: int = 10**9,
 ) -> TaskGraph:
-    """The thesis' synthetic workflow (ch. 4.7, Figure 12; ch. 4.9): ``tasks`` tasks over
-    ``levels`` levels, run times around ``mean_runtime``, each task below the first with two
-    parents on the level above that send it about ``mean_bytes``."""
-    rng = random.Random(seed)
-    per_level = [tasks // levels + (1 if k < tasks % levels else 0) for k in range(levels)]
-    entries = []
-    above: List[str] = []
-    for level, count in enumerate(per_level):
-        here = [f"L{level}T{k}" for k in range(count)]
-        for name in here:
-            parents = rng.sample(above, min(2, len(above)))
-            size = rng.randint(mean_bytes // 2, mean_bytes * 3 // 2)
-            task = Task(
-                name,
-                cores=rng.randint(1, 2 * mean_cores - 1),
-                runtime_s=float(rng.randint(mean_runtime // 2, mean_runtime * 3 // 2)),
-                inputs={f"{p}.out": size for p in parents},
-                outputs={f"{name}.out": size},
-            )
-            entries.append((task, parents))
-        above = here
-    return task_graph(entries, "layered workflow")
+    """The thesis' synthetic workflow (ch. 4.7, Figure 12; ch. 4.9):
+    :func:`siteagent.client.generators.layered`."""
+    return generators.layered(seed, tasks, levels, mean_runtime, mean_cores, mean_bytes)
 
 
 def wait_bin(
@@ -220,30 +202,6 @@ def montage_instance(directory: Path, tasks: int, seed: int = 1) -> Path:
 
 
 def cybershake(sites: int = 40, runtime_scale: float = 1.0) -> TaskGraph:
-    """The thesis' seismic hazard (CyberShake) workflow, Table 2 and Figure 17, with
-    ``sites`` synthSGT/peakValCal pairs instead of 4,017: fd_grid_xyz, preSGT and fd_grid_cvm
-    feed the two 288-core strain Green tensor runs, whose outputs every synthSGT reads."""
-    scale = runtime_scale
-
-    def task(name: str, cores: int, runtime: float, reads: Sequence[str] = ()) -> Task:
-        return Task(
-            name,
-            cores,
-            runtime_s=runtime * scale,
-            inputs={f"{r}.out": 10**9 for r in reads},
-            outputs={f"{name}.out": 10**9},
-        )
-
-    entries = [
-        (task("fd_grid_xyz", 1, 1), []),
-        (task("preSGT", 1, 300, ["fd_grid_xyz"]), ["fd_grid_xyz"]),
-        (task("fd_grid_cvm", 288, 2100, ["fd_grid_xyz"]), ["fd_grid_xyz"]),
-        (task("pvml_chk1", 288, 86400, ["preSGT", "fd_grid_cvm"]), ["preSGT", "fd_grid_cvm"]),
-        (task("pvml_chk2", 288, 86400, ["preSGT", "fd_grid_cvm"]), ["preSGT", "fd_grid_cvm"]),
-    ]
-    for k in range(sites):
-        entries.append(
-            (task(f"synthSGT{k}", 1, 519, ["pvml_chk1", "pvml_chk2"]), ["pvml_chk1", "pvml_chk2"])
-        )
-        entries.append((task(f"peakValCal{k}", 1, 1, [f"synthSGT{k}"]), [f"synthSGT{k}"]))
-    return task_graph(entries, "cybershake")
+    """A cut of the thesis' CyberShake (Table 2, Figure 17) with ``sites`` synthSGT/peakValCal
+    pairs instead of 4,017: :func:`siteagent.client.generators.cybershake`."""
+    return generators.cybershake(sites, runtime_scale)

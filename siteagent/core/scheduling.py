@@ -31,7 +31,7 @@ import enum
 import heapq
 import itertools
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from siteagent.core.machine import Machine, PooledMachine, Task, planned_hold
 from siteagent.core.model import (
@@ -177,6 +177,27 @@ class Engine(abc.ABC):
             task.start = now
             task.planned = None
         return started
+
+    def copy(self, task_copy: Callable[[Task], Task]) -> Engine:
+        """An independent engine in the same state, each task it holds replaced by
+        ``task_copy(task)`` (the caller keeps one copy per task, so that a task its driver
+        also holds stays one object). Pooled machines only (ValueError otherwise): there the
+        profile is all the machine knows."""
+        machine = self.machine
+        if not isinstance(machine, PooledMachine):
+            raise ValueError("only an engine on pooled units can be copied")
+        twin = make_engine(self.policy, self.capacity, self.now)
+        twin_machine = twin.machine
+        assert isinstance(twin_machine, PooledMachine)
+        twin_machine.profile = machine.profile.copy()
+        twin.queue = [task_copy(task) for task in self.queue]
+        twin._arrivals = [task_copy(task) for task in self._arrivals]
+        twin._reservations = dict(self._reservations)
+        twin._reservation_tasks = {
+            key: task_copy(task) for key, task in self._reservation_tasks.items()
+        }
+        twin._dirty = self._dirty
+        return twin
 
     # -- policy hooks --------------------------------------------------------------------------
 
