@@ -165,6 +165,7 @@ class Simulator:
         """Inject ``task`` now, behind the instant's arrivals: one more pass at ``now`` considers
         it at once. Its ``submit`` becomes now; it counts in the summary like any task. For
         work that appears while a replay runs: a workflow's ready tasks, a VAR job."""
+        self.advance_to(self.now)  # an instant not processed yet (a replay just begun) first
         task.submit = self.now
         self.engine.submit(task)
         self._start(self.engine.schedule(self.now), self.now)

@@ -115,10 +115,10 @@ def test_just_in_time_workflow_on_a_busy_cluster() -> None:
     Workflow a -> (b, c) -> d from t=0: a (2 cores, 50 s) waits for B1, runs 100-150; b
     (2, 100 s) and c (2, 20 s) are submitted at 150, behind B2 (which arrives then, from
     the trace, first): B2 and b run 150-250, c is planned at 250 (conservative) and runs
-    250-270; d (4 cores, 10 s) is submitted at 270 and runs 270-280."""
+    250-270; d (4 cores, 10 s) is submitted at 270 and runs 270-280. The replay has not
+    reached its first instant when the workflow begins: B1 still arrives first."""
     background = [Task("B1", 4, 100, 0), Task("B2", 2, 100, 150)]
     sim = Simulator(iter(background), 4, Policy.CONSERVATIVE, start_time=0)
-    sim.advance_to(0)
     jobs = [
         DagJob("a", 2, 50),
         DagJob("b", 2, 100, ("a",)),
