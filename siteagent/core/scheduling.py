@@ -98,6 +98,17 @@ class Engine(abc.ABC):
         """Queue a task; it is considered at the next pass, after the tasks already queued."""
         self._arrivals.append(task)
 
+    def insert(self, task: Task, position: int) -> None:
+        """Queue ``task`` ahead of the queued tasks from ``position`` on: a job of older
+        priority joining now (Slurm's ``--dependency`` job, queued early, eligible once its
+        parents end). The queue is planned again in its new order at once: under
+        conservative backfilling the tasks behind it may move later. Call it after a pass at
+        the engine's current instant (no arrivals waiting)."""
+        self._withdraw_plans()
+        self.queue.insert(position, task)
+        self._replan([(queued, self.now) for queued in self.queue])
+        self._dirty = True
+
     @property
     def waiting(self) -> int:
         """Tasks not started yet (queued and just submitted)."""

@@ -87,10 +87,11 @@ _part_cost = functools.lru_cache(maxsize=4096)(_unrounded)
 def _allowed(slot: Slot, cores: int, start: int, end: int) -> bool:
     """The thesis' Table 1: an indivisible slot is taken whole (longer only if extensible); a
     divisible one in any part from its start on (past its end only if extensible)."""
+    slot_end = slot.start + slot.duration  # (Slot.end is a Python property: slow here)
     if not slot.divisible:
         whole = cores == slot.cores and start == slot.start
-        return whole and (end == slot.end or (slot.extensible and end > slot.end))
-    return cores <= slot.cores and slot.start <= start and (end <= slot.end or slot.extensible)
+        return whole and (end == slot_end or (slot.extensible and end > slot_end))
+    return cores <= slot.cores and slot.start <= start and (end <= slot_end or slot.extensible)
 
 
 @dataclass(frozen=True)

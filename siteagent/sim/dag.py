@@ -11,6 +11,12 @@ Jobs join the replays through :meth:`Simulator.submit` the instant they are read
 in the caller's order; the replays advance together, event by event, with their own work going
 on, until the workflow's last job ends. The order (HEFT's) is the caller's: the simulator knows
 nothing of workflows' ranks.
+
+``early`` runs the stronger baseline a batch system allows: every job submitted at once with
+its dependencies (Slurm's ``sbatch --dependency=afterok``), each held until its parents end
+and then queued with the priority of its early submission, ahead of the jobs that arrived
+meanwhile (first come, first served). Work the replay starts at the instant a job is released
+(its planned start had come) goes first, as the instant's own arrivals do.
 """
 
 from __future__ import annotations
@@ -79,6 +85,7 @@ def run_just_in_time(
     sites: Mapping[str, Simulator],
     jobs: Sequence[DagJob],
     choose: SiteChooser = fewest_jobs,
+    early: bool = False,
 ) -> DagRun:
     """Run ``jobs`` (in submission order: a ready job goes before every later one) from the
     replays' common ``now`` until the last ends; the replays are left at that instant.
@@ -132,7 +139,7 @@ def run_just_in_time(
             job, site = by_key[key], result.sites[key]
             routed[site] -= 1
             task = Task(("dag", key), job.size, job.estimate or job.run, now, job.run)
-            sites[site].submit(task)
+            sites[site].submit(task, since=result.began if early else None)
             result.submits[key] = now
             waiting.append((key, task))
         still = []

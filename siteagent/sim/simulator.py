@@ -161,13 +161,27 @@ class Simulator:
 
     # -- work injected while it runs ---------------------------------------------------------------
 
-    def submit(self, task: Task) -> None:
+    def submit(self, task: Task, since: Optional[int] = None) -> None:
         """Inject ``task`` now, behind the instant's arrivals: one more pass at ``now`` considers
         it at once. Its ``submit`` becomes now; it counts in the summary like any task. For
-        work that appears while a replay runs: a workflow's ready tasks, a VAR job."""
+        work that appears while a replay runs: a workflow's ready tasks, a VAR job.
+
+        With ``since``, the task was queued then and held until now (a job submitted with a
+        dependency, eligible now): it joins the queue ahead of every task that arrived after
+        ``since``, as a first-come-first-served priority places it, and its wait counts from
+        ``since``."""
         self.advance_to(self.now)  # an instant not processed yet (a replay just begun) first
-        task.submit = self.now
-        self.engine.submit(task)
+        if since is None:
+            task.submit = self.now
+            self.engine.submit(task)
+        else:
+            self._start(self.engine.schedule(self.now), self.now)  # the engine's clock to now
+            task.submit = since
+            queue = self.engine.queue
+            position = next(
+                (i for i, queued in enumerate(queue) if queued.submit > since), len(queue)
+            )
+            self.engine.insert(task, position)
         self._start(self.engine.schedule(self.now), self.now)
 
     def fork(
