@@ -233,12 +233,20 @@ def write_workflow(graph: TaskGraph, path: Path) -> Path:
 
 def montage_instance(directory: Path, tasks: int, seed: int = 1) -> Path:
     """A synthetic Montage instance (WfFormat JSON) from WfCommons' WfChef recipe."""
+    return wfcommons_instance(directory, "Montage", tasks, seed)
+
+
+def wfcommons_instance(directory: Path, recipe: str, tasks: int, seed: int = 1) -> Path:
+    """A synthetic instance (WfFormat JSON) of ``tasks`` tasks from WfCommons' WfChef recipe
+    ``recipe`` ("Montage", "Epigenomics", "Genome" (1000Genome), "Seismology", "Soykb", ...:
+    the ``wfcommons.wfchef.recipes`` class without "Recipe")."""
     from wfcommons import WorkflowGenerator
-    from wfcommons.wfchef.recipes import MontageRecipe
+    from wfcommons.wfchef import recipes
 
     random.seed(seed)
-    workflow = WorkflowGenerator(MontageRecipe.from_num_tasks(tasks)).build_workflow()
-    path = directory / f"montage-{tasks}.json"
+    kind = getattr(recipes, f"{recipe}Recipe")
+    workflow = WorkflowGenerator(kind.from_num_tasks(tasks)).build_workflow()
+    path = directory / f"{recipe.lower()}-{tasks}.json"
     workflow.write_json(path)
     return path
 

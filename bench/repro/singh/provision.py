@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import tempfile
 import time
+from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence, Tuple
 
 from bench.repro.options import Options
@@ -29,6 +31,9 @@ from bench.repro.singh.sites import (
 from bench.repro.singh.workflows import at_instant
 from siteagent.client.generators import cybershake, layered
 from siteagent.client.tasks import TaskGraph
+from siteagent.client.wfformat import read_wfformat
+from siteagent.core.scheduling import Policy
+from testbed.provisioning import wfcommons_instance
 
 WARMUP_S = 7 * DAY_S
 #: Room left after the last instant: the workflow must finish inside the trace.
@@ -40,6 +45,15 @@ def workflow(spec: Mapping[str, Any], seed: int) -> TaskGraph:
     ``mean_bytes``) or "cybershake" (``sites``)."""
     if spec["kind"] == "cybershake":
         return cybershake(int(spec.get("sites", 4017)))
+    if spec["kind"] == "wfcommons":
+        with tempfile.TemporaryDirectory(prefix="repro-singh-") as tmp:
+            path = wfcommons_instance(
+                Path(tmp),
+                spec["recipe"],
+                int(spec["tasks"]),
+                seed_int("workflow", [spec["recipe"], spec["tasks"]], seed) % 2**32,
+            )
+            return read_wfformat(path)
     key = [spec["tasks"], spec["levels"], spec["mean_cores"]]
     return layered(
         seed_int("workflow", key, seed),
@@ -54,7 +68,8 @@ def provision_run(config: Mapping[str, Any]) -> Dict[str, Any]:
     """``sites`` [[label, trace name, knobs], ...], ``workflow`` (see :func:`workflow`),
     ``alphas``, ``planners``, ``submissions``, ``seed``, ``exact`` (the traces' jobs ask their
     run times; else what they asked), ``check`` (put plans into the replay), ``days`` (only
-    the trace's first days, if given)."""
+    the trace's first days, if given), ``baselines`` ("easy": best effort on the same sites
+    scheduled by EASY backfilling as well; "chained": queued at once with dependencies)."""
     began = time.perf_counter()
     seed = int(config["seed"])
     spec = config["workflow"]
@@ -62,6 +77,15 @@ def provision_run(config: Mapping[str, Any]) -> Dict[str, Any]:
     labels = [label for label, _, _ in config["sites"]]
     exact = bool(config.get("exact", True))
     replays = {label: replay(name, tuple(knobs), exact) for label, name, knobs in config["sites"]}
+    extra = {
+        name: {}
+        if name == "chained"
+        else {
+            label: replay(site, tuple(knobs), exact, Policy(name))
+            for label, site, knobs in config["sites"]
+        }
+        for name in config.get("baselines", [])
+    }
     span = min(span_s(name) for _, name, _ in config["sites"])
     if config.get("days") is not None:
         span = min(span, int(float(config["days"]) * DAY_S))
@@ -76,7 +100,7 @@ def provision_run(config: Mapping[str, Any]) -> Dict[str, Any]:
     )
     records: List[Dict[str, Any]] = []
     for k, t in enumerate(times):
-        for simulator in replays.values():
+        for simulator in [*replays.values(), *(s for r in extra.values() for s in r.values())]:
             simulator.advance_to(t)
         records.append(
             at_instant(
@@ -86,6 +110,7 @@ def provision_run(config: Mapping[str, Any]) -> Dict[str, Any]:
                 list(config["planners"]),
                 seed_int("genetic", [labels, k], seed),
                 check=bool(config.get("check", True)),
+                baselines=extra,
             )
         )
     return {"samples": records, "seconds": round(time.perf_counter() - began, 2)}
@@ -132,7 +157,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _layered(tasks: int, cores: int, mean_bytes: int = 10**9) -> Dict[str, Any]:
+def layered_spec(tasks: int, cores: int, mean_bytes: int = 10**9) -> Dict[str, Any]:
     levels = 10 if tasks == 100 else round(math.sqrt(tasks))
     return {
         "kind": "layered",
@@ -246,7 +271,7 @@ def part(report: Report, options: Options, args: argparse.Namespace) -> None:
                     (site,),
                     site,
                     base[site],
-                    _layered(100, MEAN_CORES[site]),
+                    layered_spec(100, MEAN_CORES[site]),
                     seed,
                     per,
                     alphas,
@@ -259,7 +284,7 @@ def part(report: Report, options: Options, args: argparse.Namespace) -> None:
                         (site, n),
                         site,
                         base[site],
-                        _layered(n, MEAN_CORES[site]),
+                        layered_spec(n, MEAN_CORES[site]),
                         seed,
                         other,
                         (0.0, 1.0),
@@ -272,7 +297,7 @@ def part(report: Report, options: Options, args: argparse.Namespace) -> None:
                         (site, cores),
                         site,
                         base[site],
-                        _layered(100, cores),
+                        layered_spec(100, cores),
                         seed,
                         other,
                         (0.0, 1.0),
@@ -286,7 +311,7 @@ def part(report: Report, options: Options, args: argparse.Namespace) -> None:
                             (site, load, cores),
                             site,
                             load,
-                            _layered(100, cores),
+                            layered_spec(100, cores),
                             seed,
                             other,
                             (0.5,),
@@ -315,7 +340,7 @@ def part(report: Report, options: Options, args: argparse.Namespace) -> None:
                     (count,),
                     {
                         "sites": members,
-                        "workflow": _layered(100, MULTI_CORES, MULTI_BYTES),
+                        "workflow": layered_spec(100, MULTI_CORES, MULTI_BYTES),
                         "alphas": [0.5],
                         "planners": planners,
                         "submissions": few,

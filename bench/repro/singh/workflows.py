@@ -84,11 +84,14 @@ def best_effort_cost(jobs: Sequence[DagJob]) -> float:
     return float(total)
 
 
-def best_effort(replays: Mapping[str, Simulator], jobs: Sequence[DagJob]) -> Outcome:
-    """The workflow just in time on forks of the replays (the replays do not move)."""
+def best_effort(
+    replays: Mapping[str, Simulator], jobs: Sequence[DagJob], early: bool = False
+) -> Outcome:
+    """The workflow just in time on forks of the replays (the replays do not move); with
+    ``early``, queued at once with its dependencies (``sbatch --dependency=afterok``)."""
     began = time.perf_counter()
     forks = {name: sim.fork() for name, sim in replays.items()}
-    run = run_just_in_time(forks, jobs)
+    run = run_just_in_time(forks, jobs, early=early)
     return Outcome(run.makespan, best_effort_cost(jobs), time.perf_counter() - began)
 
 
@@ -149,12 +152,19 @@ def at_instant(
     planners: Sequence[str],
     seed: int,
     check: bool = True,
+    baselines: Mapping[str, Mapping[str, Simulator]] = {},
 ) -> Dict[str, object]:
-    """Every approach for ``graph`` submitted now (the replays stand at one instant)."""
+    """Every approach for ``graph`` submitted now (the replays stand at one instant); each of
+    ``baselines`` (name: replays of the same sites run otherwise, at the same instant; none
+    for "chained", the workflow queued at once with its dependencies on ``replays``) runs
+    best effort too, as ``best_effort_NAME``."""
     now = next(iter(replays.values())).now
     snapshots = {name: snapshot_of(sim) for name, sim in replays.items()}
     jobs = dag_jobs(graph, [attributes(name) for name in replays])
     record: Dict[str, object] = {"now": now, "best_effort": best_effort(replays, jobs).to_dict()}
+    for name, others in baselines.items():
+        early = name == "chained"
+        record[f"best_effort_{name}"] = best_effort(others or replays, jobs, early).to_dict()
     planned: Dict[str, Planned] = {}
     if "greedy" in planners:
         planned["greedy"] = greedy_plans(graph, snapshots, alphas, now)
