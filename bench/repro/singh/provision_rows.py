@@ -723,8 +723,8 @@ def setup(seeds: int, per: int, other: int, few: int, chosen: Sequence[str], qui
     return f"""
 - Sites: CTC-SP2 (430 processors) and SDSC-SP2 (128), exact run times as estimates,
   conservative backfilling, each replayed whole at a calibrated utilization (whole-trace
-  best-effort utilization within one point, per seed): 63 % / 70 % (the thesis' traces alone)
-  unless a sweep sets another.
+  best-effort utilization within one point; one calibration per load, its overlay draws shared
+  by the seeds): 63 % / 70 % (the thesis' traces alone) unless a sweep sets another.
 - Workflow: the thesis' generator (`siteagent.client.generators.layered`): 100 tasks on 10
   levels (√n levels for n tasks), run times uniform in 500-1,500 s, cores uniform in
   [1, 2m − 1] for a mean m (22 on CTC, 6 on SDSC unless swept), two parents per task. One
@@ -732,7 +732,9 @@ def setup(seeds: int, per: int, other: int, few: int, chosen: Sequence[str], qui
 - Samples: {seeds} seeds; submission instants uniform after a week of warm-up (and before
   the trace's last 3 days, 30 for CyberShake), drawn by (sites, k, seed): {per} per seed in
   the α sweeps, {other} in the size, task-size and load sweeps, {few} for CyberShake and several
-  sites. Every approach plans the same instance at the same instant.
+  sites (REPRODUCTION.md asks 50 / 20 / 20 / 10: `--submissions 50`; this machine, shared by
+  eight engineers, gave each worker a tenth of a core). Every approach plans the same
+  instance at the same instant.
 - Best effort: `siteagent.sim.dag.run_just_in_time` on a fork of the replay (ready tasks in
   HEFT order, submitted the instant their parents end; across sites to the one with the fewest
   running + queued jobs, data 250 s on average between sites). Cost Σ cores × run time at
