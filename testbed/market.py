@@ -18,7 +18,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import yaml
 
@@ -93,6 +93,15 @@ def _site(index: int, pricing: Mapping[str, Any]) -> SiteSpec:
         offset=600 + 900 * index,
         pricing={**pricing, "externality": {"enabled": False}},
     )
+
+
+def with_fresh_journal(market: Market, directory: Path) -> Iterator[Market]:
+    """``market`` with a journal of its own in ``directory`` for one test; what the test left
+    of alice's confirmed is cancelled afterwards, so that every test finds the sites as free."""
+    market.client_state = directory / "client"
+    before = market.ids()
+    yield market
+    market.cancel_alices(before)
 
 
 @dataclass

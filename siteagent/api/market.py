@@ -20,7 +20,7 @@ The routes are thin: the use cases are :mod:`siteagent.market.quoting` and
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 import fastapi
 from fastapi import Depends, Header, Path, Security
@@ -34,6 +34,7 @@ from siteagent.api.site import ERRORS, answers
 from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
 from siteagent.market import quoting
 from siteagent.market.quoting import Quote, Refusal
+from siteagent.market.view import MarketView
 from siteagent.protocol.models import (
     OFFER_ID_PATTERN,
     AcceptRequest,
@@ -78,11 +79,13 @@ class QuoteDesk:
         self.pricing_queue = PricingQueue()
         self.offer_writer = OfferWriter(context.site.manager.record_offers)
         self.quota = OfferQuota(context.site.config.api.max_live_offers_per_client)
+        self._around: Optional[Tuple[MarketView, Tuple[Tuple[int, int, int], ...], MarketView]]
+        self._around = None
 
     async def quote(self, rfq: QuoteRequest, client: AuthorizedClient) -> Quote:
         """The quoting use case's steps, with the pricing on the event loop or the pricing
         thread, and the offers stored (on disk) before the answer."""
-        view = self.context.view()
+        view = self._around_bids(self.context.view())
         site = self.context.site.config.site
         now = int(self.context.site.manager.clock())
         self.quota.check(client.key_id, now)
@@ -105,6 +108,19 @@ class QuoteDesk:
         self.quota.add(client.key_id, offers)
         log.debug("quote for %s: %d offers", client.key_id, len(offers))
         return quoting.answered(view, now, offers, prices, rfq.alpha)
+
+    def _around_bids(self, view: MarketView) -> MarketView:
+        """The view without what open English-auction bids hold (an accept of it would be
+        refused), made once per view and set of holds: both change far less often than quotes
+        come."""
+        holds = self.context.site.store.open_holds()
+        if not holds:
+            return view
+        if self._around is not None and self._around[0] is view and self._around[1] == holds:
+            return self._around[2]
+        around = quoting.around_bids(view, holds)
+        self._around = (view, holds, around)
+        return around
 
     def close(self) -> None:
         """Finish the quotes in progress (priced, offers stored); the store closes next."""

@@ -178,7 +178,7 @@ def _no_choice(
     else:
         reasons = sorted({f"{n.site}: {n.reason}" for n in auction.no_bids})
         message = "no site offered anything" + (f" ({'; '.join(reasons)})" if reasons else "")
-        answered = any(not n.dropped for n in auction.no_bids)
+        answered = any(n.answered for n in auction.no_bids)
         code = EXIT_REFUSED if answered else EXIT_UNAVAILABLE
     journal.set_auction(auction_id, AuctionState.FAILED, message)
     return _report(args, journal, auction_id, auction, code, closest)

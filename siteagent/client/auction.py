@@ -129,13 +129,15 @@ class Shortfall:
 @dataclass(frozen=True)
 class NoBid:
     """A site's answer that is not a bid: a refusal (it stays in the auction) or a failure
-    (``dropped``: it is asked nothing more)."""
+    (``dropped``: it is asked nothing more). ``answered``: the site said why (a refusal, or a
+    4xx that drops it: a key it does not know), rather than failing to answer."""
 
     site: str
     part: int
     round: int
     reason: str
     dropped: bool = False
+    answered: bool = True
 
 
 @dataclass(frozen=True)
@@ -263,9 +265,12 @@ class Auction:
         """A site offers nothing this round (it may still stand by earlier offers)."""
         self.no_bids.append(NoBid(site, part, round, reason))
 
-    def drop(self, site: str, part: int, round: int, reason: str) -> None:
-        """A site failed: it leaves the auction, its bids with it."""
-        self.no_bids.append(NoBid(site, part, round, reason, dropped=True))
+    def drop(
+        self, site: str, part: int, round: int, reason: str, answered: bool = False
+    ) -> None:
+        """A site failed (or refused the buyer itself, ``answered``): it leaves the auction,
+        its bids with it."""
+        self.no_bids.append(NoBid(site, part, round, reason, dropped=True, answered=answered))
         self.dropped.setdefault(site, reason)
 
     # ---- the outcome

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from siteagent.client.auction import AskRound, Auction
 from siteagent.client.connection import BadAnswer, Quote, SiteConnection, SiteError
-from siteagent.client.fanout import SiteResult, ask_all
+from siteagent.client.fanout import Outcome, SiteResult, ask_all
 from siteagent.client.journal import Journal
 
 #: Statuses after which a site is asked again next round: it is busy, or the buyer too fast.
@@ -59,7 +59,8 @@ def record(auction: Auction, round: int, result: SiteResult[List[Quote]]) -> Non
         if passes(result.error):
             auction.refused(result.site, part, round, result.reason)
         else:
-            auction.drop(result.site, part, round, result.reason)
+            refused = result.outcome is Outcome.REFUSED
+            auction.drop(result.site, part, round, result.reason, answered=refused)
 
 
 def passes(error: Optional[Exception]) -> bool:

@@ -13,7 +13,8 @@ they fit. EASY does the same, then protects the first task that does not fit wit
 reservation at its shadow time and starts any later task that fits now without touching that
 reservation. Conservative revisits queued tasks in queue order, moving each to its earliest fit
 if that is earlier than its reservation (never later); then gives the instant's arrivals
-reservations at their earliest fit; then starts the tasks whose reservation is now.
+reservations at their earliest fit; then starts the tasks whose reservation is now. Greedy
+(backfilling without any reservation) starts, in queue order, every queued task that fits now.
 
 Reservations (advance reservations, the agent's own or the batch system's) are rectangles in
 the profile that no task may use.
@@ -50,6 +51,7 @@ class Policy(str, enum.Enum):
     FCFS = "fcfs"
     EASY = "easy"
     CONSERVATIVE = "conservative"
+    GREEDY = "greedy"
 
 
 class ReservationConflict(Exception):
@@ -385,6 +387,37 @@ class EasyEngine(Engine):
         task.start = now
 
 
+class GreedyEngine(Engine):
+    """Backfilling without reservations: every queued task that fits now starts, in queue
+    order; a task that does not fit protects nothing (Aridor et al.'s "aggressive backfill",
+    docs/design.md §4.9). Without a completion since the last pass only arrivals can fit."""
+
+    policy = Policy.GREEDY
+
+    def _pass(self, now: int) -> List[Task]:
+        queue = self.queue
+        first = 0 if self._dirty else len(queue)
+        queue.extend(self._arrivals)
+        self._arrivals.clear()
+        self._dirty = False
+        machine = self.machine
+        free = machine.profile.free_at(now)
+        started: List[Task] = []
+        for i in range(first, len(queue)):
+            if free <= 0:
+                break
+            task = queue[i]
+            if machine.fits(task, now, task.estimate):
+                task.window_end = now + task.estimate
+                machine.take(task, now, task.window_end)
+                task.start = now
+                free -= task.size
+                started.append(task)
+        if started:
+            self.queue = [task for task in queue if task.start is None]
+        return started
+
+
 class FitBound:
     """Lower bounds for earliest fits while a profile only loses capacity.
 
@@ -531,6 +564,8 @@ def make_engine(
         return FcfsEngine(capacity, now, machine)
     if policy is Policy.EASY:
         return EasyEngine(capacity, now, machine)
+    if policy is Policy.GREEDY:
+        return GreedyEngine(capacity, now, machine)
     return ConservativeEngine(capacity, now, machine)
 
 

@@ -16,6 +16,7 @@ from typing import Dict, Mapping, Tuple
 LEDGER_CODES: Mapping[str, int] = {
     "insufficient_funds": 402,
     "not_account_holder": 403,
+    "not_a_site": 403,
     "unknown_account": 404,
     "unknown_receipt": 404,
     "reserved_account": 409,

@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
-from siteagent.core.machine import Task
+from siteagent.core.machine import Machine, Task
 from siteagent.core.scheduling import Engine, Policy, make_engine
 
 BOUNDED_SLOWDOWN_TAU_S = 10
@@ -108,6 +108,8 @@ class Simulator:
     returning False keeps it out of the
     queue, for a caller that turns it into something else (an advance reservation, through
     ``add_reservation``). ``start_time`` is where the clock begins (default: the first arrival).
+    ``machine`` is where tasks go (default: ``cores`` pooled; a topology machine's clock must
+    start at ``start_time``).
     """
 
     def __init__(
@@ -119,6 +121,7 @@ class Simulator:
         on_start: Optional[TaskCallback] = None,
         on_finish: Optional[TaskCallback] = None,
         on_arrival: Optional[ArrivalCallback] = None,
+        machine: Optional[Machine] = None,
     ) -> None:
         self._tasks = tasks
         self._next: Optional[Task] = next(tasks, None)
@@ -127,7 +130,7 @@ class Simulator:
         self.cores = cores
         self.policy = Policy(policy)
         self.now = start_time
-        self.engine: Engine = make_engine(self.policy, cores, start_time)
+        self.engine: Engine = make_engine(self.policy, cores, start_time, machine)
         self._running: List[Tuple[int, int, Task]] = []
         self._reservation_ends: List[Tuple[int, int, object]] = []
         self._seq = 0

@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 from siteagent.client.greedy import Alternative, data_ready, provision
 from siteagent.client.heft import rank_order, upward_ranks
 from siteagent.client.plans import Network, PlanningError
-from siteagent.client.tasks import Task, TaskGraph, edge_bytes, task_graph, task_of
+from siteagent.client.tasks import (
+    Requirements,
+    Task,
+    TaskGraph,
+    edge_bytes,
+    task_graph,
+    task_of,
+)
 from siteagent.client.workflow import ensemble
 from siteagent.core.scheduling import plan as plan_afresh
 from testbed.provisioning import T0, MarketSites, attributes, busy_site, layered_workflow
@@ -116,6 +123,14 @@ def test_a_refused_hold_falls_back_to_the_next_best() -> None:
         provision(one_task(), sites, Fixed({}), NET, 0.5, now=0)
     with pytest.raises(ValueError, match="alpha"):
         provision(one_task(), sites, Fixed(OFFERS), NET, 1.5, now=0)
+
+
+def test_a_task_no_site_can_run_says_what_it_needs_rather_than_no_window() -> None:
+    needs = Requirements(architecture="aarch64")
+    graph = task_graph([(Task("t", 2, runtime_s=100, requirements=needs), [])], "one")
+    sites = [attributes("A"), attributes("B")]
+    with pytest.raises(PlanningError, match=r"no site can run it: .* architecture aarch64"):
+        provision(graph, sites, Fixed(OFFERS), NET, 0.5, now=0)
 
 
 def test_children_are_asked_from_when_their_parents_data_can_arrive() -> None:
