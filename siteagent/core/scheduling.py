@@ -32,7 +32,7 @@ import enum
 import heapq
 import itertools
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from siteagent.core.machine import Machine, PooledMachine, Task, planned_hold
 from siteagent.core.model import (
@@ -99,6 +99,17 @@ class Engine(abc.ABC):
     def submit(self, task: Task) -> None:
         """Queue a task; it is considered at the next pass, after the tasks already queued."""
         self._arrivals.append(task)
+
+    def insert(self, task: Task, position: int) -> None:
+        """Queue ``task`` ahead of the queued tasks from ``position`` on: a job of older
+        priority joining now (Slurm's ``--dependency`` job, queued early, eligible once its
+        parents end). The queue is planned again in its new order at once: under
+        conservative backfilling the tasks behind it may move later. Call it after a pass at
+        the engine's current instant (no arrivals waiting)."""
+        self._withdraw_plans()
+        self.queue.insert(position, task)
+        self._replan([(queued, self.now) for queued in self.queue])
+        self._dirty = True
 
     @property
     def waiting(self) -> int:
@@ -179,6 +190,27 @@ class Engine(abc.ABC):
             task.start = now
             task.planned = None
         return started
+
+    def copy(self, task_copy: Callable[[Task], Task]) -> Engine:
+        """An independent engine in the same state, each task it holds replaced by
+        ``task_copy(task)`` (the caller keeps one copy per task, so that a task its driver
+        also holds stays one object). Pooled machines only (ValueError otherwise): there the
+        profile is all the machine knows."""
+        machine = self.machine
+        if not isinstance(machine, PooledMachine):
+            raise ValueError("only an engine on pooled units can be copied")
+        twin = make_engine(self.policy, self.capacity, self.now)
+        twin_machine = twin.machine
+        assert isinstance(twin_machine, PooledMachine)
+        twin_machine.profile = machine.profile.copy()
+        twin.queue = [task_copy(task) for task in self.queue]
+        twin._arrivals = [task_copy(task) for task in self._arrivals]
+        twin._reservations = dict(self._reservations)
+        twin._reservation_tasks = {
+            key: task_copy(task) for key, task in self._reservation_tasks.items()
+        }
+        twin._dirty = self._dirty
+        return twin
 
     # -- policy hooks --------------------------------------------------------------------------
 
