@@ -41,6 +41,8 @@ def test_a_quick_part_reports_every_result_and_measures_its_own(part: str, tmp_p
             "repro-singh",
             part,
             "--quick",
+            "--seeds",  # the report's shape, not its figures: 3 seeds show it (the CI budget)
+            "3",
             "--jobs",
             "2",
             "--out",
