@@ -86,15 +86,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         )
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
     """Mark tests that use the Slurm cluster ``slurm`` and those that use the OpenPBS cluster
     ``pbs``; skip ``slow`` ones unless asked with --slow.
-
-    Under pytest-xdist (``./test`` runs ``-n 2 --dist loadgroup``) the tests of one Slurm
-    release, and the OpenPBS ones, each form one group that a single worker runs: each
-    cluster (the session one and the modules' own) starts once, and two clusters of one
-    release, which share its munged, never start at once.
 
     A test that takes ``slurm_version`` only for its Slurm variants (the replay and PBS variants
     of a lifecycle test) runs those once, not once per release; one marked ``host_slurm``
@@ -122,9 +116,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
             dropped.append(item)
         else:
             keep.append(item)
-            group = _cluster_group(item, series)
-            if group is not None:
-                item.add_marker(pytest.mark.xdist_group(group))
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
@@ -135,10 +126,3 @@ def _slurm_series(item: pytest.Item) -> Optional[str]:
     callspec = getattr(item, "callspec", None)
     value = callspec.params.get("slurm_version") if callspec is not None else None
     return value if isinstance(value, str) else None
-
-
-def _cluster_group(item: pytest.Item, series: Optional[str]) -> Optional[str]:
-    """The pytest-xdist group of a test that runs on a real batch system, if it does."""
-    if "openpbs_cluster" in getattr(item, "fixturenames", ()):
-        return "openpbs"
-    return f"slurm-{series}" if series is not None else None
