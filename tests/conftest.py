@@ -114,6 +114,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
     (pyslurm links the host's libslurm into this process) runs on the host's release only, one
     marked ``slurm_series("24.11")`` on the releases it names only. Both are deselected
     elsewhere, not skipped: there is nothing to run.
+
+    The modules with a Slurm or OpenPBS test run first: they are the longest (real daemons,
+    real waits), and pytest-xdist hands out modules in this order (``--dist loadfile``), so
+    the short ones fill in around them instead of one long module running alone at the end.
     """
     run_slow = config.getoption("--slow")
     first = selected_series()[0]
@@ -139,7 +143,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
             keep.append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = keep
+    on_clusters = {_module(i) for i in keep if "slurm" in i.keywords or "pbs" in i.keywords}
+    items[:] = sorted(keep, key=lambda item: _module(item) not in on_clusters)
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
 
 
 def _slurm_series(item: pytest.Item) -> Optional[str]:

@@ -120,7 +120,10 @@ class NoticeListener:
         server.listener = self
         os.chmod(self.path, 0o666)
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="notices", daemon=True)
+        # close() waits for serve_forever's next poll: 0.1 s, not its 0.5 s default, per stop
+        self._thread = threading.Thread(
+            target=server.serve_forever, args=(0.1,), name="notices", daemon=True
+        )
         self._thread.start()
         log.info(
             "listening for the batch system's notices on %s (uids %s)",
