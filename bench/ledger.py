@@ -91,7 +91,7 @@ def book_at_once(
     start = threading.Barrier(AGENTS + 1)
 
     def agent(index: int) -> None:
-        client = banks.client(index % processes, timeout=60)
+        client = banks.client(index % processes, sites[index], timeout=60)
         deals = [
             receipt(sites[index], buyers[(index * 7 + n) % BUYERS], f"r{round_}-{n}")
             for n in range(per_agent)

@@ -143,9 +143,12 @@ class BankProcesses:
             return False
         return answer.status_code == 200
 
-    def client(self, index: int, timeout: float = 10.0) -> RemoteLedger:
-        """The agent's client of process ``index``."""
-        return RemoteLedger(self.urls[index], self.cert, timeout=timeout)
+    def client(self, index: int, site: Party, timeout: float = 10.0) -> RemoteLedger:
+        """Site ``site``'s client of process ``index`` (the bank books only what a site
+        signs)."""
+        return RemoteLedger(
+            self.urls[index], self.cert, timeout=timeout, signer=(site.key, site.key_id)
+        )
 
     def kill(self, index: int) -> None:
         """SIGKILL: the process dies mid-booking, as a crashed host's would."""

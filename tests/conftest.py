@@ -12,6 +12,7 @@ are skipped with the reason instead.
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Iterator, List, Optional
@@ -156,3 +157,18 @@ def _slurm_series(item: pytest.Item) -> Optional[str]:
     callspec = getattr(item, "callspec", None)
     value = callspec.params.get("slurm_version") if callspec is not None else None
     return value if isinstance(value, str) else None
+
+
+@pytest.fixture
+def workload_log(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """``caplog`` at WARNING for the replayed workload's logger, which is enabled and
+    propagating for the test whatever tests run before it in this worker did to it (the
+    full run under xdist lost its warnings once, after other modules in the same process)."""
+    chain = [logging.getLogger(name) for name in ("siteagent", "siteagent.sim.workload")]
+    saved = [(logger.disabled, logger.propagate) for logger in chain]
+    for logger in chain:
+        logger.disabled, logger.propagate = False, True
+    caplog.set_level(logging.WARNING, logger="siteagent.sim.workload")
+    yield caplog
+    for logger, (disabled, propagate) in zip(chain, saved):
+        logger.disabled, logger.propagate = disabled, propagate

@@ -129,7 +129,7 @@ class Federation:
         self.buyers = [Party(f"buyer{index}@lab") for index in range(3)]
         self.banks = BankProcesses(directory, database, self.sites, self.buyers, CREDIT, count=2)
         self.agents = [
-            Agent(site, [self.banks.client(0), self.banks.client(1)], index % 2)
+            Agent(site, [self.banks.client(0, site), self.banks.client(1, site)], index % 2)
             for index, site in enumerate(self.sites)
         ]
 
