@@ -87,6 +87,7 @@ class ReplayOptions:
     speed: Optional[float] = None
     offset_s: Optional[int] = None
     cores: Optional[int] = None
+    origin: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,7 @@ class SwfReplayBackend(Backend):
         policy: Policy = Policy.EASY,
         clock: Callable[[], float] = time.time,
         state_file: Optional[str] = None,
+        origin: Optional[float] = None,
     ) -> None:
         if speed <= 0:
             raise ValueError(f"replay speed must be > 0, got {speed}")
@@ -144,7 +146,7 @@ class SwfReplayBackend(Backend):
             policy=Policy(policy).value,
             speed=float(speed),
             offset_s=offset_s,
-            wall_origin=clock(),
+            wall_origin=clock() if origin is None else origin,
         )
         self._journal = None if state_file is None else _Journal(state_file, anchor)
         if self._journal is not None:
@@ -170,11 +172,15 @@ class SwfReplayBackend(Backend):
         offset_s: Optional[int] = None,
         clock: Callable[[], float] = time.time,
         cores: Optional[int] = None,
+        origin: Optional[float] = None,
     ) -> SwfReplayBackend:
         """The simulated cluster kept in ``state_file``, or a new one there if there is none.
 
         Options left None take the saved cluster's values (or the defaults for a new one);
         options given must agree with a saved cluster (ValueError says how to resolve it).
+        ``origin`` (epoch seconds) is the wall-clock time at which a new cluster is at its
+        offset, so that sites given the same origin and speed show the same time (a saved
+        cluster keeps its own).
         """
         saved = _Journal.read_anchor(state_file)
         if saved is None:
@@ -185,6 +191,7 @@ class SwfReplayBackend(Backend):
                 cores=cores,
                 clock=clock,
                 state_file=state_file,
+                origin=origin,
             )
         return cls(
             trace if trace is not None else saved.trace,
