@@ -2,11 +2,12 @@
 
 The marketplace paper's Fig. 13 ran 5 of its 15 agents at other institutions (20-50 ms away);
 this machine's kernel has no ``netem``, so ``python -m bench repro-ramp --part network`` puts
-this proxy in front of those agents instead. Each route listens on a free loopback port and
-forwards to an agent; every chunk read in either direction is written on after a one-way delay
-of half the route's round trip, each chunk's delay drawn with a jitter (uniform, ± the given
-fraction) but never overtaking the chunk before it (TCP keeps order). TLS passes through
-untouched: the buyer still talks to the agent itself.
+this proxy in front of those agents instead. Each route listens on a loopback port (a free
+one unless given) and forwards to an agent; every chunk read in either direction is written
+on after a one-way delay of half the route's round trip, each chunk's delay drawn with a
+jitter (uniform, ± the given fraction) but never overtaking the chunk before it (TCP keeps
+order). TLS passes through untouched: the buyer still talks to the agent itself (which must
+name the proxy's port among its ``api.public_names``: requests are signed for it).
 
     python -m bench.delay_proxy --route 127.0.0.1:8443@35 --route 127.0.0.1:8444@0.5 \\
         [--jitter 0.1] [--seed 0]
@@ -33,22 +34,26 @@ CHUNK = 65536
 
 @dataclass(frozen=True)
 class Route:
-    """Forward a listening port to ``host:port`` with ``rtt_ms`` of round trip added."""
+    """Forward loopback port ``listen`` (0: any free one) to ``host:port`` with ``rtt_ms`` of
+    round trip added."""
 
     host: str
     port: int
     rtt_ms: float
+    listen: int = 0
 
     @classmethod
     def parse(cls, text: str) -> Route:
-        """``HOST:PORT@RTT_MS``."""
+        """``[LISTEN=]HOST:PORT@RTT_MS``."""
         try:
-            target, rtt = text.rsplit("@", 1)
+            listen, _, target = text.rpartition("=")
+            target, rtt = target.rsplit("@", 1)
             host, port = target.rsplit(":", 1)
-            route = cls(host, int(port), float(rtt))
+            route = cls(host, int(port), float(rtt), int(listen or 0))
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"a route is HOST:PORT@RTT_MS (e.g. 127.0.0.1:8443@35), got {text!r}"
+                "a route is [LISTEN=]HOST:PORT@RTT_MS (e.g. 127.0.0.1:8443@35, or "
+                f"9443=127.0.0.1:8443@35 to listen on port 9443), got {text!r}"
             ) from None
         if route.rtt_ms < 0:
             raise argparse.ArgumentTypeError(f"the round trip must be >= 0 ms, got {text!r}")
@@ -125,7 +130,7 @@ async def _serve_route(route: Route, jitter: float, rng: random.Random) -> async
             for writer in (client_w, agent_w):
                 writer.close()
 
-    return await asyncio.start_server(connected, "127.0.0.1", 0)
+    return await asyncio.start_server(connected, "127.0.0.1", route.listen)
 
 
 async def serve(routes: Sequence[Route], jitter: float, seed: int) -> None:
@@ -152,8 +157,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         type=Route.parse,
         action="append",
         required=True,
-        metavar="HOST:PORT@RTT_MS",
-        help="forward a new loopback port to HOST:PORT with RTT_MS of round trip (repeatable)",
+        metavar="[LISTEN=]HOST:PORT@RTT_MS",
+        help="forward loopback port LISTEN (default: a free one) to HOST:PORT with RTT_MS of "
+        "round trip (repeatable)",
     )
     parser.add_argument(
         "--jitter", type=float, default=0.1, help="each delay varies by ± this fraction (0.1)"

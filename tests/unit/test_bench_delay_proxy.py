@@ -17,11 +17,13 @@ import pytest
 
 from bench.common import ROOT
 from bench.delay_proxy import Delay, Route
+from testbed.processes import free_port
 
 
 def test_a_route_names_the_agent_and_its_round_trip() -> None:
     assert Route.parse("127.0.0.1:8443@35") == Route("127.0.0.1", 8443, 35.0)
-    for bad in ("127.0.0.1:8443", "127.0.0.1@35", "host:port@35", "127.0.0.1:1@-1"):
+    assert Route.parse("9443=127.0.0.1:8443@0.5") == Route("127.0.0.1", 8443, 0.5, 9443)
+    for bad in ("127.0.0.1:8443", "127.0.0.1@35", "host:port@35", "127.0.0.1:1@-1", "x=h:1@1"):
         with pytest.raises(argparse.ArgumentTypeError):
             Route.parse(bad)
 
@@ -57,14 +59,17 @@ def echo() -> Iterator[int]:
 
 @pytest.fixture
 def proxy(echo: int) -> Iterator[Tuple[int, int]]:
-    """The proxy with two routes to the echo server: 4 ms with full jitter, and none."""
+    """The proxy with two routes to the echo server: 4 ms with full jitter on a free port,
+    and none on the port given."""
+    given = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "bench.delay_proxy", "--jitter", "1",
-         "--route", f"127.0.0.1:{echo}@4", "--route", f"127.0.0.1:{echo}@0"],
+         "--route", f"127.0.0.1:{echo}@4", "--route", f"{given}=127.0.0.1:{echo}@0"],
         cwd=ROOT, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert process.stdout is not None
     ports = json.loads(process.stdout.readline())["ports"]
+    assert ports[1] == given
     yield ports[0], ports[1]
     process.terminate()
     assert process.wait(timeout=30) == 0
