@@ -4,15 +4,16 @@ one JSON command a line on stdin, and answers each with one JSON line on stdout.
     python -m bench.repro.ramp_buyer --sites F --state DIR --clock ORIGIN:SPEED
 
 A command: ``{"id": ..., "at": EPOCH or null, "auction": [ARGS], "start_in_s": S or null,
-"walltime_s": W, "cancel": false}``. The buyer waits until ``at`` (so that concurrent buyers
-start together), runs ``siteagent-client auction ARGS --json`` through the client's real
-entry point, in this process (interpreter start-up is not counted), with a journal of its
-own for every auction (a fresh User Agent, as in the paper); with ``start_in_s`` the request
-asks to start exactly that long after the auction opens, on the agents' clock (they replay
-their traces at ``SPEED`` times the wall clock from ``ORIGIN``: REPRODUCTION.md §4.1), ending
-``walltime_s`` later. With ``cancel`` the confirmed reservations are cancelled afterwards, so
-that the next auction finds the market as this one did. The answer holds the auction's JSON
-report, its wall time and exit code.
+"walltime_s": W, "exact_start": true, "cancel": false}``. The buyer waits until ``at`` (so
+that concurrent buyers start together), runs ``siteagent-client auction ARGS --json``
+through the client's real entry point, in this process (interpreter start-up is not
+counted), with a journal of its own for every auction (a fresh User Agent, as in the paper).
+With ``start_in_s`` the request asks to start that long after the auction opens, on the
+agents' clock (they replay their traces at ``SPEED`` times the wall clock from ``ORIGIN``:
+REPRODUCTION.md §4.1), exactly then (ending ``walltime_s`` later) unless ``exact_start`` is
+false. With ``cancel`` the confirmed reservations are cancelled afterwards, so that the next
+auction finds the market as this one did. The answer holds the auction's JSON report, its
+wall time and phases (each round and the commit, from the journal's stamps), and exit code.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from bench.auction_buyer import phases
 
 
 def agent_now(clock: Tuple[float, float]) -> int:
@@ -54,7 +57,9 @@ def run(command: Dict[str, Any], state: Path, clock: Tuple[float, float]) -> Dic
     start_in = command.get("start_in_s")
     if start_in is not None:
         start = agent_now(clock) + int(start_in)
-        args += ["--earliest", str(start), "--deadline", str(start + int(command["walltime_s"]))]
+        args += ["--earliest", str(start)]
+        if command.get("exact_start", True):
+            args += ["--deadline", str(start + int(command["walltime_s"]))]
     began_at, agent_began = time.time(), agent_now(clock)
     began = time.perf_counter()
     code, out = client(["auction", *args, "--journal", str(journal), "--json"])
@@ -73,6 +78,7 @@ def run(command: Dict[str, Any], state: Path, clock: Tuple[float, float]) -> Dic
         "began": began_at,
         "agent_began": agent_began,
         "report": report,
+        "phases": phases(journal, began_at - 1) if journal.exists() else {},
         "cancel_codes": cancelled,
     }
 
