@@ -1,5 +1,5 @@
-"""``python -m bench repro-ramp``: Zasada & Coveney's RAMP marketplace (seed 000,
-REPRODUCTION.md §4.1) on the project's agents and client, beside the paper's numbers.
+"""``python -m bench repro-ramp``: Zasada & Coveney's RAMP marketplace (paper 000) on the
+project's agents and client, beside the paper's numbers (docs/repro-ramp.md).
 
 Each seed starts the 20 Table 2 agents (bench/repro/ramp_market.py) and runs, on them:
 
@@ -62,7 +62,7 @@ INTREPID = tuple(name for name in ALL_SITES if name.startswith("intrepid"))
 NETWORK_SITES, WIDE_AREA_SITES = 15, 5
 LAN_RTT_MS, WAN_RTT_MS = 0.5, (20.0, 50.0)
 LEVELS = (1, 2, 4, 6, 8, 10, 12, 15, 20, 25, 30)
-#: The sites' expected rounds R of the sensitivity run (REPRODUCTION.md §4.1: R = 5).
+#: The sites' expected rounds R of the sensitivity run (docs/repro-ramp.md §3).
 SENSITIVITY_ROUNDS = 5
 UNITS = tuple(range(1, 26))
 ROUND_COUNTS = tuple(range(1, 11))
@@ -205,7 +205,7 @@ def per_seed(found: Sequence[Dict[str, Any]], part: str) -> List[Tuple[int, List
 
 
 def knee(means: Sequence[float]) -> int:
-    """The first N whose mean is within 5 % of the mean over N ... 10 (REPRODUCTION.md)."""
+    """The first N whose mean is within 5 % of the mean over N ... 10 (docs/repro-ramp.md §5)."""
     for i, value in enumerate(means):
         rest = statistics.fmean(means[i:])
         if abs(value - rest) <= 0.05 * rest:
@@ -1355,7 +1355,7 @@ def main(argv: Sequence[str]) -> int:
             f"and {setup.buyers()} buyers, {available:.0f} MB are: stop other work "
             "or use --quick"
         )
-    report = Report("ramp", "Zasada & Coveney: the RAMP marketplace (seed 000)", options, "000")
+    report = Report("ramp", "Zasada & Coveney: the RAMP marketplace (paper 000)", options, "000")
     found = [run_seed(setup, seed, seed < setup.perf_seeds) for seed in options.seed_list]
     measured: Dict[str, Any] = {}
     if "prices" in setup.parts:

@@ -10,7 +10,7 @@ through the client's real entry point, in this process (interpreter start-up is 
 counted), with a journal of its own for every auction (a fresh User Agent, as in the paper).
 With ``start_in_s`` the request asks to start that long after the auction opens, on the
 agents' clock (they replay their traces at ``SPEED`` times the wall clock from ``ORIGIN``:
-REPRODUCTION.md §4.1), exactly then (ending ``walltime_s`` later) unless ``exact_start`` is
+docs/repro-ramp.md §2), exactly then (ending ``walltime_s`` later) unless ``exact_start`` is
 false. With ``cancel`` the confirmed reservations are cancelled afterwards, so that the next
 auction finds the market as this one did. The answer holds the auction's JSON report, its
 wall time and phases (each round and the commit, from the journal's stamps), and exit code.

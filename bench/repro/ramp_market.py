@@ -39,9 +39,9 @@ from testbed.processes import free_port, stop
 
 #: Replay speed: one wall second is 15 s of trace, the paper's round timer.
 SPEED = 15.0
-#: The seed's shift of every agent's Table 2 offset (REPRODUCTION.md §4.1).
+#: The seed's shift of every agent's Table 2 offset (docs/repro-ramp.md §2).
 SEED_SHIFT_S = 6 * 3600
-#: The rounds a site spreads its decrement over (the paper's R; REPRODUCTION.md §4.1: 3).
+#: The rounds a site spreads its decrement over (the paper's R; docs/repro-ramp.md §2).
 SITE_ROUNDS = 3
 #: How often the agents poll their replayed cluster (wall seconds; 75 s of trace): often
 #: enough that rounds see the market move, rarely enough that 20 agents leave CPU to quotes.

@@ -1,5 +1,5 @@
-"""The experiments of ``python -m bench repro-ramp`` on one seed's market (REPRODUCTION.md
-§4.1 (a)-(e)): what each sends the buyers and what it keeps of their answers. The analysis
+"""The experiments of ``python -m bench repro-ramp`` on one seed's market (docs/repro-ramp.md
+§3): what each sends the buyers and what it keeps of their answers. The analysis
 and the report are bench/repro/ramp.py's.
 
 Every request asks for 1 h (the paper gives no walltime), one offer per site (``--limit 1``:

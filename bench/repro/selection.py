@@ -1,5 +1,5 @@
-"""``python -m bench repro-selection``: Ha, Turilli, Merzky and Jha's resource selection (seed
-004, REPRODUCTION.md §4.5) on simulated sites, beside the paper's numbers.
+"""``python -m bench repro-selection``: Ha, Turilli, Merzky and Jha's resource selection (paper
+004, docs/repro-selection.md) on simulated sites, beside the paper's numbers.
 
 Bags of 64 ... 1,024 single-core GROMACS-like tasks, one workload at a time, at 30 paired
 submission instants (one per seed). Each is placed by:
@@ -380,7 +380,8 @@ def judge_rows(
     sizes: Sequence[int],
     seeds: Sequence[int],
 ) -> None:
-    """The rows of REPRODUCTION.md §1 for seed 004 and §4.5's acceptance lines."""
+    """A row for every result of paper 004, and the acceptance lines (docs/repro-selection.md
+    §5)."""
     report.not_run(["004-1", "004-2"], "measured on hardware that is gone")
     checks = ordering_check()
     report.row(
@@ -651,7 +652,7 @@ def main(argv: Sequence[str]) -> int:
         args.seeds = QUICK_SUBMISSIONS
     options = options_from(args)
     sizes = QUICK_SIZES if options.quick else SIZES
-    report = Report("selection", "Ha et al.: resource selection (seed 004)", options, "004")
+    report = Report("selection", "Ha et al.: resource selection (paper 004)", options, "004")
     found = experiment(options, sizes)
     outcomes: Dict[Tuple[str, int, int], Outcome] = found["outcomes"]
     seeds = options.seed_list

@@ -1,7 +1,7 @@
-"""The sites of ``repro-selection`` (Ha et al., seed 004): three HPC machines whose queues are
+"""The sites of ``repro-selection`` (Ha et al., paper 004): three HPC machines whose queues are
 PWA traces replayed by the project's simulator, and an OSG-like pool of single-core slots.
 
-The paper's XSEDE machines and their XDMoD wait histories are gone (REPRODUCTION.md §2), so
+The paper's XSEDE machines and their XDMoD wait histories are gone (docs/repro-selection.md §2), so
 each HPC site replays a trace as its background load, the machines matched by size order
 (Comet, the largest of the three, on the largest trace; SuperMIC, the smallest, on the
 smallest that still holds a 1,024-core pilot): the traces the spec suggests (SDSC-BLUE, HPC2N,
