@@ -339,7 +339,8 @@ def proxied_sites_file(ramp: RampMarket, buyer: int) -> Path:
 
 def reload_site_rounds(ramp: RampMarket, rounds: int) -> None:
     """Make every agent spread its decrement over ``rounds`` rounds (R): its configuration
-    rewritten and reloaded (SIGHUP; pricing changes apply without a restart)."""
+    rewritten and reloaded (SIGHUP; pricing changes apply without a restart, from the
+    agent's next poll on)."""
     for name, agent in ramp.market.agents.items():
         config = ramp.market.root / f"{name}.yaml"
         document = yaml.safe_load(config.read_text(encoding="utf-8"))
@@ -352,6 +353,8 @@ def reload_site_rounds(ramp: RampMarket, rounds: int) -> None:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{name} did not reload its configuration in 2 minutes")
             time.sleep(0.2)
+    # quotes price on the view of the agent's latest poll, which takes up the new pricing
+    time.sleep(3 * POLL_S)
 
 
 def _reloads(log: Path) -> int:
