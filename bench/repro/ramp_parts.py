@@ -46,12 +46,14 @@ ROUNDS_PRICE, ROUNDS_START_S = 80, 3600
 PERF_ROUNDS = 3
 
 
-def request(cores: int, price: int, rounds: int, interval: int = 0) -> List[str]:
+def request(
+    cores: int, price: int, rounds: int, interval: int = 0, walltime: int = WALLTIME_S
+) -> List[str]:
     return [
         "--cores",
         str(cores),
         "--walltime",
-        str(WALLTIME_S),
+        str(walltime),
         "--max-price",
         str(price),
         "--rounds",
