@@ -1167,29 +1167,14 @@ def figures(
         logged = decrements(found[0]) if "prices" in found[0] else {}
         fig, axes = plt.subplots(1, 3, figsize=(17, 4.5))
         start = found[0]["windows"]["prices"][0] if logged else 0
-        for site, quotes in logged.items():
-            if quotes:
-                axes[0].plot(
-                    [(q["at"] - start) / 3600 for q in quotes],
-                    [q["decrement"] for q in quotes],
-                    ".-",
-                    label=site,
-                )
+        _over_time(axes[0], logged, "decrement", start)
         axes[0].set(
             xlabel="hours of market time",
             ylabel="decrement Δ per round",
             title="Fig. 8(b): attractiveness over time (seed 0)",
         )
         axes[0].legend(fontsize="x-small", ncol=2)
-        for site in OFFER_SITES:
-            quotes = logged.get(site, [])
-            if quotes:
-                axes[1].plot(
-                    [(q["at"] - start) / 3600 for q in quotes],
-                    [q["offer"] for q in quotes],
-                    ".-",
-                    label=site,
-                )
+        _over_time(axes[1], {s: logged.get(s, []) for s in OFFER_SITES}, "offer", start)
         axes[1].set(
             xlabel="hours of market time",
             ylabel="offer per core-hour",
@@ -1219,6 +1204,14 @@ def figures(
     for part, name in (("users", "fig12"), ("network", "fig13")):
         if measured.get(part):
             _users_figure(report, measured[part]["levels"], name, part)
+
+
+def _over_time(axis: Any, logged: Mapping[str, List[Dict[str, Any]]], key: str, start: int) -> None:
+    """Each site's logged quotes' ``key`` against the hours of market time since ``start``."""
+    for site, quotes in logged.items():
+        if quotes:
+            hours = [(q["at"] - start) / 3600 for q in quotes]
+            axis.plot(hours, [q[key] for q in quotes], ".-", label=site)
 
 
 def _round_offers(
@@ -1306,14 +1299,7 @@ def _units_figure(
     parts = sorted(measured["bidding"])
     for key, label in (("bidding", "bidding"), ("commit", "negotiation (commit)")):
         values = [measured[key][p] for p in parts]
-        axis.errorbar(
-            parts,
-            [_mean(v) for v in values],
-            yerr=[statistics.stdev(v) if len(v) > 1 else 0 for v in values],
-            marker="o",
-            capsize=3,
-            label=f"ours: {label}, raised limits",
-        )
+        _mean_sd(axis, parts, values, f"ours: {label}, raised limits")
     defaults = [a for f in found for a in f.get("units_default_limits", [])]
     if defaults:
         done = [a for a in defaults if a["phases"]]
@@ -1328,6 +1314,12 @@ def _units_figure(
     _save(report, fig, "fig11b")
 
 
+def _mean_sd(axis: Any, xs: Sequence[int], values: Sequence[Sequence[float]], label: str) -> None:
+    """Means with standard-deviation bars (the paper's Figs. 11(b)-13 show SD bars)."""
+    sds = [statistics.stdev(v) if len(v) > 1 else 0.0 for v in values]
+    axis.errorbar(xs, [_mean(v) for v in values], yerr=sds, marker="o", capsize=3, label=label)
+
+
 def _users_figure(
     report: Report, levels: Mapping[int, Dict[str, List[float]]], name: str, part: str
 ) -> None:
@@ -1338,15 +1330,7 @@ def _users_figure(
         (axes[0], "quote_s", "agent response time per quote (s)"),
         (axes[1], "round_s", "round duration (s)"),
     ):
-        values = [levels[n][key] for n in xs]
-        axis.errorbar(
-            xs,
-            [_mean(v) for v in values],
-            yerr=[statistics.stdev(v) if len(v) > 1 else 0 for v in values],
-            marker="o",
-            capsize=3,
-            label=f"ours ({part})",
-        )
+        _mean_sd(axis, xs, [levels[n][key] for n in xs], f"ours ({part})")
         twin = axis.twinx()
         twin.plot(xs, [100 * _mean(levels[n]["busy"]) for n in xs], "r:", label="machine busy (%)")
         twin.set_ylim(0, 105)

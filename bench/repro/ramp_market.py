@@ -279,10 +279,10 @@ def start(
         sites_files = [
             market.write_sites_file(p, f"buyer{i + 1}") for i, p in enumerate(market.buyers)
         ]
-        processes = [_buyer(root, i, f, origin) for i, f in enumerate(sites_files)]
-        for process in processes:
-            assert process.stdout is not None
-            process.stdout.readline()  # ready
+        processes = [
+            buyer_process(root / f"buyer{i + 1}-state", f, origin, SPEED)
+            for i, f in enumerate(sites_files)
+        ]
     except BaseException:
         market.stop()
         raise
@@ -293,7 +293,9 @@ def start(
     return ramp
 
 
-def _buyer(root: Path, index: int, sites: Path, origin: float) -> subprocess.Popen[str]:
+def buyer_process(state: Path, sites: Path, origin: float, speed: float) -> subprocess.Popen[str]:
+    """A buyer (bench/repro/ramp_buyer.py) with the key of ``sites``, its journals in
+    ``state``, on the agents' clock; returned once it is ready for commands."""
     argv = [
         sys.executable,
         "-m",
@@ -301,13 +303,16 @@ def _buyer(root: Path, index: int, sites: Path, origin: float) -> subprocess.Pop
         "--sites",
         str(sites),
         "--state",
-        str(root / f"buyer{index + 1}-state"),
+        str(state),
         "--clock",
-        f"{origin}:{SPEED}",
+        f"{origin}:{speed}",
     ]
-    return subprocess.Popen(
+    process = subprocess.Popen(
         argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
+    assert process.stdout is not None
+    process.stdout.readline()  # ready
+    return process
 
 
 def _proxy(

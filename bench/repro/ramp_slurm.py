@@ -23,8 +23,6 @@ import bisect
 import logging
 import math
 import os
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -34,9 +32,9 @@ from typing import Any, Dict, List, Sequence, Tuple
 import yaml
 
 from bench.auction import TABLE2, TRACE_OF
-from bench.common import ROOT, TRACES
+from bench.common import TRACES
 from bench.repro import ramp_market
-from bench.repro.ramp_market import Buyers
+from bench.repro.ramp_market import Buyers, buyer_process
 from bench.repro.ramp_parts import request, summary
 from bench.repro.seeds import uniform
 from siteagent.sim.workload import Workload
@@ -185,7 +183,8 @@ def run(root: Path, seed: int, repetitions: int, warm_up_s: int = WARM_UP_S) -> 
             start_together=len(specs),
         )
         market.start()
-        buyers = Buyers([_buyer(root, market)])
+        sites = market.write_sites_file(market.buyers[0], "buyer1")
+        buyers = Buyers([buyer_process(root / "buyer-state", sites, time.time(), 1.0)])
         files = {kind: _sites_file(market, kind) for kind in ("slurm", "replay")}
         _until(origin + warm_up_s / COMPRESSION)
         auctions = []
@@ -237,27 +236,6 @@ def _sites_file(market: Market, kind: str) -> Path:
     path = market.root / f"buyer1-{kind}-sites.yaml"
     path.write_text(yaml.safe_dump(document), encoding="utf-8")
     return path
-
-
-def _buyer(root: Path, market: Market) -> subprocess.Popen[str]:
-    sites = market.write_sites_file(market.buyers[0], "buyer1")
-    argv = [
-        sys.executable,
-        "-m",
-        "bench.repro.ramp_buyer",
-        "--sites",
-        str(sites),
-        "--state",
-        str(root / "buyer-state"),
-        "--clock",
-        f"{time.time()}:1",
-    ]
-    process = subprocess.Popen(
-        argv, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    assert process.stdout is not None
-    process.stdout.readline()
-    return process
 
 
 def _until(instant: float) -> None:
