@@ -101,7 +101,7 @@ async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, dela
             if not data:
                 break
         await sender
-    except (ConnectionError, asyncio.CancelledError):
+    except (OSError, asyncio.CancelledError):
         sender.cancel()
         raise
     finally:
@@ -122,7 +122,7 @@ async def _serve_route(route: Route, jitter: float, rng: random.Random) -> async
         ]
         try:
             await asyncio.gather(*pumps)
-        except (ConnectionError, asyncio.CancelledError):
+        except (OSError, asyncio.CancelledError):
             pass
         finally:
             for pump in pumps:
