@@ -34,6 +34,7 @@ from siteagent.config.reading import (
     boolean,
     byte_count,
     choice,
+    command_word,
     factor,
     keys_of,
     ledger_url,
@@ -138,8 +139,10 @@ def read_backend(section: Section, paths: Paths) -> BackendConfig:
     swf = section.section("swf", keys_of(SwfOptions))
     slurm = section.section("slurm", keys_of(SlurmOptions))
     pbs = section.section("pbs", keys_of(PbsOptions))
-    # the selected backend's files must exist now; the others may name files of another host
+    # the selected backend's files must exist now; the others may name files of another host,
+    # and so does slurm_conf when the commands run elsewhere (command_prefix)
     used_file = paths.existing_file
+    prefix = slurm.items("command_prefix", command_word)
     return BackendConfig(
         type=kind,
         swf=SwfOptions(
@@ -156,7 +159,9 @@ def read_backend(section: Section, paths: Paths) -> BackendConfig:
                 "slurm_conf",
                 None,
                 optional(
-                    used_file if kind in (BackendType.SLURM, BackendType.PYSLURM) else paths.path
+                    used_file
+                    if kind in (BackendType.SLURM, BackendType.PYSLURM) and not prefix
+                    else paths.path
                 ),
             ),
             partition=slurm.get("partition", "", optional_name),
@@ -164,6 +169,7 @@ def read_backend(section: Section, paths: Paths) -> BackendConfig:
             flags=slurm.items("flags", slurm_flag),
             users=slurm.items("users", scheduler_user),
             timeout=slurm.get("timeout", DEFAULT_COMMAND_TIMEOUT_S, seconds),
+            command_prefix=prefix,
         ),
         pbs=PbsOptions(
             pbs_conf=pbs.get(

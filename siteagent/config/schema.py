@@ -92,8 +92,9 @@ class SwfOptions:
 class SlurmOptions:
     """Slurm (``slurm`` and ``pyslurm`` backends): ``SLURM_CONF``, the one partition served,
     capacity unit, flags put on every reservation, the users a reservation is made for when
-    its buyer maps to none (the administrator's commands without ``--user``), and the command
-    timeout in seconds."""
+    its buyer maps to none (the administrator's commands without ``--user``), the command
+    timeout in seconds, and the words put before every command (``[ssh, ctl]``: Slurm's
+    clients run elsewhere; docs/slurm.md §11)."""
 
     slurm_conf: Optional[Path] = None
     partition: str = ""
@@ -101,6 +102,7 @@ class SlurmOptions:
     flags: Tuple[str, ...] = ()
     users: Tuple[str, ...] = ()
     timeout: float = DEFAULT_COMMAND_TIMEOUT_S
+    command_prefix: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

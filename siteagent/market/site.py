@@ -110,6 +110,7 @@ def slurm_config(config: Config) -> SlurmConfig:
         flags=options.flags,
         users=options.users,
         timeout=options.timeout,
+        command_prefix=options.command_prefix,
     )
 
 

@@ -425,3 +425,22 @@ def test_the_command_lines_state_dir_moves_every_path_derived_from_it(tmp_path: 
     assert loaded.ledger.path == moved / "ledger.sqlite3"
     assert loaded.api.tls.cert == moved / "tls" / "server.crt"
     assert loading.parse(None, state_dir=moved).ledger.path == moved / "ledger.sqlite3"
+
+
+def test_a_command_prefix_runs_slurm_elsewhere(tmp_path: Path) -> None:
+    """The commands run through another program (ssh, chroot): slurm.conf is then a path
+    there, not checked here, and the prefix reaches the backend's configuration."""
+    loaded = loading.load(write(
+        tmp_path,
+        "backend: {type: slurm, slurm: {slurm_conf: /srv/ctl/slurm.conf,"
+        " command_prefix: [ssh, -oBatchMode=yes, ctl]}}",
+    ))
+    assert loaded.backend.slurm.command_prefix == ("ssh", "-oBatchMode=yes", "ctl")
+    assert site.slurm_config(loaded).command_prefix == ("ssh", "-oBatchMode=yes", "ctl")
+    found = problems(tmp_path, "backend: {type: slurm, slurm: {command_prefix: [ssh, '']}}")
+    assert found == [
+        "backend.slurm.command_prefix[1]: expected a command word: non-empty text without NUL"
+        ' or line breaks, got ""'
+    ]
+    found = problems(tmp_path, "backend: {type: slurm, slurm: {slurm_conf: missing.conf}}")
+    assert found[0].startswith("backend.slurm.slurm_conf: expected an existing file")
