@@ -89,10 +89,13 @@ class Setup:
 
     def __init__(self, options: Options, args: argparse.Namespace) -> None:
         quick = options.quick
-        self.parts: Tuple[str, ...] = PARTS if args.part == "all" else (args.part,)
+        every = args.part == ["all"]
+        self.parts: Tuple[str, ...] = PARTS if every else tuple(args.part)
         self.slurm_why = "--quick leaves it out" if quick else ramp_slurm.unavailable()
-        if args.part == "all" and not self.slurm_why:
+        if every and not self.slurm_why:
             self.parts += (SLURM,)
+        elif SLURM not in self.parts and not self.slurm_why:
+            self.slurm_why = "--part left it out"
         names = ("atlas1", "thunder1", "ricc1", "curie1", "curie3") if quick else ALL_SITES
         if args.without_intrepid:
             names = tuple(name for name in names if name not in INTREPID)
@@ -1377,13 +1380,26 @@ def setup_text(setup: Setup, found: Sequence[Dict[str, Any]]) -> str:
 """
 
 
+def _part_list(text: str) -> List[str]:
+    """``--part prices,rounds``: the named parts, each checked."""
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [part for part in parts if part not in (*PARTS, SLURM, "all")]
+    if unknown or not parts or ("all" in parts and len(parts) > 1):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: name parts of {', '.join(PARTS)}, {SLURM}, or all alone"
+        )
+    return parts
+
+
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench repro-ramp", description=__doc__)
     parser.add_argument(
         "--part",
-        choices=[*PARTS, SLURM, "all"],
-        default="all",
-        help="one part only (all: every part, slurm where Slurm can run)",
+        type=_part_list,
+        default=["all"],
+        metavar="PART[,PART...]",
+        help=f"the parts to run, comma-separated, of {', '.join(PARTS)}, {SLURM} "
+        "(default all: every part, slurm where Slurm can run)",
     )
     parser.add_argument(
         "--perf-seeds",
