@@ -1,7 +1,7 @@
 """`python -m bench thesis`: Singh's ch. 3 and ch. 5, now ``python -m bench repro-singh``'s
 slots and fees parts (paired seeds, calibrated loads, verdicts; bench/repro/singh). Kept as
 a name for the two parts; it takes repro-singh's options and writes its reports
-(bench/results/repro-singh-slots.md and repro-singh-fees.md)."""
+(bench/results/repro-singh-slots.md and bench/results/repro-singh-fees.md)."""
 
 from __future__ import annotations
 

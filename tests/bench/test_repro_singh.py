@@ -1,5 +1,5 @@
 """``python -m bench repro-singh PART --quick`` for each part of Singh's thesis, as a user runs
-it: its report holds every result of seed 002, measures its own (the others point at the
+it: its report holds every result of paper 002, measures its own (the others point at the
 part that does), draws its figures; and the pieces the parts rest on: reservations picked by
 hashing the job (the same jobs at every α), the combined VAR/AR scheme's invariants."""
 

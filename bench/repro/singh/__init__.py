@@ -1,10 +1,10 @@
-"""`python -m bench repro-singh [PART] [options]`: Singh's thesis (seed 002) reproduced.
+"""`python -m bench repro-singh [PART] [options]`: Singh's thesis (paper 002) reproduced.
 
 PART is one of slots (ch. 3), fees (ch. 5), var (ch. 6), provision (ch. 4 and 7), or all
 (the default). Each part replays the thesis' traces on the project's simulator and runs the
 project's own code on them (slots, pricing, the client's planners, VAR), with paired seeds
-and the thesis' loads calibrated; its report (bench/results/repro-singh-PART.md, or
-repro-singh.md for all) puts every result of the thesis beside ours with a verdict. The
+and the thesis' loads calibrated; its report (one per part, as
+bench/results/repro-singh-slots.md) puts every result of the thesis beside ours with a verdict. The
 setup and every choice the thesis leaves open are in docs/reproductions-singh.md and in each
 report's sections.
 """
@@ -31,7 +31,7 @@ PARTS: Dict[str, Tuple[Part, List[str]]] = {
         [f"002-{k}" for k in (*range(7, 13), *range(28, 33))],
     ),
 }
-#: Beyond the thesis (REPRODUCTION.md §5): measures none of its results; not part of "all".
+#: Beyond the thesis (the spec's part 5): measures none of its results; not part of "all".
 EXTRA: Dict[str, Part] = {"beyond": beyond.part}
 TITLES = {
     "all": "Singh's thesis (2008), reproduced",

@@ -1,4 +1,4 @@
-"""Beyond the thesis (REPRODUCTION.md §5, seed 002): provisioning against stronger best-effort
+"""Beyond the thesis (the spec's part 5, paper 002): provisioning against stronger best-effort
 baselines, with the logs' requested estimates, and on WfCommons workflows.
 
 - **EASY**: the same workflow just in time on the same site scheduled by EASY (aggressive)

@@ -1,6 +1,6 @@
 """Ch. 5: externality fees of reservations made by a share of the jobs of a replayed trace.
 
-As the thesis' experiment (§5.3): the first 30 days of a trace replayed under the site's
+As the thesis' experiment (its section 5.3): the first 30 days of a trace replayed under the site's
 policy; a share of the jobs (10 % unless swept) become reservations as they arrive: the job
 asks form (18) for its processors and duration (the site lists a price at every change of
 availability, up to 100, the agent's default), picks a start with its trade-off α (eq. 20), and
@@ -142,7 +142,7 @@ def fee_run(config: Mapping[str, Any]) -> Dict[str, Any]:
 
 # -- the part: configurations, rows, figures ----------------------------------------------------
 
-#: The thesis' loads (§5.3): its original trace, +20 % and +40 % jobs, as utilizations.
+#: The thesis' loads (its section 5.3): its original trace, +20 % and +40 % jobs, as utilizations.
 LOADS = {"CTC": (0.587, 0.684, 0.788), "SDSC": (0.634, 0.778, 0.874)}
 ALPHAS = (0.0, 0.25, 0.5, 0.75, 1.0)
 SHARES = (0.1, 0.2, 0.4, 0.6, 0.8, 0.9)
@@ -244,7 +244,7 @@ def part(report: Report, options: Options, args: argparse.Namespace) -> None:
     seeds = {
         site: options.seed_list
         if quick or seeds_given or site == "CTC"
-        else list(range(2 * options.seeds))  # SDSC's interval is twice as wide (REPRODUCTION §4.3)
+        else list(range(2 * options.seeds))  # SDSC's interval is twice as wide (the spec's 4.3)
         for site in sites
     }
     calibrations = sweep(
@@ -632,7 +632,7 @@ def _setup(days: int, seeds: Mapping[str, Sequence[int]], quick: bool) -> str:
 - Loads: native, and the thesis' three utilizations calibrated per seed over the window
   (the overlay copy shifted a week, then the inter-arrival factor). Figs. 23-24, 27-28 and
   30-31 run at the thesis' base load (58.7 % CTC, 63.4 % SDSC); the thesis ran Figs. 30-31 at
-  its base too, so we do (REPRODUCTION.md §4.3 says native; both are in the JSON's runs for
+  its base too, so we do (the spec's 4.3 says native; both are in the JSON's runs for
   exact estimates).
 - Waits: a reservation's from its job's arrival to the window's start; best effort's from
   the replay's summary (the queued jobs only).

@@ -147,7 +147,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="submission instants per seed in the α sweeps (default 20, --quick 3; "
-        "REPRODUCTION.md's 250 samples: 50); the other sweeps take N/5, CyberShake and several "
+        "the spec's 250 samples: 50); the other sweeps take N/5, CyberShake and several "
         "sites N/10 (at least 1)",
     )
     group.add_argument(

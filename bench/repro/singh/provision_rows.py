@@ -732,7 +732,7 @@ def setup(seeds: int, per: int, other: int, few: int, chosen: Sequence[str], qui
 - Samples: {seeds} seeds; submission instants uniform after a week of warm-up (and before
   the trace's last 3 days, 30 for CyberShake), drawn by (sites, k, seed): {per} per seed in
   the α sweeps, {other} in the size, task-size and load sweeps, {few} for CyberShake and several
-  sites (REPRODUCTION.md asks 50 / 20 / 20 / 10: `--submissions 50`; this machine, shared by
+  sites (the spec asks 50 / 20 / 20 / 10: `--submissions 50`; this machine, shared by
   eight engineers, gave each worker a tenth of a core). Every approach plans the same
   instance at the same instant.
 - Best effort: `siteagent.sim.dag.run_just_in_time` on a fork of the replay (ready tasks in

@@ -3,7 +3,7 @@
 CTC-SP2 (430 processors operational) and SDSC-SP2 (128) are the thesis' own sites (ch. 3-5,
 7). ch. 6 ran against the NCSA TeraGrid cluster's live queue, gone since; LLNL Thunder (1,002
 four-way nodes, 2007) and SDSC-BLUE (144 eight-way nodes) stand in, replayed in whole nodes
-as a batch system that allocates nodes would hold them (REPRODUCTION.md §2).
+as a batch system that allocates nodes would hold them (the spec's part 2).
 
 Every replay here starts its clock at the trace's first arrival, moved to 0, so that sites
 of different years share one time line (ch. 4.9's several sites).

@@ -451,7 +451,7 @@ def _figure(
 
 def _setup(days: int, seeds: int) -> str:
     return f"""
-- Stand-ins for NCSA's TeraGrid queue (REPRODUCTION.md §2): LLNL Thunder (1,002 four-way
+- Stand-ins for NCSA's TeraGrid queue (the spec's part 2): LLNL Thunder (1,002 four-way
   nodes) and SDSC-BLUE (144 eight-way nodes), native load, their requested estimates, replayed
   in whole nodes (a job of p processors holds ⌈p / cores per node⌉ nodes), conservative
   backfilling.
