@@ -20,7 +20,7 @@ The routes are thin: the use cases are :mod:`siteagent.market.quoting` and
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import fastapi
 from fastapi import Depends, Header, Path, Security
@@ -32,9 +32,12 @@ from siteagent.api.offer_writer import OfferWriter
 from siteagent.api.pricing_queue import PricingQueue, priced_inline, yielding
 from siteagent.api.site import ERRORS, answers
 from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
+from siteagent.core.model import Request
+from siteagent.core.money import CENT
 from siteagent.market import quoting
 from siteagent.market.quoting import Quote, Refusal
 from siteagent.market.view import MarketView
+from siteagent.pricing import Price
 from siteagent.protocol.models import (
     OFFER_ID_PATTERN,
     AcceptRequest,
@@ -107,6 +110,7 @@ class QuoteDesk:
         await self.offer_writer.record(offers)
         self.quota.add(client.key_id, offers)
         log.debug("quote for %s: %d offers", client.key_id, len(offers))
+        self._observe_load_offer(view, request, prices, client.key_id, now)
         return quoting.answered(view, now, offers, prices, rfq.alpha)
 
     def _around_bids(self, view: MarketView) -> MarketView:
@@ -121,6 +125,32 @@ class QuoteDesk:
         around = quoting.around_bids(view, holds)
         self._around = (view, holds, around)
         return around
+
+    def _observe_load_offer(
+        self,
+        view: MarketView,
+        request: Request,
+        prices: Sequence[Price],
+        client: str,
+        now: int,
+    ) -> None:
+        """A site pricing by load logs and exports each quote's decrement and offer (the
+        marketplace paper's attractiveness and offer price over time, its Figs. 8(b), 9(b))."""
+        figures = quoting.load_offer(view, request, prices)
+        if figures is None:
+            return
+        log.info(
+            "load price at %d: round %d for %s, price %s, load %.4f, decrement %s, offer %s",
+            now,
+            request.round,
+            client,
+            figures.current,
+            figures.load,
+            figures.decrement.quantize(CENT),
+            figures.offer,
+        )
+        if self.context.metrics is not None:
+            self.context.metrics.observe_load_offer(figures)
 
     def close(self) -> None:
         """Finish the quotes in progress (priced, offers stored); the store closes next."""

@@ -88,6 +88,7 @@ class ReplayOptions:
     speed: Optional[float] = None
     offset_s: Optional[int] = None
     cores: Optional[int] = None
+    origin: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,7 @@ class SwfReplayBackend(Backend):
         clock: Callable[[], float] = time.time,
         state_file: Optional[str] = None,
         machine: Optional[MachineSpec] = None,
+        origin: Optional[float] = None,
     ) -> None:
         """``machine``: replay on a topology machine (docs/topology.md) of midplanes instead
         of ``cores`` pooled cores (then jobs of more than its midplanes, after its size
@@ -160,7 +162,7 @@ class SwfReplayBackend(Backend):
             policy=Policy(policy).value,
             speed=float(speed),
             offset_s=offset_s,
-            wall_origin=clock(),
+            wall_origin=clock() if origin is None else origin,
             machine=None if machine is None else json.dumps(asdict(machine), sort_keys=True),
         )
         self._journal = None if state_file is None else _Journal(state_file, anchor)
@@ -191,11 +193,15 @@ class SwfReplayBackend(Backend):
         clock: Callable[[], float] = time.time,
         cores: Optional[int] = None,
         machine: Optional[MachineSpec] = None,
+        origin: Optional[float] = None,
     ) -> SwfReplayBackend:
         """The simulated cluster kept in ``state_file``, or a new one there if there is none.
 
         Options left None take the saved cluster's values (or the defaults for a new one);
         options given must agree with a saved cluster (ValueError says how to resolve it).
+        ``origin`` (epoch seconds) is the wall-clock time at which a new cluster is at its
+        offset, so that sites given the same origin and speed show the same time (a saved
+        cluster keeps its own).
         """
         saved = _Journal.read_anchor(state_file)
         if saved is None:
@@ -207,6 +213,7 @@ class SwfReplayBackend(Backend):
                 clock=clock,
                 state_file=state_file,
                 machine=machine,
+                origin=origin,
             )
         if machine is None and saved.machine is not None:
             machine = MachineSpec(**json.loads(saved.machine))

@@ -155,6 +155,7 @@ def read_backend(section: Section, paths: Paths) -> BackendConfig:
             speed=swf.get("speed", DEFAULT_REPLAY_SPEED, positive_number),
             offset=swf.get("offset", DEFAULT_REPLAY_OFFSET_S, non_negative_int),
             cores=swf.get("cores", None, optional(positive_int)),
+            origin=swf.get("origin", None, optional(positive_number)),
         ),
         slurm=SlurmOptions(
             slurm_conf=slurm.get(

@@ -80,13 +80,15 @@ class SiteConfig:
 @dataclass(frozen=True)
 class SwfOptions:
     """The replay backend: ``trace`` (None: the bundled SDSC-SP2 slice), replay speed, how far
-    after the trace's first submit to start (seconds), so that the queue has built up, and the
-    simulated cluster's size (None: the trace header's MaxProcs)."""
+    after the trace's first submit to start (seconds), so that the queue has built up, the
+    simulated cluster's size (None: the trace header's MaxProcs), and the wall-clock time the
+    replay is at its offset (None: when the cluster is first created)."""
 
     trace: Optional[Path] = None
     speed: float = DEFAULT_REPLAY_SPEED
     offset: int = DEFAULT_REPLAY_OFFSET_S
     cores: Optional[int] = None
+    origin: Optional[float] = None
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,9 @@ from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
 from siteagent.core.errors import InvalidRequest
 from siteagent.core.model import CapacityUnit, ClusterSnapshot, Offer, Request
 from siteagent.market.view import MarketView
-from siteagent.pricing import Price, Pricing, Refused, choose
+from siteagent.pricing import LoadBasedPrice, Price, Pricing, Refused, choose
 from siteagent.pricing.bids import Hold, around_holds
+from siteagent.pricing.load import LoadOffer
 from siteagent.protocol.models import QuoteRequest, offer_json
 
 #: How far ahead of the quote the earliest offered window starts (seconds). The past cannot be
@@ -182,6 +183,17 @@ def answered(
     cheapest)."""
     snapshot = view.snapshot
     return Quote(now, snapshot.now, snapshot.unit, tuple(offers), choose(prices, alpha))
+
+
+def load_offer(view: MarketView, request: Request, prices: Sequence[Price]) -> Optional[LoadOffer]:
+    """How the cheapest of ``prices`` (the earliest of equal ones) was priced, when the site
+    prices by load: the decrement and offer an auction round got from it (docs/design.md
+    §4.4); None for other pricing, or no price."""
+    unit = view.pricing.unit
+    if not isinstance(unit, LoadBasedPrice) or not prices:
+        return None
+    cheapest = min(prices, key=lambda price: (price.unit_price, price.window.start))
+    return unit.explain(view.context, cheapest.window, request)
 
 
 def refused(view: MarketView, now: int, refusal: Refusal) -> Quote:

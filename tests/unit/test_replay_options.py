@@ -7,6 +7,7 @@ The trace: 4 cores by its header; job 1 (4 cores) runs over [0, 100), job 2 (2 c
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -102,5 +103,37 @@ def test_the_configuration_sets_trace_offset_and_cores(tmp_path: Path, trace: st
         assert snapshot.capacity == 6
         assert sorted(job.cores for job in snapshot.running) == [2, 4]
         assert isinstance(backend, SwfReplayBackend) and backend.speed == 60
+    finally:
+        backend.close()
+
+
+def test_sites_given_one_origin_share_one_clock(tmp_path: Path, trace: str) -> None:
+    """Two sites started minutes apart, at different offsets, at 15 times the wall clock,
+    show the same time once told the same origin (a federation of replayed sites that a
+    buyer's absolute start times mean the same thing to), and a saved cluster keeps its own."""
+    clock = FakeClock(float(T0))
+    first = SwfReplayBackend(trace, speed=15, offset_s=20, clock=clock, origin=T0 - 60)
+    clock.advance(300)
+    second = SwfReplayBackend(trace, speed=15, offset_s=40, clock=clock, origin=T0 - 60)
+    alone = SwfReplayBackend(trace, speed=15, offset_s=40, clock=clock)
+    clock.advance(2)
+    assert first.now() == second.now() == T0 - 60 + 15 * 362
+    assert alone.now() == T0 + 300 + 15 * 2
+    state = str(tmp_path / REPLAY_STATE_FILE)
+    SwfReplayBackend.open(state, trace, speed=15, clock=clock, origin=T0 - 60).close()
+    again = SwfReplayBackend.open(state, trace, speed=15, clock=clock, origin=T0)
+    assert again.now() == first.now()
+    for backend in (first, second, alone, again):
+        backend.close()
+
+
+def test_the_configuration_sets_the_origin(tmp_path: Path, trace: str) -> None:
+    """An origin 100 s ago at speed 15: the cluster is already 1,500 s on."""
+    origin = int(time.time()) - 100
+    swf = {"trace": trace, "speed": 15, "origin": origin}
+    settings = {"state_dir": str(tmp_path / "state"), "backend": {"type": "swf", "swf": swf}}
+    backend = open_backend(loading.parse(settings))
+    try:
+        assert backend.now() >= origin + 15 * 100
     finally:
         backend.close()
