@@ -180,6 +180,10 @@ def test_the_jobs_of_a_reservation_come_from_accounting(acct: SlurmTestCluster) 
             j.job_id for j in sacct_text(acct) if j.state == "COMPLETED"}, timeout=90)
         reference = {j.job_id: j for j in sacct_text(acct)}[inside]
         backend = SlurmBackend(acct.slurm_config(partition="batch"))
+        # slurmdbd files a job under its reservation apart from its completion (late on
+        # 24.11 under load): wait for the reservation's record, then compare it whole
+        wait_for("the reservation's jobs in accounting", lambda: bool(
+            backend.reservation_jobs(name, start, int(time.time()) + 1)), timeout=60)
         jobs = backend.reservation_jobs(name, start, int(time.time()) + 1)
     finally:
         acct.cancel_all()
