@@ -20,6 +20,7 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 import pytest
 
 from siteagent.backends.slurm import SlurmBackend
+from siteagent.backends.slurm.arguments import reservation_ids_args
 from siteagent.backends.slurm.sacct import sacct_waits
 from siteagent.cli.main import main
 from siteagent.core.waits import wait_table
@@ -185,6 +186,9 @@ def test_the_jobs_of_a_reservation_come_from_accounting(acct: SlurmTestCluster) 
         wait_for("the reservation's jobs in accounting", lambda: bool(
             backend.reservation_jobs(name, start, int(time.time()) + 1)), timeout=60)
         jobs = backend.reservation_jobs(name, start, int(time.time()) + 1)
+        # what a job started in the reservation's first second is matched by (§6.8)
+        ids = acct.run(reservation_ids_args(name, start, int(time.time()) + 1)).stdout.split()
+        job_resv = acct.run(["sacct", "-X", "-n", "-P", "-j", inside, "-o", "ReservationId"])
     finally:
         acct.cancel_all()
         acct.run(["scontrol", "delete", f"ReservationName={name}"], check=False)
@@ -193,6 +197,7 @@ def test_the_jobs_of_a_reservation_come_from_accounting(acct: SlurmTestCluster) 
         (inside, "root", 2, reference.start)
     ]
     assert jobs[0].end == sacct_end(acct, inside)
+    assert job_resv.stdout.split() == ids and len(ids) == 1
 
 
 # ----------------------------------------------------------------------------- admin level
