@@ -113,9 +113,13 @@ class World:
             return {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in tables}
 
 
-def make_world(tmp_path: Path, api: Optional[Dict[str, Any]] = None) -> World:
+def make_world(
+    tmp_path: Path,
+    api: Optional[Dict[str, Any]] = None,
+    pricing: Optional[Dict[str, Any]] = None,
+) -> World:
     """The world of the API tests; ``api`` adds keys of the configuration's ``api`` section
-    (limits, rates)."""
+    (limits, rates), ``pricing`` replaces its ``pricing`` section."""
     trace = write_trace(tmp_path / "trace.swf", JOBS, max_procs=64)
     settings = loading.parse(
         {
@@ -124,6 +128,7 @@ def make_world(tmp_path: Path, api: Optional[Dict[str, Any]] = None) -> World:
             "backend": {"type": "swf", "swf": {"trace": trace, "offset": 600}},
             "planner": {"poll_interval_s": 2},
             "api": {"public_names": ["testserver"], **(api or {})},
+            **({"pricing": pricing} if pricing is not None else {}),
         }
     )
     site = open_site(settings)
@@ -156,9 +161,11 @@ def make_world(tmp_path: Path, api: Optional[Dict[str, Any]] = None) -> World:
 
 
 @contextlib.contextmanager
-def running_world(tmp_path: Path) -> Iterator[World]:
+def running_world(
+    tmp_path: Path, pricing: Optional[Dict[str, Any]] = None
+) -> Iterator[World]:
     """:func:`make_world`, closed afterwards (the quote desk, the bank, the site)."""
-    made = make_world(tmp_path)
+    made = make_world(tmp_path, pricing=pricing)
     ledger = made.ledger
     try:
         yield made

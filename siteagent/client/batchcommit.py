@@ -17,11 +17,11 @@ import uuid
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from siteagent.client.auction import Bid, Choice
-from siteagent.client.batches import accept_all, confirm_all, max_parts, patiently
+from siteagent.client.batches import accept_all, confirm_all, max_parts
 from siteagent.client.commit import Commit, Held, Outcome
 from siteagent.client.connection import SiteConnection, SiteError, SiteUnreachable
 from siteagent.client.journal import Entry
-from siteagent.client.recovery import definite, refusal
+from siteagent.client.recovery import definite, patiently, refusal
 
 
 class BatchCommit(Commit):

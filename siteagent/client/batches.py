@@ -14,11 +14,10 @@ by default, go in several requests.
 from __future__ import annotations
 
 import json
-import time
 import weakref
-from typing import Any, Callable, Dict, List, Mapping, MutableMapping, Sequence, TypeVar
+from typing import Any, Dict, List, Mapping, MutableMapping, Sequence, TypeVar
 
-from siteagent.client.connection import Quote, SiteConnection, SiteError, Tentative
+from siteagent.client.connection import Quote, SiteConnection, Tentative
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Receipt
 from siteagent.protocol.models import (
@@ -31,8 +30,6 @@ from siteagent.protocol.models import (
 #: The most JSON bytes sent in one batch: under a site's default body limit (16 KiB).
 MAX_BODY_BYTES = 15_000
 
-#: The longest a batch call waits out a site's rate limit in all before the 429 stands.
-PATIENCE_S = 30.0
 
 #: What each connection's site said of batches (0: it takes none), asked once.
 _PARTS: MutableMapping[SiteConnection, int] = weakref.WeakKeyDictionary()
@@ -125,21 +122,6 @@ def confirm_all(connection: SiteConnection, tentatives: Sequence[Tentative]) -> 
                 )
             receipts.append(connection.verified_receipt(data["receipt"], tentative.deal))
     return receipts
-
-
-def patiently(call: Callable[[], _T], sleep: Callable[[float], None] = time.sleep) -> _T:
-    """``call()``, sent again after the ``Retry-After`` of each 429 (which changed nothing at
-    the site) for up to :data:`PATIENCE_S` in all, as the commit's single calls are."""
-    waited = 0.0
-    while True:
-        try:
-            return call()
-        except SiteError as exc:
-            pause = float(exc.retry_after_s or 1)
-            if exc.status != 429 or waited + pause > PATIENCE_S:
-                raise
-            sleep(pause)
-            waited += pause
 
 
 def _views(connection: SiteConnection, raw: Mapping[str, Any], count: int) -> List[ReservationView]:

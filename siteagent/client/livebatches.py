@@ -17,11 +17,12 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from siteagent.client.auction import Bid
 from siteagent.client.batchcommit import BatchCommit
-from siteagent.client.batches import patiently, quote_all
+from siteagent.client.batches import quote_all
 from siteagent.client.commit import Held, Interrupted
 from siteagent.client.connection import BadAnswer, SiteConnection, SiteError, SiteUnreachable
 from siteagent.client.greedy import Alternative, Ask
-from siteagent.client.liveoffers import LiveOffers
+from siteagent.client.liveoffers import GREEDY_OFFERS, QUOTE_PATIENCE_S, LiveOffers
+from siteagent.client.recovery import patiently
 from siteagent.protocol.models import QuoteRequest
 
 
@@ -34,8 +35,13 @@ class LiveBatchOffers(LiveOffers):
         commit: BatchCommit,
         dry_run: bool = False,
         on_hold: Callable[[], None] = lambda: None,
+        offers_per_quote: int = GREEDY_OFFERS,
+        max_price: Optional[Decimal] = None,
+        budget: Optional[Decimal] = None,
     ) -> None:
-        super().__init__(connections, commit, dry_run, on_hold)
+        super().__init__(
+            connections, commit, dry_run, on_hold, offers_per_quote, max_price, budget
+        )
         self.batch_commit = commit
         self._unused: Dict[str, Set[str]] = {}  # offers quoted at each site, not held yet
         # the bids behind each alternative handed out: tasks of one run may be offered the
@@ -47,25 +53,38 @@ class LiveBatchOffers(LiveOffers):
             return [[] for _ in asks]
         if self.commit.interrupted():
             raise Interrupted()
+        ceiling = {} if self.max_price is None else {"max_price": self.max_price}
         requests = [
             QuoteRequest.model_validate(
-                {"walltime": walltime, "cores": cores, "earliest_start": earliest}
+                {
+                    "walltime": walltime,
+                    "cores": cores,
+                    "earliest_start": earliest,
+                    "limit": self.offers_per_quote,
+                    **ceiling,
+                }
             )
             for cores, walltime, earliest in asks
         ]
         withdraw = sorted(self._unused.pop(site, set()))
         connection = self.connections[site]
         try:
-            quotes = patiently(lambda: quote_all(connection, requests, withdraw))
+            quotes = patiently(
+                lambda: quote_all(connection, requests, withdraw), QUOTE_PATIENCE_S, self._nap
+            )
         except (SiteUnreachable, BadAnswer) as exc:
             self.commit.silent[site] = str(exc)
             return [[] for _ in asks]
-        except SiteError:
-            self._unused.setdefault(site, set()).update(withdraw)  # busy: withdraw them later
+        except SiteError as exc:  # busy, or refusing the buyer now: withdraw them later
+            self.refusals[site] = f"{exc.message} ({exc.code})"
+            self._unused.setdefault(site, set()).update(withdraw)
             return [[] for _ in asks]
         unused = self._unused.setdefault(site, set())
         found: List[Sequence[Alternative]] = []
+        self.refusals.pop(site, None)
         for quote in quotes:
+            if quote.refusal is not None:
+                self.refusals[site] = f"{quote.refusal.reason} ({quote.refusal.code})"
             alternatives = []
             for offer in quote.offers:
                 bid = Bid.of(site, 0, 1, self._arrivals, offer)
@@ -84,8 +103,11 @@ class LiveBatchOffers(LiveOffers):
             bids.append(dataclasses.replace(bid, part=part))
         if any(bid.expires <= time.time() for bid in bids):
             return [False] * len(bids)
+        if not self._within_budget_all(bids):
+            return [False] * len(bids)
         if self.dry_run:
-            for _ in bids:
+            for bid in bids:
+                self.spent += bid.total
                 self.on_hold()
             return [True] * len(bids)
         pairs: List[Tuple[Bid, Optional[Held]]]
@@ -101,6 +123,20 @@ class LiveBatchOffers(LiveOffers):
             if one is not None:
                 self.held[bid.part] = one
                 self._unused.get(site, set()).discard(bid.offer_id)
+                self.spent += bid.total
                 self.on_hold()
             done.append(one is not None)
         return done
+
+    def _within_budget_all(self, bids: Sequence[Bid]) -> bool:
+        """Whether ``bids`` together fit in what is left of the budget (noted if not)."""
+        if self.budget is None:
+            return True
+        total = sum((bid.total for bid in bids), Decimal(0))
+        if self.spent + total <= self.budget:
+            return True
+        self._over_budget = (
+            f"the budget {self.budget} leaves {self.budget - self.spent} after the tasks "
+            f"held, and {bids[0].site}'s {len(bids)} window(s) cost {total}"
+        )
+        return False

@@ -13,7 +13,8 @@ they fit. EASY does the same, then protects the first task that does not fit wit
 reservation at its shadow time and starts any later task that fits now without touching that
 reservation. Conservative revisits queued tasks in queue order, moving each to its earliest fit
 if that is earlier than its reservation (never later); then gives the instant's arrivals
-reservations at their earliest fit; then starts the tasks whose reservation is now.
+reservations at their earliest fit; then starts the tasks whose reservation is now. Greedy
+(backfilling without any reservation) starts, in queue order, every queued task that fits now.
 
 Reservations (advance reservations, the agent's own or the batch system's) are rectangles in
 the profile that no task may use.
@@ -30,7 +31,7 @@ import dataclasses
 import enum
 import heapq
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from siteagent.core.backfill import BackfillIndex
 from siteagent.core.machine import Machine, PooledMachine, Task, planned_hold
@@ -53,6 +54,7 @@ class Policy(str, enum.Enum):
     FCFS = "fcfs"
     EASY = "easy"
     CONSERVATIVE = "conservative"
+    GREEDY = "greedy"
 
 
 class ReservationConflict(Exception):
@@ -91,6 +93,10 @@ class Engine(abc.ABC):
         """The queued tasks (submitted before the last pass, not started), in queue order."""
         return self._queue
 
+    def _set_queue(self, tasks: List[Task]) -> None:
+        """Make ``tasks`` (none started) the queue, in that order."""
+        self._queue = tasks
+
     # -- what the drivers call -------------------------------------------------------------
 
     def add_running(self, task: Task, start: int) -> None:
@@ -105,6 +111,19 @@ class Engine(abc.ABC):
     def submit(self, task: Task) -> None:
         """Queue a task; it is considered at the next pass, after the tasks already queued."""
         self._arrivals.append(task)
+
+    def insert(self, task: Task, position: int) -> None:
+        """Queue ``task`` ahead of the queued tasks from ``position`` on: a job of older
+        priority joining now (Slurm's ``--dependency`` job, queued early, eligible once its
+        parents end). The queue is planned again in its new order at once: under
+        conservative backfilling the tasks behind it may move later. Call it after a pass at
+        the engine's current instant (no arrivals waiting)."""
+        self._withdraw_plans()
+        queue = self.queue
+        queue.insert(position, task)
+        self._set_queue(queue)
+        self._replan([(queued, self.now) for queued in queue])
+        self._dirty = True
 
     @property
     def waiting(self) -> int:
@@ -197,6 +216,27 @@ class Engine(abc.ABC):
             task.planned = None
         return started
 
+    def copy(self, task_copy: Callable[[Task], Task]) -> Engine:
+        """An independent engine in the same state, each task it holds replaced by
+        ``task_copy(task)`` (the caller keeps one copy per task, so that a task its driver
+        also holds stays one object). Pooled machines only (ValueError otherwise): there the
+        profile is all the machine knows."""
+        machine = self.machine
+        if not isinstance(machine, PooledMachine):
+            raise ValueError("only an engine on pooled units can be copied")
+        twin = make_engine(self.policy, self.capacity, self.now)
+        twin_machine = twin.machine
+        assert isinstance(twin_machine, PooledMachine)
+        twin_machine.profile = machine.profile.copy()
+        twin._set_queue([task_copy(task) for task in self.queue])
+        twin._arrivals = [task_copy(task) for task in self._arrivals]
+        twin._reservations = dict(self._reservations)
+        twin._reservation_tasks = {
+            key: task_copy(task) for key, task in self._reservation_tasks.items()
+        }
+        twin._dirty = self._dirty
+        return twin
+
     # -- policy hooks --------------------------------------------------------------------------
 
     @abc.abstractmethod
@@ -279,6 +319,14 @@ class EasyEngine(Engine):
     def queue(self) -> List[Task]:
         line = self._line
         return [line[i] for i in range(self._head, len(line)) if line[i].start is None]
+
+    def _set_queue(self, tasks: List[Task]) -> None:
+        """The line made of ``tasks`` afresh and indexed; the head's shadow is found again."""
+        self._line, self._head, self._waiting = [], 0, 0
+        self._index = BackfillIndex()
+        self._join(tasks)
+        if tasks:
+            tasks[0].planned = None
 
     @property
     def waiting(self) -> int:
@@ -441,6 +489,37 @@ class EasyEngine(Engine):
             self._head += 1
 
 
+class GreedyEngine(Engine):
+    """Backfilling without reservations: every queued task that fits now starts, in queue
+    order; a task that does not fit protects nothing (Aridor et al.'s "aggressive backfill",
+    docs/design.md §4.9). Without a completion since the last pass only arrivals can fit."""
+
+    policy = Policy.GREEDY
+
+    def _pass(self, now: int) -> List[Task]:
+        queue = self._queue
+        first = 0 if self._dirty else len(queue)
+        queue.extend(self._arrivals)
+        self._arrivals.clear()
+        self._dirty = False
+        machine = self.machine
+        free = machine.profile.free_at(now)
+        started: List[Task] = []
+        for i in range(first, len(queue)):
+            if free <= 0:
+                break
+            task = queue[i]
+            if machine.fits(task, now, task.estimate):
+                task.window_end = now + task.estimate
+                machine.take(task, now, task.window_end)
+                task.start = now
+                free -= task.size
+                started.append(task)
+        if started:
+            self._queue = [task for task in queue if task.start is None]
+        return started
+
+
 class FitBound:
     """Lower bounds for earliest fits while a profile only loses capacity.
 
@@ -593,6 +672,8 @@ def make_engine(
         return FcfsEngine(capacity, now, machine)
     if policy is Policy.EASY:
         return EasyEngine(capacity, now, machine)
+    if policy is Policy.GREEDY:
+        return GreedyEngine(capacity, now, machine)
     return ConservativeEngine(capacity, now, machine)
 
 

@@ -21,7 +21,7 @@ from siteagent.protocol.models import (
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = (ROOT / "docs/batches.md").read_text(encoding="utf-8")
 
-#: The README's buyer key: the 32 bytes 0x00..0x1f.
+#: The buyer key of docs/protocol.md's worked example: the 32 bytes 0x00..0x1f.
 BUYER = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
 
 
@@ -48,6 +48,6 @@ def test_the_confirm_example_is_signed_over_its_receipt_ids() -> None:
     assert signed.key_id == "alice@laptop"
     assert signature_valid(document, signed, BUYER.public_key())
     assert signed.value == BUYER.sign(canonical_json(document))
-    # the receipt id is the README's worked deal's
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert ids[0] in readme
+    # the receipt id is that of the worked deal in docs/protocol.md
+    protocol = (ROOT / "docs/protocol.md").read_text(encoding="utf-8")
+    assert ids[0] in protocol
