@@ -76,6 +76,9 @@ class Job:
     running job), ``max_nodes`` the most (0: any). ``allocation`` is where a running job runs,
     when the batch system says (the cores it holds on each node). ``priority`` is the batch
     system's (higher first), for ordering queues of different partitions together.
+    ``absolute_priority`` is its level among absolute priorities (1 the lowest; 0: none known),
+    where the batch system suspends lower levels for higher ones (docs/design.md §4.6): the
+    simulator's preemptive tasks, Slurm's QoS under ``PreemptType=preempt/qos``.
     """
 
     id: str
@@ -95,6 +98,7 @@ class Job:
     max_nodes: int = 0
     allocation: Allocation = ()
     priority: int = 0
+    absolute_priority: int = 0
 
     @property
     def running(self) -> bool:
