@@ -113,9 +113,11 @@ class World:
             return {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in tables}
 
 
-def make_world(tmp_path: Path, api: Optional[Dict[str, Any]] = None) -> World:
+def make_world(
+    tmp_path: Path, api: Optional[Dict[str, Any]] = None, auctions: Optional[Dict[str, Any]] = None
+) -> World:
     """The world of the API tests; ``api`` adds keys of the configuration's ``api`` section
-    (limits, rates)."""
+    (limits, rates), ``auctions`` its ``auctions`` section."""
     trace = write_trace(tmp_path / "trace.swf", JOBS, max_procs=64)
     settings = loading.parse(
         {
@@ -124,6 +126,7 @@ def make_world(tmp_path: Path, api: Optional[Dict[str, Any]] = None) -> World:
             "backend": {"type": "swf", "swf": {"trace": trace, "offset": 600}},
             "planner": {"poll_interval_s": 2},
             "api": {"public_names": ["testserver"], **(api or {})},
+            "auctions": auctions or {},
         }
     )
     site = open_site(settings)

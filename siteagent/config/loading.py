@@ -62,6 +62,7 @@ from siteagent.config.schema import (
     AuctionsConfig,
     BackendConfig,
     BackendType,
+    BidMode,
     Config,
     ExternalityPricing,
     FlatPricing,
@@ -358,6 +359,7 @@ def read_auctions(section: Section) -> AuctionsConfig:
         accept_window_s=section.get(
             "accept_window_s", AuctionsConfig.accept_window_s, whole_seconds
         ),
+        mode=section.get("mode", AuctionsConfig.mode, choice(BidMode)),
     )
 
 

@@ -56,6 +56,16 @@ class PricingPolicy(str, enum.Enum):
     LOAD = "load"
 
 
+class BidMode(str, enum.Enum):
+    """What a site bids with in English auctions (docs/design.md §4.6): ``future``, the best
+    window within one walltime, future ones included (the project's); ``now``, only capacity
+    free now or held by running jobs of lower absolute priority, which the job would suspend
+    (Baranov et al.'s sites, for a batch system that preempts)."""
+
+    FUTURE = "future"
+    NOW = "now"
+
+
 @dataclass(frozen=True)
 class SiteConfig:
     """What a buyer sees of the site: its name and the static RFQL attributes.
@@ -182,13 +192,15 @@ class ReservationsConfig:
 class AuctionsConfig:
     """The site's part in English auctions (docs/design.md §4.6): how fast a job's input
     reaches it from another site (bytes per second), the longest auction it takes part in
-    (seconds), how many auctions one client may take it into at once, and how long after an
-    auction closes its winner has to accept (seconds: its bid's capacity is held until then)."""
+    (seconds), how many auctions one client may take it into at once, how long after an
+    auction closes its winner has to accept (seconds: its bid's capacity is held until then),
+    and what it bids with (``mode``)."""
 
     transfer_rate: int = DEFAULT_TRANSFER_RATE
     max_length_s: int = DEFAULT_MAX_AUCTION_S
     max_open_per_client: int = DEFAULT_MAX_OPEN_BIDS_PER_CLIENT
     accept_window_s: int = DEFAULT_AUCTION_ACCEPT_WINDOW_S
+    mode: BidMode = BidMode.FUTURE
 
 
 @dataclass(frozen=True)

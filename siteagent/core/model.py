@@ -76,9 +76,10 @@ class Job:
     running job), ``max_nodes`` the most (0: any). ``allocation`` is where a running job runs,
     when the batch system says (the cores it holds on each node). ``priority`` is the batch
     system's (higher first), for ordering queues of different partitions together.
-    ``absolute_priority`` is its level among absolute priorities (1 the lowest; 0: none known),
-    where the batch system suspends lower levels for higher ones (docs/design.md §4.6): the
-    simulator's preemptive tasks, Slurm's QoS under ``PreemptType=preempt/qos``.
+    ``absolute_priority`` is its level among absolute priorities (1 the lowest; 0: none known,
+    and a bid never counts on suspending it), where the batch system suspends lower levels for
+    higher ones (docs/design.md §4.6): the simulator's preemptive tasks, Slurm's QoS under
+    ``PreemptType=preempt/qos``.
     """
 
     id: str
