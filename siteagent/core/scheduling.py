@@ -753,6 +753,7 @@ def plan(
     extra_reservations: Iterable[Tuple[object, int, int, int]] = (),
     horizon: int = 48 * 3600,
     batch_estimates: bool = True,
+    preemptive: bool = False,
 ) -> Plan:
     """Predict when each pending job starts, and the free capacity that leaves.
 
@@ -774,18 +775,23 @@ def plan(
     On a snapshot whose ``placement`` is SLURM, jobs go on particular nodes as Slurm's backfill
     places them (:mod:`siteagent.core.nodes`), the jobs of partitions sharing nodes with this
     one (``neighbours``) among them; those are placed, not reported.
+
+    ``preemptive``: the batch system suspends running jobs for pending jobs of higher absolute
+    priority (``Job.absolute_priority``, docs/design.md §4.6), and keeps its queue in that
+    order: the starts are predicted so (the profile still holds every running job to its
+    limit).
     """
     now = snapshot.now
     nodes = NodeTable(snapshot) if snapshot.placement is Placement.SLURM else None
     machine = nodes.machine(snapshot) if nodes is not None else None
-    engine = make_engine(policy, snapshot.capacity, now, machine)
+    engine = make_engine(policy, snapshot.capacity, now, machine, preemptive=preemptive)
     held = {res.name for res in snapshot.reservations if res.start <= now < res.end}
     running = []
     for job in snapshot.running + snapshot.neighbours.running:
         if job.reservation in held:
             continue
         assert job.start is not None
-        task = _task_of(snapshot, job, nodes)
+        task = _task_of(snapshot, job, nodes, preemptive)
         engine.add_running(task, job.start)
         running.append(task)
     for res in snapshot.reservations:
@@ -807,7 +813,7 @@ def plan(
     pinned: List[Task] = []
     ours = {job.id for job in snapshot.pending}
     for job in _queue_order(snapshot.pending, snapshot.neighbours.pending):
-        task = _task_of(snapshot, job, nodes)
+        task = _task_of(snapshot, job, nodes, preemptive)
         if not job.eligible or job.reservation or not engine.machine.ever_fits(task):
             if job.id in ours:
                 result.unplanned.append(job.id)
@@ -937,10 +943,15 @@ def _overlaps(intervals: List[Tuple[int, int]], start: int, end: int) -> bool:
     return any(low < end and start < high for low, high in intervals)
 
 
-def _task_of(snapshot: ClusterSnapshot, job: Job, nodes: Optional[NodeTable]) -> Task:
-    """The engine's task for a job; on nodes, with its shape (pending) or placement (running)."""
+def _task_of(
+    snapshot: ClusterSnapshot, job: Job, nodes: Optional[NodeTable], preemptive: bool = False
+) -> Task:
+    """The engine's task for a job; on nodes, with its shape (pending) or placement (running);
+    where jobs are ``preemptive``, with its absolute priority."""
     submit = max(job.not_before or 0, snapshot.now) if job.start is None else job.submit
     task = Task(job.id, snapshot.demand(job), job.limit or UNLIMITED_S, submit, payload=job)
+    if preemptive:
+        task.priority = job.absolute_priority
     if nodes is not None:
         if job.start is None:
             task.shape = nodes.shape(job)
@@ -966,12 +977,14 @@ def _predict_starts(
     starts: Dict[object, int] = {}
     events: List[Tuple[int, int, int, object]] = []
     order = itertools.count()
+    # a preemptive engine suspends tasks: a completion is that of the task's latest run only
+    runs: Dict[Task, int] = {}
 
     def push(t: int, kind: int, item: object) -> None:
         heapq.heappush(events, (t, kind, next(order), item))
 
     for task in running:
-        push(task.window_end, _COMPLETION, task)
+        push(task.window_end, _COMPLETION, (task, 0))
     for key, (_, end, _) in engine.reservations.items():
         push(end, _RESERVATION_END, key)
     for task in pending:
@@ -982,10 +995,15 @@ def _predict_starts(
     arrivals_left = sum(1 for task in pending if task.submit > now)
     t = now
     while True:
-        for task in engine.schedule(t):
-            starts[task.key] = t
-            push(t + task.estimate, _COMPLETION, task)
-        if isinstance(engine, ConservativeEngine) and not arrivals_left:
+        started = engine.schedule(t)
+        for task in engine.take_suspended():
+            runs[task] = runs.get(task, 0) + 1
+        for task in started:
+            starts.setdefault(task.key, t)
+            runs[task] = runs.get(task, 0) + 1
+            push(t + task.estimate, _COMPLETION, (task, runs[task]))
+        if isinstance(engine, ConservativeEngine) and not arrivals_left and not engine.preemptive:
+            # (with preemption a queued task may yet suspend work backfilled before it)
             for task in engine.queue:
                 assert task.planned is not None
                 starts[task.key] = task.planned
@@ -998,8 +1016,10 @@ def _predict_starts(
         while events and events[0][0] == t:
             _, kind, _, item = heapq.heappop(events)
             if kind == _COMPLETION:
-                assert isinstance(item, Task)
-                engine.complete(item, t)
+                assert isinstance(item, tuple)
+                task, run = item
+                if runs.get(task, 0) == run:
+                    engine.complete(task, t)
             elif kind == _RESERVATION_END:
                 engine.reservation_ended(item)
             else:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from siteagent.core.machine import Task
 from siteagent.core.model import Job
-from siteagent.core.scheduling import Policy
+from siteagent.core.scheduling import Policy, plan
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.snapshot import snapshot_of
 from siteagent.sim.workload import Workload
@@ -272,3 +272,37 @@ def test_with_equal_priorities_the_kth_prefix_is_scheduled_job_for_job_as_before
     path = trace_prefix("KTH-SP2-1996-2.1-cln.swf.gz", 3000, tmp_path / "kth.swf")
     cores, jobs, _ = ref_read_swf(path)
     assert _starts(path, policy, 2) == ref_simulate(jobs, cores, policy)
+
+
+# ---- the agent's prediction of a preemptive site
+
+
+@pytest.mark.parametrize("policy", ALL_POLICIES, ids=lambda p: p.value)
+@settings(PROPERTY)
+@given(workload=prioritised(), cut=st.integers(0, 30))
+def test_a_preemptive_plan_predicts_what_the_simulator_then_does(
+    policy: Policy, workload: Tuple[int, List[Spec], Dict[str, int]], cut: int
+) -> None:
+    """Exact estimates, every job arrived by ``cut``: the plan of the simulated cluster's
+    snapshot at ``cut`` predicts each queued job's start (a suspended one's resumption) as the
+    simulator then starts it."""
+    cores, specs, _ = workload
+    # a snapshot's limit 0 means none: no zero-length jobs here
+    arrived = [(k, t, n, max(run, 1), p) for k, t, n, run, p in specs if t <= cut]
+    if not arrived:
+        return
+    tasks = [
+        Task(key, size, run, submit, run=run, priority=p) for key, submit, size, run, p in arrived
+    ]
+    starts: Dict[str, int] = {}
+
+    def started(task: Task) -> None:
+        starts.setdefault(str(task.key), task.start)  # type: ignore[arg-type]
+
+    sim = Simulator(iter(tasks), cores, policy, start_time=0, on_start=started, preemptive=True)
+    sim.advance_to(cut)
+    snapshot = snapshot_of(sim)
+    predicted = plan(snapshot, policy, preemptive=True).starts
+    starts.clear()  # from now on: a suspended job's next start is its resumption
+    sim.run()
+    assert predicted == {job.id: starts[job.id] for job in snapshot.pending}
