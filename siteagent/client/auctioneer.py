@@ -32,7 +32,7 @@ import math
 import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Executor, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import (
@@ -241,7 +241,9 @@ class Auctioneer:
     """Runs English auctions at ``sites`` (see the module's docstring): each lasts
     ``length_s`` with up to ``rounds`` rounds; ``start_price`` is what a first bid must beat.
     ``interrupted`` is checked between requests; ``clock`` is the wall clock (epoch seconds,
-    which the sites' closing times are in). The caller closes ``sites``."""
+    which the sites' closing times are in). The rounds' requests go out at once on
+    ``requests`` (default: a thread pool, :data:`CONNECTIONS_PER_SITE` per site; a simulation
+    whose sites are in memory runs them in turn). The caller closes ``sites``."""
 
     def __init__(
         self,
@@ -252,6 +254,7 @@ class Auctioneer:
         start_price: Optional[Decimal] = None,
         interrupted: Callable[[], bool] = lambda: False,
         clock: Callable[[], float] = time.time,
+        requests: Optional[Executor] = None,
     ) -> None:
         self.names = sites.names
         self.pool = sites
@@ -261,7 +264,7 @@ class Auctioneer:
         self.start_price = start_price
         self.interrupted = interrupted
         self.clock = clock
-        self._requests = ThreadPoolExecutor(
+        self._requests = requests or ThreadPoolExecutor(
             max_workers=CONNECTIONS_PER_SITE * len(self.names), thread_name_prefix="bid"
         )
 

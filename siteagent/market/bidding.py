@@ -222,18 +222,16 @@ class Bidding:
         base = dataclasses.replace(base, updates=base.updates + 1, updated=now)
         own = known.offer_id if known is not None and known.state is BidState.OPEN else None
         holds = self._holds(view, own, now)
-        if self.settings.mode is BidMode.NOW:
-            context = view.context
-            free = capacity_now(context, call.job.priority, holds)
-        else:
-            context = holding(view.context, holds)
-            free = context.hard
+        now_mode = self.settings.mode is BidMode.NOW
+        context = view.context if now_mode else holding(view.context, holds)
         best = self._best(call, view, context, holds, base.held_until)
-        if known is not None and own is not None and _stands(known, best, free, now):
-            assert known.value is not None
-            if call.to_beat is None or known.value > call.to_beat:
-                return base, None, None  # a bid never falls while its capacity is free
-            return _none(base, _outbid(known.value, call.to_beat)), None, own
+        if known is not None and own is not None:
+            free = capacity_now(context, call.job.priority, holds) if now_mode else context.hard
+            if _stands(known, best, free, now):
+                assert known.value is not None
+                if call.to_beat is None or known.value > call.to_beat:
+                    return base, None, None  # a bid never falls while its capacity is free
+                return _none(base, _outbid(known.value, call.to_beat)), None, own
         if isinstance(best, Refusal):
             return _none(base, best), None, own
         request, valued = best

@@ -236,7 +236,7 @@ def valuation_now(
             free.release(now, end, demand)
             victims.append(victim)
     victims.reverse()
-    basis = _displaced(context, victims, _kept(context, holds))
+    basis = _displaced(context, victims, _kept(context, holds) if holds else [])
     valued = value_of(basis, job, Window(earliest, size, duration), earliest)
     return dataclasses.replace(valued, basis=basis)
 
@@ -249,7 +249,7 @@ def capacity_now(context: Context, priority: int, holds: Sequence[Hold]) -> Prof
     even with every job of a known priority suspended (work that is never suspended took its
     capacity) holds nothing."""
     free = _released(context, _lower(context, priority))
-    for hold in _kept(context, holds):
+    for hold in _kept(context, holds) if holds else ():
         free.reserve(hold.start, hold.end, hold.size)
     return free
 
