@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import sys
 
+from bench.repro.registry import available
+
 BENCHMARKS = {
     "simulate": "bench.simulate",
     "slots": "bench.slots",
@@ -14,6 +16,9 @@ BENCHMARKS = {
     "english": "bench.english",
     "provision": "bench.provision",
     "auction": "bench.auction",
+    # the paper reproductions (bench/repro/registry.py lists them; docs/reproductions.md)
+    **{name: command.module for name, command in available().items()},
+    "repro-all": "bench.repro.run_all",
 }
 
 
