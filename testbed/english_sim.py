@@ -10,13 +10,14 @@ seller does (:class:`testbed.sellers.FakeSeller`: real signed receipts). The auc
 
 - an auction opens when its job arrives and asks every site at once;
 - it asks again at each instant a site's capacity changed while it is open (a job started,
-  ended or was suspended there, or another auction's bid was released or won): what a site
+  ended or was suspended there, a reservation ended, or another auction's bid released the
+  capacity it held): what a site
   polling its batch system sees, and when the paper's sites re-bid; on the wall clock the
   rounds are spread over the auction instead;
 - it is decided when its length ``T_a`` is over: the best bid accepted and confirmed, the
   others released;
 - a job no site bid for waits in the global queue and is auctioned again at the next instant
-  a site's capacity changes (the paper's auctions repeat until every job is placed), the
+  a site gives capacity back (the paper's auctions repeat until every job is placed), the
   highest priority first.
 
 The winner's accept places the job. A site bidding what is free now (``auctions.mode: now``)
@@ -27,18 +28,16 @@ its start (or once its input has arrived) and the reservation is given back when
 ends. Winning windows start one second after the close (``ACCEPT_WINDOW_S``: an offer must
 still be open when it is accepted).
 
-Times are whole seconds from 0. Every random draw is keyed by what it is for, so every arm of a
-comparison sees the same jobs (:func:`keyed_random`).
+Times are whole seconds from 0. The streams' random draws are the caller's (a reproduction
+keys them by purpose, site and seed, so that every arm of a comparison sees the same jobs).
 """
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import itertools
 import math
 import random
-import tempfile
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -56,7 +55,7 @@ from siteagent.core.model import BatchReservation, ClusterSnapshot, Job, Reserva
 from siteagent.core.scheduling import Policy, ReservationConflict, plan
 from siteagent.market.bidding import Bidding
 from siteagent.market.reservations import ReservationManager
-from siteagent.market.store import Store
+from siteagent.market.store import BidState, Store
 from siteagent.market.view import MarketView
 from siteagent.pricing import FlatPrice, NoFee, Pricing
 from siteagent.protocol import documents
@@ -80,13 +79,6 @@ PRICING = Pricing(FlatPrice(Decimal(1)), NoFee())
 
 #: Absolute priorities, 1 the lowest: local jobs have the lowest.
 LOCAL_PRIORITY = 1
-
-
-def keyed_random(purpose: str, key: object, seed: int) -> random.Random:
-    """A generator for one purpose, key and seed, the same in every process (Python's own
-    ``hash`` of a string is not)."""
-    digest = hashlib.sha256(repr((purpose, key, seed)).encode()).digest()
-    return random.Random(int.from_bytes(digest[:8], "big"))
 
 
 def lognormal_run(rng: random.Random, mean_s: float, sigma: float) -> int:
@@ -135,12 +127,11 @@ class GlobalJob:
         return 0 if site == self.input_site else self.transfer_s
 
 
-def local_tasks(spec: SiteSpec, seed: int) -> Iterator[Task]:
-    """The site's local stream, without end (the world stops when the global jobs are done);
-    none at a rate of 0."""
+def local_tasks(spec: SiteSpec, rng: random.Random) -> Iterator[Task]:
+    """The site's local stream drawn from ``rng``, without end (the world stops when the
+    global jobs are done); none at a rate of 0."""
     if spec.rate <= 0:
         return
-    rng = keyed_random("local", spec.name, seed)
     t = 0.0
     for number in itertools.count(1):
         t += rng.expovariate(spec.rate)
@@ -193,7 +184,8 @@ class SimulatorBackend(Backend):
 @dataclass
 class SimSite(FakeSeller):
     """One site: its simulated cluster, the agent's bidding on it, and its seller's side.
-    ``version`` counts the changes of its capacity; ``placed`` is told of every accepted
+    ``version`` counts the changes of its capacity, ``freed`` those that gave capacity back
+    (a job ended, a reservation or a held bid was given back); ``placed`` is told of every accepted
     offer (site, auction id, offer) and places the job, or raises SiteError; ``observer``
     hears of every start and end of a job in the cluster."""
 
@@ -202,6 +194,7 @@ class SimSite(FakeSeller):
     placed: Any = None
     observer: Any = None
     version: int = 0
+    freed: int = 0
     store: Any = None
     bidding: Any = None
     _cached: Optional[Tuple[Tuple[int, int], MarketView]] = None
@@ -230,13 +223,17 @@ class SimSite(FakeSeller):
     def changed(self, task: Optional[Task] = None) -> None:
         self.version += 1
 
+    def gave_back(self) -> None:
+        self.version += 1
+        self.freed += 1
+
     def started(self, task: Task) -> None:
         self.version += 1
         if self.observer is not None:
             self.observer(task, True)
 
     def finished(self, task: Task) -> None:
-        self.version += 1
+        self.gave_back()
         if self.observer is not None:
             self.observer(task, False)
 
@@ -259,8 +256,10 @@ class SimSite(FakeSeller):
         return BidAnswer.model_validate(made.to_json())
 
     def release_bid(self, auction_id: str) -> BidAnswer:
+        held = self.store.bid(self.buyer.key_id, auction_id)
         released = self.bidding.release(self.buyer.key_id, auction_id)
-        self.changed()
+        if held is not None and held.state is BidState.OPEN:
+            self.gave_back()  # the capacity it held is free
         return BidAnswer.model_validate(released.to_json())
 
     def accept(self, offer_id: str, idempotency_key: str) -> Tentative:
@@ -276,7 +275,6 @@ class SimSite(FakeSeller):
         self.store.release_bid(
             self.buyer.key_id, auction_id, "won", "accepted: the job is placed", self.clock()
         )
-        self.changed()
         reservation_id = f"{self.name}-r{next(self._ids)}"
         deal = documents.deal_document(
             self.key.key_id, self.buyer.key_id, reservation_id, offer, offer.total, Decimal(0)
@@ -318,18 +316,16 @@ class SitePool:
 def make_sites(
     specs: Sequence[SiteSpec],
     mode: BidMode,
-    seed: int,
+    local: Dict[str, Iterator[Task]],
     policy: Policy = Policy.CONSERVATIVE,
-    local: Optional[Dict[str, List[Task]]] = None,
 ) -> Dict[str, SimSite]:
-    """The sites, their clusters at time 0 running their local streams (``local`` gives some
-    sites' jobs instead, in arrival order); sites bidding what is free now preempt."""
+    """The sites, their clusters at time 0 running their ``local`` streams (in arrival order;
+    a site not named has none); sites bidding what is free now preempt."""
     sites: Dict[str, SimSite] = {}
     for spec in specs:
         site = SimSite(name=spec.name, capacity=spec.cores, mode=mode)
-        given = (local or {}).get(spec.name)
         site.simulator = Simulator(
-            iter(given) if given is not None else local_tasks(spec, seed),
+            local.get(spec.name, iter(())),
             spec.cores,
             policy,
             start_time=0,
@@ -346,7 +342,9 @@ class World:
     """Sites and the global stream on one clock (see the module's docstring): each job
     auctioned (``length_s`` is every auction's ``T_a``), or with ``greedy``, sent as it
     arrives to the site that predicts its earliest start (the baseline without auctions).
-    ``work`` is a directory for the auctioneer's journal."""
+    ``work`` is a directory for the auctioneer's journal. ``busy_core_seconds`` is the work
+    the sites did until the last global job ended (local jobs and global ones, suspended time
+    left out)."""
 
     def __init__(
         self,
@@ -363,6 +361,7 @@ class World:
         self.greedy = greedy
         self.policy = policy
         self.now = 0
+        self.busy_core_seconds = 0
         self.records = {job.name: JobRecord(job) for job in self.jobs}
         self._events: List[Tuple[int, int, Callable[[], None]]] = []
         self._seq = itertools.count()
@@ -386,11 +385,12 @@ class World:
     def run(self) -> List[JobRecord]:
         """Run until every global job has ended; each job's record, in arrival order."""
         arrivals = list(reversed(self.jobs))
-        seen = self._versions()
+        seen, freed = self._versions(), self._freed()
         unfinished = len(self.jobs)
         try:
             while unfinished:
                 t = self._next_instant(arrivals)
+                self.busy_core_seconds += (t - self.now) * self._busy()
                 self.now = t
                 for site in self.sites.values():
                     site.simulator.advance_to(t)
@@ -403,7 +403,7 @@ class World:
                 due = []
                 while arrivals and arrivals[-1].submit == t:
                     due.append(arrivals.pop())
-                if changed:
+                if self._freed() != freed:
                     due.extend(self._waiting)
                     self._waiting = []
                 for job in sorted(due, key=lambda job: (-job.priority, job.submit, job.name)):
@@ -411,7 +411,7 @@ class World:
                         self._dispatch(job)
                     else:
                         self._open_auction(job)
-                seen = self._versions()
+                seen, freed = self._versions(), self._freed()
                 unfinished = sum(1 for record in self.records.values() if record.end is None)
         finally:
             self.close()
@@ -438,8 +438,24 @@ class World:
             raise RuntimeError("global jobs wait but nothing will ever happen")
         return max(min(found), self.now)
 
+    def _busy(self) -> int:
+        """Cores running jobs now (a job in a reservation counts once its run starts)."""
+        running = sum(task.size for site in self.sites.values() for task in site.simulator.running)
+        reserved = sum(
+            record.job.cores
+            for record in self.records.values()
+            if record.start is not None
+            and record.end is not None
+            and record.start <= self.now < record.end
+            and self.sites[record.site or ""].mode is BidMode.FUTURE
+        )
+        return running + reserved
+
     def _versions(self) -> Tuple[int, ...]:
         return tuple(site.version for site in self.sites.values())
+
+    def _freed(self) -> Tuple[int, ...]:
+        return tuple(site.freed for site in self.sites.values())
 
     # ---- auctions
 
@@ -548,15 +564,10 @@ class World:
     def _give_back(self, site: SimSite, key: str) -> None:
         if key in site.simulator.engine.reservations:
             site.simulator.remove_reservation(key)
-        site.changed()
+        site.gave_back()
 
     def _at(self, t: int, action: Callable[[], None]) -> None:
         if t <= self.now:
             action()
         else:
             heapq.heappush(self._events, (t, next(self._seq), action))
-
-
-def scratch() -> Path:
-    """A directory for a run's journal."""
-    return Path(tempfile.mkdtemp(prefix="english-sim-"))

@@ -7,6 +7,7 @@ paper's bids; the greedy baseline; and the same seed giving the same run.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
@@ -15,7 +16,7 @@ import pytest
 from siteagent.client.journal import AuctionState
 from siteagent.config.schema import BidMode
 from siteagent.core.machine import Task
-from testbed.english_sim import GlobalJob, JobRecord, SiteSpec, World, make_sites
+from testbed.english_sim import GlobalJob, JobRecord, SiteSpec, World, local_tasks, make_sites
 
 QUIET = (SiteSpec("s1", 8, 0.0, (8,), 100), SiteSpec("s2", 8, 0.0, (8,), 100))
 
@@ -32,7 +33,7 @@ def world_run(
     local_jobs: Optional[Dict[str, List[Task]]] = None,
     greedy: bool = False,
 ) -> Dict[str, JobRecord]:
-    sites = make_sites(QUIET, mode, seed=1, local=local_jobs)
+    sites = make_sites(QUIET, mode, {k: iter(v) for k, v in (local_jobs or {}).items()})
     world = World(sites, jobs, length_s, tmp_path, greedy=greedy)
     return {record.job.name: record for record in world.run()}
 
@@ -135,7 +136,8 @@ def test_a_seed_gives_the_same_run_every_time(tmp_path: Path, mode: BidMode) -> 
     for attempt in range(2):
         work = tmp_path / str(attempt)
         work.mkdir()
-        sites = make_sites(specs, mode, seed=3)
+        streams = {spec.name: local_tasks(spec, random.Random(spec.name)) for spec in specs}
+        sites = make_sites(specs, mode, streams)
         records = World(sites, jobs, 30, work).run()
         runs.append([(r.site, r.start, r.end, r.participation) for r in records])
     assert runs[0] == runs[1]
