@@ -1,4 +1,4 @@
-"""The English auction with absolute priorities (Baranov et al. 2018, seed 003), reproduced in
+"""The English auction with absolute priorities (Baranov et al. 2018), reproduced in
 simulated time: the project's own auctioneer and its sites' own bidding on simulated clusters
 (testbed/english_sim.py), the auction's length T_a = k x the mean run time swept from 0 to 1.
 
@@ -12,7 +12,7 @@ Arms, on the same streams (paired seeds):
 - **greedy**: no auction; each job sent on arrival to the site whose plan (preemptive) starts
   it soonest once its input is there.
 
-Setup (REPRODUCTION.md §4.4): 4 sites of 4, 6, 6 and 8 nodes of 8 cores; local Poisson streams
+Setup (docs/english-auction.md §4): 4 sites of 4, 6, 6 and 8 nodes of 8 cores; local Poisson streams
 of 1-2-node jobs at the lowest priority keeping each site about half busy; a global Poisson
 stream of 400 jobs of 1, 2 or 4 nodes, priorities uniform over 1-4, total offered load 0.85;
 inputs on a random site, U(0, 0.1) units to reach the others. The paper's figures: Fig. 4 (Tw

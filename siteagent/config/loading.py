@@ -47,6 +47,7 @@ from siteagent.config.reading import (
     positive_int,
     positive_number,
     price,
+    qos_levels,
     read_yaml,
     reservation_prefix,
     scheduler_user,
@@ -98,6 +99,7 @@ from siteagent.core.defaults import (
     DEFAULT_RESERVATION_PREFIX,
 )
 from siteagent.core.model import CapacityUnit
+from siteagent.core.preemption import Preemption
 from siteagent.core.scheduling import Policy
 
 
@@ -164,6 +166,7 @@ def read_backend(section: Section, paths: Paths) -> BackendConfig:
             flags=slurm.items("flags", slurm_flag),
             users=slurm.items("users", scheduler_user),
             timeout=slurm.get("timeout", DEFAULT_COMMAND_TIMEOUT_S, seconds),
+            qos_levels=slurm.get("qos_levels", (), qos_levels),
         ),
         pbs=PbsOptions(
             pbs_conf=pbs.get(
@@ -180,6 +183,7 @@ def read_planner(section: Section) -> PlannerConfig:
     return PlannerConfig(
         policy=section.get("policy", Policy.CONSERVATIVE, choice(Policy)),
         poll_interval_s=section.get("poll_interval_s", DEFAULT_POLL_INTERVAL_S, seconds),
+        preemption=section.get("preemption", Preemption.NONE, choice(Preemption)),
     )
 
 

@@ -37,6 +37,7 @@ from siteagent.core.defaults import (
     DEFAULT_TRANSFER_RATE,
 )
 from siteagent.core.model import CapacityUnit
+from siteagent.core.preemption import Preemption
 from siteagent.core.scheduling import Policy
 
 
@@ -100,8 +101,8 @@ class SwfOptions:
 class SlurmOptions:
     """Slurm (``slurm`` and ``pyslurm`` backends): ``SLURM_CONF``, the one partition served,
     capacity unit, flags put on every reservation, the users a reservation is made for when
-    its buyer maps to none (the administrator's commands without ``--user``), and the command
-    timeout in seconds."""
+    its buyer maps to none (the administrator's commands without ``--user``), the command
+    timeout in seconds, and each QoS's absolute priority where Slurm preempts by QoS."""
 
     slurm_conf: Optional[Path] = None
     partition: str = ""
@@ -109,6 +110,7 @@ class SlurmOptions:
     flags: Tuple[str, ...] = ()
     users: Tuple[str, ...] = ()
     timeout: float = DEFAULT_COMMAND_TIMEOUT_S
+    qos_levels: Tuple[Tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -133,10 +135,13 @@ class BackendConfig:
 
 @dataclass(frozen=True)
 class PlannerConfig:
-    """The schedule predictor: backfilling policy and how often the cluster is polled."""
+    """The schedule predictor: backfilling policy, how often the cluster is polled, and how the
+    batch system preempts running work for jobs of higher absolute priority (docs/design.md
+    §4.6)."""
 
     policy: Policy = Policy.CONSERVATIVE
     poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
+    preemption: Preemption = Preemption.NONE
 
 
 @dataclass(frozen=True)

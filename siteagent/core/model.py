@@ -205,6 +205,8 @@ class ReservationSpec:
     from everybody else's. ``users``/``accounts`` are the scheduler identities the buyer maps to.
     ``allocation`` names the nodes (and cores on each) the agent's plan chose, where the batch
     system places work on particular nodes; empty: the batch system chooses.
+    ``over_running`` asks for it over running jobs too (Slurm's ``IGNORE_JOBS``): a won English
+    auction's job that the batch system's preemption makes room for (docs/design.md §4.6).
     """
 
     name: str
@@ -216,6 +218,7 @@ class ReservationSpec:
     accounts: Tuple[str, ...] = ()
     partition: str = ""
     allocation: Allocation = ()
+    over_running: bool = False
 
     @property
     def end(self) -> int:

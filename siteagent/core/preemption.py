@@ -11,7 +11,18 @@ lowest priority first and, among equals, the latest started first (Slurm's
 
 from __future__ import annotations
 
+import enum
 from typing import Tuple
+
+
+class Preemption(str, enum.Enum):
+    """How a site's batch system treats running work a higher-priority job needs: ``none``
+    (it waits), ``suspend`` (suspended, it resumes with what remains) or ``requeue`` (put back
+    in the queue, it starts over: Slurm's ``PreemptMode=REQUEUE``)."""
+
+    NONE = "none"
+    SUSPEND = "suspend"
+    REQUEUE = "requeue"
 
 
 def victim_order(priority: int, start: int) -> Tuple[int, int]:

@@ -41,7 +41,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from siteagent.core.machine import Machine, PooledMachine, Task, planned_hold
+from siteagent.core.machine import Machine, PooledMachine, Shape, Task, planned_hold
 from siteagent.core.model import (
     UNLIMITED_S,
     Allocation,
@@ -76,7 +76,8 @@ class Engine(abc.ABC):
 
     ``preemptive`` (off by default) lets a pass suspend lower-priority running tasks; the
     tasks it suspended are in ``suspended`` until the driver takes them (:meth:`take_suspended`)
-    to stop their runs.
+    to stop their runs. With ``requeue`` a suspended task starts over (Slurm's
+    ``PreemptMode=REQUEUE``) instead of resuming with what remains.
     """
 
     policy: Policy
@@ -91,6 +92,7 @@ class Engine(abc.ABC):
         self._reservation_tasks: Dict[object, Task] = {}
         self._dirty = True
         self.preemptive = False
+        self.requeue = False
         self.suspended: List[Task] = []
         # some task carries a priority: the queue is kept in priority order
         self._priorities = False
@@ -322,8 +324,13 @@ class Engine(abc.ABC):
         for victim in victims:
             del live[victim]
             assert victim.start is not None
-            victim.run = max(victim.run - (now - victim.start), 0)
-            victim.estimate = max(victim.window_end - now, 0)
+            if victim.shape is None and not machine.pooled:
+                # a running job known by where it runs: it asks again for as many nodes
+                nodes = len(victim.placement) or 1
+                victim.shape = Shape(victim.size, min_nodes=nodes, max_nodes=nodes)
+            if not self.requeue:
+                victim.run = max(victim.run - (now - victim.start), 0)
+                victim.estimate = max(victim.window_end - now, 0)
             victim.start = None
             victim.planned = None
             victim.window_end = 0
@@ -681,10 +688,11 @@ def make_engine(
     now: int,
     machine: Optional[Machine] = None,
     preemptive: bool = False,
+    requeue: bool = False,
 ) -> Engine:
     """A fresh engine for ``policy`` over ``capacity`` units, its clock at ``now``, on
     ``machine`` (default: the units pooled); ``preemptive``: higher-priority tasks suspend
-    lower-priority running ones."""
+    lower-priority running ones (which start over with ``requeue``)."""
     policy = Policy(policy)
     engine: Engine
     if policy is Policy.FCFS:
@@ -694,6 +702,7 @@ def make_engine(
     else:
         engine = ConservativeEngine(capacity, now, machine)
     engine.preemptive = preemptive
+    engine.requeue = requeue
     return engine
 
 
@@ -754,6 +763,7 @@ def plan(
     horizon: int = 48 * 3600,
     batch_estimates: bool = True,
     preemptive: bool = False,
+    requeue: bool = False,
 ) -> Plan:
     """Predict when each pending job starts, and the free capacity that leaves.
 
@@ -779,12 +789,14 @@ def plan(
     ``preemptive``: the batch system suspends running jobs for pending jobs of higher absolute
     priority (``Job.absolute_priority``, docs/design.md §4.6), and keeps its queue in that
     order: the starts are predicted so (the profile still holds every running job to its
-    limit).
+    limit); with ``requeue`` a preempted job starts over instead of resuming.
     """
     now = snapshot.now
     nodes = NodeTable(snapshot) if snapshot.placement is Placement.SLURM else None
     machine = nodes.machine(snapshot) if nodes is not None else None
-    engine = make_engine(policy, snapshot.capacity, now, machine, preemptive=preemptive)
+    engine = make_engine(
+        policy, snapshot.capacity, now, machine, preemptive=preemptive, requeue=requeue
+    )
     held = {res.name for res in snapshot.reservations if res.start <= now < res.end}
     running = []
     for job in snapshot.running + snapshot.neighbours.running:

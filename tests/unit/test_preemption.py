@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from siteagent.core.machine import Task
-from siteagent.core.model import Job
+from siteagent.core.model import ClusterSnapshot, Job
 from siteagent.core.scheduling import Policy, plan
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.snapshot import snapshot_of
@@ -306,3 +306,23 @@ def test_a_preemptive_plan_predicts_what_the_simulator_then_does(
     starts.clear()  # from now on: a suspended job's next start is its resumption
     sim.run()
     assert predicted == {job.id: starts[job.id] for job in snapshot.pending}
+
+
+def test_a_requeued_job_starts_over_where_a_suspended_one_resumes() -> None:
+    """8 cores: low (priority 1) has run 20 of its 100 s; high (priority 2, 4 cores, 10 s) and
+    next (priority 1, 8 cores, 10 s) wait. Suspended, low resumes at 30 with 80 s left and next
+    starts at 110; requeued, low starts over at 30 and next starts at 130."""
+    snapshot = ClusterSnapshot(
+        now=20,
+        capacity=8,
+        running=(Job("low", 8, 0, 100, start=0, absolute_priority=1),),
+        pending=(
+            Job("high", 4, 20, 10, absolute_priority=2),
+            Job("next", 8, 20, 10, absolute_priority=1),
+        ),
+    )
+    assert plan(snapshot, CONSERVATIVE).starts == {"high": 100, "next": 110}
+    suspended = plan(snapshot, CONSERVATIVE, preemptive=True).starts
+    assert suspended == {"high": 20, "next": 110}
+    requeued = plan(snapshot, CONSERVATIVE, preemptive=True, requeue=True).starts
+    assert requeued == {"high": 20, "next": 130}
