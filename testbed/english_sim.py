@@ -11,9 +11,10 @@ seller does (:class:`testbed.sellers.FakeSeller`: real signed receipts). The auc
 - an auction opens when its job arrives and asks every site at once;
 - it asks again at each instant a site's capacity changed while it is open (a job started,
   ended or was suspended there, a reservation ended, or another auction's bid released the
-  capacity it held): what a site
-  polling its batch system sees, and when the paper's sites re-bid; on the wall clock the
-  rounds are spread over the auction instead;
+  capacity it held): what a site polling its batch system sees, and when the paper's sites
+  re-bid; on the wall clock the rounds are spread over the auction instead. Such a round asks
+  the sites whose capacity changed and those whose bid the standing bid beats: every other
+  site would answer as it did;
 - it is decided when its length ``T_a`` is over: the best bid accepted and confirmed, the
   others released;
 - a job no site bid for waits in the global queue and is auctioned again at the next instant
@@ -471,11 +472,15 @@ class World:
 
     def _ask_open(self) -> None:
         """A round of every open auction that a change of some site's capacity has not yet
-        been asked about."""
+        been asked about: the sites whose capacity changed since its last round, and those
+        whose bid the standing bid beats (every other site would answer as it did)."""
         asked = []
+        names = list(self.sites)
         for live, seen in self._open:
-            if seen != self._versions():
-                self.auctioneer.ask(live)
+            now = self._versions()
+            changed = {name for name, old, new in zip(names, seen, now) if old != new}
+            if changed:
+                self.auctioneer.ask(live, among=changed | set(live.auction.behind()))
             asked.append((live, self._versions()))
         self._open = asked
 

@@ -23,12 +23,16 @@ against T_a by priority), Fig. 5 (share of sites taking part against T_a for mea
 from __future__ import annotations
 
 import argparse
+import functools
+import hashlib
+import json
 import statistics
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple
 
+from bench.common import ROOT
 from bench.repro.common import (
     DIFFERS,
     MATCH,
@@ -135,7 +139,44 @@ def global_stream(count: int, mean_s: float, unit_s: float, seed: int) -> List[G
     return jobs
 
 
+#: Where runs already made are kept, by configuration and code (``--part fig4`` then ``all``
+#: runs the first part once).
+CACHE = ROOT / "bench" / ".work" / "repro-english"
+#: The code a run's result depends on: the package, the simulated auctions, this module.
+CODE = ("siteagent", "testbed/english_sim.py", "testbed/sellers.py", "bench/repro/english.py")
+
+
 def one_run(config: Mapping[str, Any]) -> Dict[str, Any]:
+    """:func:`simulate` ``config``, or its result kept from an earlier run of the same code."""
+    key = hashlib.sha256(
+        json.dumps([dict(config), code_version()], sort_keys=True).encode()
+    ).hexdigest()[:24]
+    kept = CACHE / f"{key}.json"
+    if kept.exists():
+        result: Dict[str, Any] = json.loads(kept.read_text())
+        return result
+    result = simulate(config)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    partial = kept.with_suffix(".part")
+    partial.write_text(json.dumps(result))
+    partial.replace(kept)
+    return result
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+    """A digest of every source file :data:`CODE` names."""
+    digest = hashlib.sha256()
+    for entry in CODE:
+        path = ROOT / entry
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+        for file in files:
+            digest.update(str(file.relative_to(ROOT)).encode())
+            digest.update(file.read_bytes())
+    return digest.hexdigest()
+
+
+def simulate(config: Mapping[str, Any]) -> Dict[str, Any]:
     """One arm at one auction length on one seed's streams: Tw by priority (in mean run
     times), the share of sites that bid in each auction, and the load achieved."""
     unit_s, mean_s = config["unit_s"], config["mean"] * config["unit_s"]
@@ -213,26 +254,26 @@ def _share(flags: Sequence[bool]) -> float:
 # ---- the sweep
 
 
-def configurations(quick: bool, seeds: Sequence[int]) -> List[Dict[str, Any]]:
-    """Every run: both arms over the k sweep (Fig. 4), the greedy baseline, the paper's arm at
-    mean run times of 2 and 3 units (Fig. 5) and at a unit of 1,000 s (the scale check)."""
+def configurations(quick: bool, seeds: Sequence[int], whole: bool) -> List[Dict[str, Any]]:
+    """Every run: both arms over the k sweep (Fig. 4) and the greedy baseline; ``whole``, the
+    paper's arm at mean run times of 2 and 3 units (Fig. 5) and at a unit of 1,000 s (the
+    scale check) too."""
     jobs = QUICK_JOBS if quick else JOBS
     ks = QUICK_KS if quick else KS
     base = {"jobs": jobs, "unit_s": UNIT_S, "mean": 1}
     configs = []
-    for seed in seeds:
+    for seed in seeds:  # Fig. 4 first: a run cut short has it whole (and kept)
         for arm in ("paper", "project"):
             configs += [{**base, "arm": arm, "k": k, "seed": seed} for k in ks]
         configs.append({**base, "arm": "greedy", "k": 0.0, "seed": seed})
-        if not quick:
-            for mean in MEANS[1:]:
-                configs += [
-                    {**base, "arm": "paper", "k": k, "mean": mean, "seed": seed} for k in FIG5_KS
-                ]
+    for seed in seeds if whole else ():
+        for mean in MEANS[1:]:
             configs += [
-                {**base, "arm": "paper", "k": k, "unit_s": SCALE_UNIT_S, "seed": seed}
-                for k in SCALE_KS
+                {**base, "arm": "paper", "k": k, "mean": mean, "seed": seed} for k in FIG5_KS
             ]
+        configs += [
+            {**base, "arm": "paper", "k": k, "unit_s": SCALE_UNIT_S, "seed": seed} for k in SCALE_KS
+        ]
     return configs
 
 
@@ -259,10 +300,19 @@ def series(
 
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench repro-english", description=__doc__)
+    parser.add_argument(
+        "--part",
+        choices=("fig4", "all"),
+        default="all",
+        help="fig4: the k sweep of both arms and greedy dispatch only; all (default): Fig. 5's "
+        "longer jobs and the scale check too (runs already made are read back)",
+    )
     add_options(parser)
-    options = options_from(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    options = options_from(args)
+    whole = args.part == "all" and not options.quick
     began = time.monotonic()
-    configs = configurations(options.quick, options.seed_list)
+    configs = configurations(options.quick, options.seed_list, whole)
     results = options.sweep(one_run, configs, "english")
     runs = by_setup(configs, results)
     report = Report(
@@ -272,10 +322,10 @@ def main(argv: List[str]) -> int:
     report.data["wall_s"] = time.monotonic() - began
     ks = QUICK_KS if options.quick else KS
     judge_fig4(report, runs, ks, options.seeds)
-    judge_fig5(report, runs, ks, options.quick)
-    judge_scale(report, runs, options.quick)
+    judge_fig5(report, runs, ks, whole)
+    judge_scale(report, runs, whole)
     describe(report, runs, ks, options.quick)
-    draw(report, runs, ks, options.quick)
+    draw(report, runs, ks, whole)
     return report.finish()
 
 
@@ -352,7 +402,7 @@ def judge_fig4(report: Report, runs: Runs, ks: Sequence[float], seeds: int) -> N
     )
 
 
-def judge_fig5(report: Report, runs: Runs, ks: Sequence[float], quick: bool) -> None:
+def judge_fig5(report: Report, runs: Runs, ks: Sequence[float], whole: bool) -> None:
     """003-2: participation 70 ± 10 % at k = 0.3-0.4; falling as jobs get longer."""
     for k in [k for k in ks if k in (0.3, 0.4)]:
         shares = [100 * r["participation"] for r in runs[("paper", k, 1, UNIT_S)]]
@@ -383,8 +433,8 @@ def judge_fig5(report: Report, runs: Runs, ks: Sequence[float], quick: bool) -> 
             why=f"measured: {firsts.value:.0f} % in each job's first auction (repeats left out)",
             result=f"Fig. 5: share of sites bidding in each job's first auction at k = {k}",
         )
-    if quick:
-        report.not_run(["003-2"], "--quick runs mean run times of 1 unit only")
+    if not whole:
+        report.not_run(["003-2"], "--quick and --part fig4 run mean run times of 1 unit only")
         return
     falls: List[str] = []
     rises: List[str] = []
@@ -406,10 +456,10 @@ def judge_fig5(report: Report, runs: Runs, ks: Sequence[float], quick: bool) -> 
     )
 
 
-def judge_scale(report: Report, runs: Runs, quick: bool) -> None:
+def judge_scale(report: Report, runs: Runs, whole: bool) -> None:
     """003-3: Tw(k) at a unit of 100 s and of 1,000 s agree within their CIs."""
-    if quick:
-        report.not_run(["003-3"], "--quick runs one unit (100 s) only")
+    if not whole:
+        report.not_run(["003-3"], "--quick and --part fig4 run one unit (100 s) only")
         return
     apart = []
     for k in SCALE_KS:
@@ -492,7 +542,7 @@ def describe(report: Report, runs: Runs, ks: Sequence[float], quick: bool) -> No
     )
 
 
-def draw(report: Report, runs: Runs, ks: Sequence[float], quick: bool) -> None:
+def draw(report: Report, runs: Runs, ks: Sequence[float], whole: bool) -> None:
     """Fig. 4 and Fig. 5 replicas, and the three arms' top priority."""
     import matplotlib
 
@@ -517,7 +567,7 @@ def draw(report: Report, runs: Runs, ks: Sequence[float], quick: bool) -> None:
     _save(figure, report.figure_path("fig4"))
 
     figure, axis = plt.subplots(figsize=(6.4, 4.2))
-    means = (1,) if quick else MEANS
+    means = MEANS if whole else (1,)
     ours = {}
     for mean in means:
         chosen = ks if mean == 1 else FIG5_KS

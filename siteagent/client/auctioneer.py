@@ -38,6 +38,7 @@ from decimal import Decimal
 from typing import (
     Any,
     Callable,
+    Collection,
     Dict,
     Iterator,
     List,
@@ -351,10 +352,11 @@ class Auctioneer:
             job, auction, opened, SiteTime(opened + self.length_s, self.clock), running
         )
 
-    def ask(self, live: LiveAuction) -> None:
-        """The auction's next round: every site still in asked at once."""
+    def ask(self, live: LiveAuction, among: Optional[Collection[str]] = None) -> None:
+        """The auction's next round: every site still in asked at once (only those ``among``
+        them, for a driver that knows whose answer may have changed)."""
         with live.timed.waiting():
-            self._round(live.auction, live.auction.rounds + 1)
+            self._round(live.auction, live.auction.rounds + 1, among=among)
 
     def decide(self, live: LiveAuction) -> Placement:
         """The auction's length is over: reserve the best bid, release the others."""
@@ -367,12 +369,19 @@ class Auctioneer:
             live.job, live.auction, live.opened, AuctionState.INTERRUPTED, "interrupted"
         )
 
-    def _round(self, auction: EnglishAuction, number: int, beat: bool = True) -> None:
-        """Ask every site still in, at once, naming the standing bid (unless not ``beat``);
-        journal what it brought."""
+    def _round(
+        self,
+        auction: EnglishAuction,
+        number: int,
+        beat: bool = True,
+        among: Optional[Collection[str]] = None,
+    ) -> None:
+        """Ask every site still in (``among`` them, if given), at once, naming the standing bid
+        (unless not ``beat``); journal what it brought."""
         futures = {
             name: self._requests.submit(self._bid, name, auction.call(name, beat))
             for name in auction.asked
+            if among is None or name in among
         }
         wait(futures.values())
         for name, future in futures.items():
