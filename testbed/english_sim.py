@@ -59,11 +59,10 @@ from siteagent.market.reservations import ReservationManager
 from siteagent.market.store import BidState, Store
 from siteagent.market.view import MarketView
 from siteagent.pricing import FlatPrice, NoFee, Pricing
-from siteagent.protocol import documents
 from siteagent.protocol.models import AuctionedJob, BidAnswer, BidRequest
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.snapshot import snapshot_of
-from testbed.sellers import FakeSeller, Held
+from testbed.sellers import FakeSeller
 
 T = TypeVar("T")
 
@@ -276,14 +275,7 @@ class SimSite(FakeSeller):
         self.store.release_bid(
             self.buyer.key_id, auction_id, "won", "accepted: the job is placed", self.clock()
         )
-        reservation_id = f"{self.name}-r{next(self._ids)}"
-        deal = documents.deal_document(
-            self.key.key_id, self.buyer.key_id, reservation_id, offer, offer.total, Decimal(0)
-        )
-        held = Held(reservation_id, offer, "TENTATIVE", deal, self.clock() + 120)
-        self.reservations[reservation_id] = held
-        self.answered_accepts[idempotency_key] = reservation_id
-        return self.accept_answer(held)
+        return self.accept_answer(self.hold(offer, idempotency_key))
 
 
 class InTurn(Executor):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 import yaml
@@ -41,9 +41,15 @@ ACCEPT_WINDOW_S = 3
 
 
 class SlurmSite:
-    """One agent on the Slurm test cluster, restartable, and alice's key and sites entry."""
+    """One agent on the Slurm test cluster, restartable, and alice's key and sites entry;
+    ``sections`` add keys to the configuration's sections (``{"planner": {...}}``)."""
 
-    def __init__(self, cluster: SlurmTestCluster, root: Path) -> None:
+    def __init__(
+        self,
+        cluster: SlurmTestCluster,
+        root: Path,
+        sections: Optional[Dict[str, Dict[str, Any]]] = None,
+    ) -> None:
         self.cluster = cluster
         self.state = root / "state"
         self.alice = Party("alice@laptop")
@@ -61,6 +67,8 @@ class SlurmSite:
             "api": {"listen": "127.0.0.1", "port": port},
             "auctions": {"accept_window_s": ACCEPT_WINDOW_S},
         }
+        for section, keys_added in (sections or {}).items():
+            settings[section] = {**settings.get(section, {}), **keys_added}
         config.write_text(yaml.safe_dump(settings))
         self.url = f"https://127.0.0.1:{port}"
         self.buyer = Buyer(self.url, self.state / "tls" / "server.crt", self.alice)

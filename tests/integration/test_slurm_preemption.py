@@ -21,23 +21,19 @@ from pathlib import Path
 from typing import Dict, Iterator, List
 
 import pytest
-import yaml
 
 from siteagent.backends.slurm import SlurmBackend
 from siteagent.backends.slurm.config import SlurmConfig
 from siteagent.client.auctioneer import Auctioneer, SitePool
 from siteagent.client.jobs import Job
 from siteagent.client.journal import Journal
-from siteagent.client.sites import Site, Timeouts
 from siteagent.core.model import Job as BatchJob
 from siteagent.core.scheduling import plan
-from siteagent.protocol import keys
 from siteagent.protocol.models import AuctionedJob
-from testbed.agents import Buyer
-from testbed.market import Service
-from testbed.parties import Party
-from testbed.processes import free_port, wait_until
+from testbed.agents import SlurmBatch
+from testbed.processes import wait_until
 from testbed.slurm_cluster import SlurmTestCluster
+from tests.integration.test_slurm_english_auction import SlurmSite
 
 pytestmark = pytest.mark.slurm
 
@@ -143,57 +139,18 @@ def test_the_plan_predicts_slurms_preemption_and_slurm_does_it(
     assert sorted(states[j][1] for j in full) == ["PENDING", "RUNNING"]  # one requeued
 
 
-class PreemptingSite:
-    """One agent on the cluster bidding what is free now or held by lower-priority work."""
-
-    def __init__(self, cluster: SlurmTestCluster, root: Path) -> None:
-        self.state = root / "state"
-        self.alice = Party("alice@laptop")
-        clients = root / "clients.yaml"
-        entry = {"public_key": keys.public_key_text(self.alice.key.public_key()), "user": "root"}
-        clients.write_text(yaml.safe_dump({"clients": {self.alice.key_id: entry}}))
-        port = free_port()
-        settings = {
-            "state_dir": str(self.state),
-            "site": {"name": "slurm1", "cores_per_node": 8},
-            "backend": {
-                "type": "slurm",
-                "slurm": {
-                    "slurm_conf": str(cluster.conf),
-                    "partition": "batch",
-                    "users": ["root"],
-                    "qos_levels": LEVELS,
-                },
-            },
-            "planner": {"poll_interval_s": 0.5, "preemption": "requeue"},
-            "security": {"authorized_clients": str(clients)},
-            "api": {"listen": "127.0.0.1", "port": port},
-            "auctions": {"accept_window_s": 3, "mode": "now"},
-        }
-        config = root / "siteagent.yaml"
-        config.write_text(yaml.safe_dump(settings))
-        self.url = f"https://127.0.0.1:{port}"
-        self.buyer = Buyer(self.url, self.state / "tls" / "server.crt", self.alice)
-        self.service = Service(["serve", "--config", str(config)], root / "agent.log", self.buyer)
-        self.key_file = root / "alice.key"
-        keys.write_private(self.key_file, keys.private_key_pem(self.alice.key))
-
-    def site(self) -> Site:
-        return Site(
-            name="slurm1",
-            url=self.url,
-            ca=self.buyer.cert,
-            pin=None,
-            key_id=self.alice.key_id,
-            private_key=self.key_file,
-            timeouts=Timeouts(connect=5, read=60),
-        )
-
-
 def test_an_auction_wins_capacity_of_lower_priority_work_and_slurm_makes_room(
     cluster: SlurmTestCluster, full: List[str], tmp_path: Path
 ) -> None:
-    site = PreemptingSite(cluster, tmp_path)
+    backend = SlurmBatch(cluster).backend_config(tmp_path)
+    backend["slurm"]["qos_levels"] = LEVELS
+    sections = {
+        "site": {"cores_per_node": 8},
+        "backend": backend,
+        "planner": {"preemption": "requeue"},
+        "auctions": {"mode": "now"},
+    }
+    site = SlurmSite(cluster, tmp_path, sections)
     try:
         time.sleep(2)  # a poll of the full cluster
         journal = Journal(tmp_path / "client.db")
