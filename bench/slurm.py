@@ -36,7 +36,7 @@ import random
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
 
 from bench.common import machine, md_table, median, write_results
 from siteagent.backends.base import BackendError
@@ -55,6 +55,7 @@ from testbed.slurm_cluster import (
     ClusterError,
     SlurmTestCluster,
 )
+from testbed.slurm_install import SlurmInstall, install_for, selected_series
 from testbed.slurm_queue import (
     BACKFILL_PASS_S,
     mixed_queue,
@@ -100,7 +101,7 @@ def open_slurm_site(
             "backend": {
                 "type": "slurm",
                 "slurm": {
-                    "slurm_conf": str(cluster.conf),
+                    **cluster.backend_options(),
                     "partition": "batch",
                     "unit": unit.value,
                     "users": ["root"],
@@ -261,32 +262,70 @@ def overlapping_accepts(
             )
             for _ in range(50)
         ]
-        outcomes: List[str] = []
-        barrier = threading.Barrier(len(offers))
-
-        def client(index: int, offer_id: str) -> None:
-            barrier.wait()
-            try:
-                site.manager.accept(offer_id, f"client-{index}", "k", users=("root",))
-                outcomes.append("granted")
-            except OfferRefused:
-                outcomes.append("withdrawn")
-            except ReservationFailed:
-                outcomes.append("refused by Slurm")
-
-        threads = [
-            threading.Thread(target=client, args=(index, offer.id))
-            for index, offer in enumerate(offers)
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        outcomes = accept_at_once(site, offers)
     finally:
         site.close()
+    return overlap_row(unit.value, f"{sizes[0]}-{sizes[1]}", outcomes)
+
+
+def boundary_accepts(cluster: SlurmTestCluster, state_dir: Path) -> Dict[str, Any]:
+    """48 clients accept at once 10-minute offers of 4 to 8 cores that start one second
+    before, at and one second after the end of a running job's limit on each node (the
+    boundary a buyer found: docs/slurm.md §11); the agent must withdraw the first two kinds,
+    as Slurm would refuse them."""
+    cluster.reset()
+    jobs = [cluster.submit("-n16", "-t", str(minutes)) for minutes in (6, 7, 8, 9)]
+    site = open_slurm_site(cluster, state_dir)
+    try:
+        deadline = time.monotonic() + 60
+        running: List[Any] = []
+        while len(running) < len(jobs) and time.monotonic() < deadline:
+            running = [j for j in site.backend.snapshot().running if j.id in jobs]
+            time.sleep(0.5)
+        rng = random.Random(2)
+        offers = [
+            record_offer(site.manager, rng.randint(4, 8), job.start + job.limit + offset, 600,
+                         valid_s=600)
+            for job in running
+            for offset in (-1, 0, 1)
+            for _ in range(4)
+        ]
+        outcomes = accept_at_once(site, offers)
+    finally:
+        site.close()
+    return overlap_row("core, at running jobs' ends", "4-8", outcomes)
+
+
+def accept_at_once(site: Site, offers: Sequence[Any]) -> List[str]:
+    """Each offer accepted by its own client thread, all released together; the outcomes."""
+    outcomes: List[str] = []
+    barrier = threading.Barrier(len(offers))
+
+    def client(index: int, offer_id: str) -> None:
+        barrier.wait()
+        try:
+            site.manager.accept(offer_id, f"client-{index}", "k", users=("root",))
+            outcomes.append("granted")
+        except OfferRefused:
+            outcomes.append("withdrawn")
+        except ReservationFailed:
+            outcomes.append("refused by Slurm")
+
+    threads = [
+        threading.Thread(target=client, args=(index, offer.id))
+        for index, offer in enumerate(offers)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes
+
+
+def overlap_row(unit: str, sizes: str, outcomes: Sequence[str]) -> Dict[str, Any]:
     return {
-        "unit": unit.value,
-        "offer sizes": f"{sizes[0]}-{sizes[1]}",
+        "unit": unit,
+        "offer sizes": sizes,
         "accepts": len(outcomes),
         "granted": outcomes.count("granted"),
         "withdrawn (capacity gone)": outcomes.count("withdrawn"),
@@ -295,6 +334,61 @@ def overlapping_accepts(
 
 
 def report(data: Dict[str, Any]) -> str:
+    """One table with a column per Slurm release, then each release's measurements."""
+    versions: Dict[str, Dict[str, Any]] = data["versions"]
+    rows: List[Dict[str, Any]] = []
+    for label, value in SUMMARY:
+        rows.append({"": label, **{series: value(v) for series, v in versions.items()}})
+    return (
+        "# The agent on a real slurmctld, on every Slurm release tested\n\n"
+        f"Measured {data['machine']['date']} on {data['machine']['cpus']} CPUs shared with other "
+        f"work (load average {data['machine']['load_average_1m_at_start']} at the start: the "
+        "latencies are the machine's as much as the agent's; compare the columns, which ran "
+        "one after another, with care); one slurmctld and a slurmd per node on localhost (the "
+        "host's Slurm, and newer "
+        "ones in chroots: testbed/slurm_install.py). Four 16-core nodes (64 cores), and for "
+        "the second shape nodes of 8, 24, 16, 8 and 32 cores of weights 10, 1, 5, 1 and 20 in "
+        "two partitions sharing two nodes (testbed.slurm_cluster.MIXED_NODES). "
+        f"{data['rounds']} interleaved rounds; medians.\n\n"
+        + md_table(rows, list(rows[0]))
+        + "\nTargets: agreement >= 80 % within 60 s, 0 refused after admission, accept "
+        "median < 50 ms with 2,000 queued. The node-aware plan follows Slurm 22.05's backfill "
+        "(docs/slurm.md §10); later releases place differently (docs/slurm.md §11).\n\n"
+        + "\n".join(
+            f"# Slurm {series} ({v['release']})\n\n" + version_report(v)
+            for series, v in versions.items()
+        )
+    )
+
+
+def _agreement(v: Mapping[str, Any]) -> str:
+    agree = v["agreement"]
+    compared = sum(row["compared"] for row in agree)
+    within = sum(row["within 1 min"] * row["compared"] for row in agree)
+    return f"{within / compared:.0%} of {compared}" if compared else "-"
+
+
+#: The rows of the table across releases: a label and how to read it from one release's data.
+SUMMARY: Sequence[Tuple[str, Callable[[Mapping[str, Any]], Any]]] = (
+    ("release", lambda v: v["release"]),
+    ("published starts predicted within 60 s", _agreement),
+    (
+        "overlapping accepts refused by Slurm after admission",
+        lambda v: sum(row["refused or shrunk by Slurm"] for row in v["overlapping"]),
+    ),
+    (
+        "  of them at running jobs' ends (boundary)",
+        lambda v: v["overlapping"][-1]["refused or shrunk by Slurm"],
+    ),
+    ("accept median ms, idle", lambda v: round(v["accept"][0]["accept"]["median_ms"], 1)),
+    ("accept median ms, 2,000 queued", lambda v: round(v["accept"][1]["accept"]["median_ms"], 1)),
+    ("bare scontrol create+delete median ms", lambda v: round(
+        v["accept"][0]["bare_create_delete"]["median_ms"], 1)),
+    ("snapshot s, 2,000 queued", lambda v: round(v["snapshot"]["snapshot_s"], 3)),
+)
+
+
+def version_report(data: Mapping[str, Any]) -> str:
     accept_rows: List[Mapping[str, Any]] = [
         {
             "queue": r["queue"],
@@ -321,12 +415,6 @@ def report(data: Dict[str, Any]) -> str:
     agreed = within >= TARGET_AGREEMENT * compared
     none_refused = all(row["refused or shrunk by Slurm"] == 0 for row in accepted)
     return (
-        "# The agent on a real slurmctld\n\n"
-        f"Measured {data['machine']['date']} on {data['machine']['cpus']} CPUs shared with other "
-        f"work; Debian's Slurm 22.05.8, one slurmctld and a slurmd per node on localhost: four "
-        "16-core nodes (64 cores), and for the second shape nodes of 8, 24, 16, 8 and 32 cores "
-        "of weights 10, 1, 5, 1 and 20 in two partitions sharing two nodes "
-        f"(testbed.slurm_cluster.MIXED_NODES). {data['rounds']} interleaved rounds; medians.\n\n"
         "## Predicted starts against Slurm's published starts\n\n"
         + md_table(agree, list(agree[0]))
         + f"\nOver all queues: {within:.0f} of {compared} published starts predicted within "
@@ -345,7 +433,10 @@ def report(data: Dict[str, Any]) -> str:
         + "\nTarget: none refused or shrunk by Slurm after the agent admitted it: "
         f"{'met' if none_refused else 'NOT met'}. The accept's re-check places the window on "
         "the node-aware plan (cores free all along it, as Slurm requires, over the whole "
-        "minutes Slurm holds) and creates it on those nodes (Nodes=, CoreCnt= per node).\n\n"
+        "minutes Slurm holds, and from a second after a running job's limit, docs/slurm.md "
+        "§11) and creates it on those nodes (Nodes=, with CoreCnt= per node up to 23.02 and "
+        "one total from 23.11). The last row's offers start a second before, at, and a second "
+        "after running jobs' ends.\n\n"
         "## Accept to a verified tentative reservation\n\n"
         + md_table(accept_rows, list(accept_rows[0]))
         + f"\nTarget: median < 50 ms and <= 10x the bare command, idle and full: "
@@ -373,21 +464,32 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--rounds", type=int, default=30, help="accept rounds (default 30)")
     parser.add_argument("--queued", type=int, default=2000, help="jobs queued (default 2000)")
     parser.add_argument("--seed", type=int, default=3, help="random queue seed (default 3)")
+    parser.add_argument(
+        "--versions", default=",".join(selected_series()),
+        help="Slurm releases to measure, comma-separated (default: SLURM_VERSIONS, else every "
+        "one: the host's and those of the chroots tests/setup/build-slurm-chroots makes)",
+    )
     args = parser.parse_args(argv)
     WORK.mkdir(parents=True, exist_ok=True)
-    data: Dict[str, Any] = {"machine": machine(), "rounds": args.rounds, "seed": args.seed}
-    try:
-        measure(args, data)
-    except ClusterError as exc:
-        print(f"the Slurm test cluster failed: {exc}")
-        return 1
+    data: Dict[str, Any] = {
+        "machine": machine(), "rounds": args.rounds, "seed": args.seed, "versions": {}
+    }
+    for series in args.versions.split(","):
+        print(f"== Slurm {series}", flush=True)
+        data["versions"][series] = {}
+        try:
+            measure(args, data["versions"][series], install_for(series))
+        except (ClusterError, LookupError) as exc:
+            print(f"the Slurm {series} test cluster failed: {exc}")
+            return 1
     write_results("slurm", data, report(data))
     return 0
 
 
-def measure(args: argparse.Namespace, data: Dict[str, Any]) -> None:
-    state = WORK / f"state-{int(time.time())}"
-    with SlurmTestCluster() as cluster:
+def measure(args: argparse.Namespace, data: Dict[str, Any], install: SlurmInstall) -> None:
+    state = WORK / f"state-{install.series}-{int(time.time())}"
+    data["release"] = install.release()
+    with SlurmTestCluster(install=install) as cluster:
         site = open_slurm_site(cluster, state / "site")
         try:
             print("agreement on the four-node cluster ...", flush=True)
@@ -400,6 +502,7 @@ def measure(args: argparse.Namespace, data: Dict[str, Any]) -> None:
             data["overlapping"] = [
                 overlapping_accepts(cluster, state / "nodes", CapacityUnit.NODE, (1, 2)),
                 overlapping_accepts(cluster, state / "cores", CapacityUnit.CORE, (8, 24)),
+                boundary_accepts(cluster, state / "boundary"),
             ]
             cluster.reset()
             data["accept"] = [accept_rounds(cluster, site, args.rounds, "idle")]
@@ -414,7 +517,7 @@ def measure(args: argparse.Namespace, data: Dict[str, Any]) -> None:
         finally:
             site.close()
     print("agreement on the mixed cluster ...", flush=True)
-    with SlurmTestCluster(shape=(MIXED_NODES, MIXED_PARTITIONS)) as mixed:
+    with SlurmTestCluster(install=install, shape=(MIXED_NODES, MIXED_PARTITIONS)) as mixed:
         site = open_slurm_site(mixed, state / "mixed")
         try:
             for seed, jobs in ((args.seed, 60), (args.seed + 1, 150)):

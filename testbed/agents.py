@@ -25,7 +25,7 @@ import yaml
 
 from siteagent.backends.base import Backend
 from siteagent.backends.replay import REPLAY_STATE_FILE, SwfReplayBackend
-from siteagent.backends.slurm import SlurmBackend, SlurmConfig
+from siteagent.backends.slurm import SlurmBackend
 from siteagent.protocol import keys, signing
 from testbed.parties import Party
 from testbed.processes import free_port, stop, wait_until
@@ -190,7 +190,7 @@ class SlurmBatch(BatchSystem):
 
     def backend_config(self, tmp_path: Path) -> Dict[str, Any]:
         options = {
-            "slurm_conf": str(self.cluster.conf),
+            **self.cluster.backend_options(),
             "partition": "batch",
             "users": ["root"],
             "timeout": self.timeout,
@@ -198,9 +198,7 @@ class SlurmBatch(BatchSystem):
         return {"type": "slurm", "slurm": options}
 
     def open_backend(self, state_dir: Path) -> Backend:
-        return SlurmBackend(
-            SlurmConfig(slurm_conf=str(self.cluster.conf), partition="batch", users=("root",))
-        )
+        return SlurmBackend(self.cluster.slurm_config(partition="batch", users=("root",)))
 
 
 @dataclass

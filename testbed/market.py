@@ -68,7 +68,7 @@ class SiteSpec:
 
 def on_slurm(spec: SiteSpec, cluster: SlurmTestCluster) -> SiteSpec:
     """``spec`` on the real Slurm test cluster (partition ``batch``; root its only user)."""
-    slurm = {"slurm_conf": str(cluster.conf), "partition": "batch", "users": ["root"]}
+    slurm = {**cluster.backend_options(), "partition": "batch", "users": ["root"]}
     return dataclasses.replace(spec, backend={"type": "slurm", "slurm": slurm}, user="root")
 
 

@@ -14,16 +14,18 @@ import signal
 import socket
 import subprocess
 import time
-from typing import Any, Dict, Iterator
+from typing import Any, Dict, Iterator, Optional
 
 import pytest
 
+from testbed.pbs_cluster import PbsClusterError, PbsTestCluster, unavailable_reason
 from testbed.slurm_accounting import missing_accounting_binaries
 from testbed.slurm_cluster import (
     ClusterError,
     SlurmTestCluster,
     missing_binaries,
 )
+from testbed.slurm_install import SlurmInstall, install_for
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -31,11 +33,33 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 START_TIMEOUT_S = 60.0
 
 
-def running_slurm(accounting: bool = False, **options: Any) -> Iterator[SlurmTestCluster]:
-    """A started Slurm test cluster (with slurmdbd if ``accounting``, and the other
-    :class:`SlurmTestCluster` ``options``: its ``shape``, extra configuration, ...), stopped
-    afterwards; skips (or, under CI, fails) with the reason when it cannot run or start here."""
-    missing = missing_binaries() + (missing_accounting_binaries() if accounting else [])
+def unavailable(reason: str) -> None:
+    """Skip the test with ``reason``; under CI fail it: what CI is for must not be skipped."""
+    if IN_CI:
+        pytest.fail(f"under CI: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def slurm_install(series: str) -> SlurmInstall:
+    """Where Slurm ``series`` runs (testbed/slurm_install.py); skips (or, under CI, fails)
+    when its chroot has not been built."""
+    try:
+        return install_for(series)
+    except LookupError as exc:
+        unavailable(str(exc))
+        raise
+
+
+def running_slurm(
+    accounting: bool = False, install: Optional[SlurmInstall] = None, **options: Any
+) -> Iterator[SlurmTestCluster]:
+    """A started Slurm test cluster of ``install``'s release (the host's by default; with
+    slurmdbd if ``accounting``, and the other :class:`SlurmTestCluster` ``options``: its
+    ``shape``, extra configuration, ...), stopped afterwards; skips (or, under CI, fails) with
+    the reason when it cannot run or start here."""
+    missing = missing_binaries(install) + (
+        missing_accounting_binaries(install) if accounting else []
+    )
     if os.geteuid() != 0:
         reason = "the Slurm test cluster needs root (slurmd runs jobs as users)"
     elif missing:
@@ -43,14 +67,31 @@ def running_slurm(accounting: bool = False, **options: Any) -> Iterator[SlurmTes
     else:
         reason = ""
     if reason:
-        if IN_CI:
-            pytest.fail(f"Slurm test cluster unavailable under CI: {reason}", pytrace=False)
-        pytest.skip(reason)
-    cluster = SlurmTestCluster(accounting=accounting, **options)
+        unavailable(f"Slurm test cluster: {reason}")
+    cluster = SlurmTestCluster(accounting=accounting, install=install, **options)
     try:
         cluster.start()
     except ClusterError as exc:
         pytest.fail(f"Slurm test cluster did not start: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def running_pbs() -> Iterator[PbsTestCluster]:
+    """A started OpenPBS test cluster (4 hosts of 16 CPUs, queue ``workq``), stopped
+    afterwards; skips (or, under CI, fails) with the reason when it cannot run or start here."""
+    reason = unavailable_reason()
+    if reason:
+        if IN_CI:
+            pytest.fail(f"OpenPBS test cluster unavailable under CI: {reason}", pytrace=False)
+        pytest.skip(reason)
+    cluster = PbsTestCluster()
+    try:
+        cluster.start()
+    except PbsClusterError as exc:
+        pytest.fail(f"OpenPBS test cluster did not start: {exc}", pytrace=False)
     try:
         yield cluster
     finally:

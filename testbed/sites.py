@@ -2,9 +2,9 @@
 commands as real processes, and how to look at its batch system and store from the test.
 
 The crash and concurrency tests only use what :class:`LifecycleSite` offers, and run on the
-SWF replay (:class:`ReplaySite`) and on the real Slurm test cluster (:class:`SlurmSite`): a
-site differs only in the options that point a command at its batch system and in how the test
-opens that batch system itself.
+SWF replay (:class:`ReplaySite`), on the real Slurm test cluster (:class:`SlurmSite`) and on
+the real OpenPBS (:class:`PbsSite`): a site differs only in the options (and environment) that
+point a command at its batch system and in how the test opens that batch system itself.
 """
 
 from __future__ import annotations
@@ -14,19 +14,21 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import IO, Callable, List, Optional, Tuple, Union
+from typing import IO, Callable, Dict, List, Optional, Tuple, Union
 
 import yaml
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from siteagent.backends.base import Backend
+from siteagent.backends.pbs import PbsBackend, PbsConfig
 from siteagent.backends.replay import REPLAY_STATE_FILE, SwfReplayBackend
-from siteagent.backends.slurm import SlurmBackend, SlurmConfig
+from siteagent.backends.slurm import SlurmBackend
 from siteagent.core.model import CapacityUnit
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import STORE_FILE
 from siteagent.market.store import Store
 from siteagent.protocol.keys import private_key_pem, public_key_text, write_private
+from testbed.pbs_cluster import PbsTestCluster
 from testbed.processes import free_port
 from testbed.slurm_cluster import SlurmTestCluster
 
@@ -57,6 +59,8 @@ class LifecycleSite:
         self.confirm_timeout = confirm_timeout
         self.prefix = prefix
         self.processes: List[subprocess.Popen[str]] = []
+        #: variables the site's processes need besides the test's (e.g. PATH)
+        self.env: Dict[str, str] = {}
         self._log: IO[str] = open(self.state_dir / "agent.log", "a", encoding="utf-8")  # noqa: SIM115
         self.buyer, self.buyer_key = authorize_buyer(state_dir, "tester@ci")
 
@@ -122,7 +126,7 @@ class LifecycleSite:
             stdout=stdout,
             stderr=subprocess.STDOUT if stdout is self._log else subprocess.PIPE,
             text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
         )
         self.processes.append(process)
         return process
@@ -212,7 +216,7 @@ class SlurmSite(LifecycleSite):
                     "backend": {
                         "type": "slurm",
                         "slurm": {
-                            "slurm_conf": str(cluster.conf),
+                            **cluster.backend_options(),
                             "partition": "batch",
                             "unit": unit.value,
                             "users": ["root"],
@@ -227,9 +231,40 @@ class SlurmSite(LifecycleSite):
 
     def open_backend(self) -> Backend:
         return SlurmBackend(
-            SlurmConfig(
-                slurm_conf=str(self.cluster.conf),
+            self.cluster.slurm_config(
                 partition="batch",
+                unit=self.unit,
+                users=("root",),
+                name_prefix=self.prefix,
+            )
+        )
+
+
+class PbsSite(LifecycleSite):
+    """A site on the real OpenPBS test cluster (queue ``workq``), configured by a file as an
+    administrator would; its commands reach the cluster's namespace through the wrappers on
+    ``PATH`` (testbed/pbs_cluster.py). ``unit``: cores, or whole vnodes."""
+
+    def __init__(
+        self, state_dir: Path, cluster: PbsTestCluster, unit: CapacityUnit = CapacityUnit.CORE
+    ) -> None:
+        super().__init__(state_dir, poll_interval=0.5, confirm_timeout=3.0)
+        self.cluster = cluster
+        self.unit = unit
+        self.env = {"PATH": cluster.env["PATH"]}
+        self.config_file = state_dir / "siteagent.yaml"
+        pbs = {"pbs_conf": str(cluster.conf), "queue": "workq", "unit": unit.value}
+        self.config_file.write_text(json.dumps({"backend": {"type": "pbs", "pbs": pbs}}))
+
+    def backend_args(self) -> List[str]:
+        return ["--config", str(self.config_file)]
+
+    def open_backend(self) -> Backend:
+        return PbsBackend(
+            PbsConfig(
+                pbs_conf=str(self.cluster.conf),
+                env=self.env,
+                queue="workq",
                 unit=self.unit,
                 users=("root",),
                 name_prefix=self.prefix,

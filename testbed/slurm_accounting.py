@@ -9,7 +9,8 @@ slurm.conf; the other Slurm tests run without it, so they keep starting in secon
 slurmdbd reads ``slurmdbd.conf`` from the directory of ``SLURM_CONF`` and refuses it unless it
 is mode 600 and owned by SlurmUser (root here). slurmdbd talks to the database over TCP, so no
 client option file (``/etc/mysql``) decides which socket it uses. Both daemons are stopped by
-PID. Needs root and ``mariadb-server slurmdbd`` (tests/setup/install-system-deps).
+PID. Needs root and ``mariadb-server slurmdbd`` (tests/setup/install-system-deps, or in the
+chroot of the cluster's ``install``: testbed/slurm_install.py, whose paths and users it uses).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -26,24 +26,28 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from testbed.slurm_cluster import ClusterError, _pid_alive, _tail, free_ports
+from testbed.slurm_install import SlurmInstall, host_series
 
 #: Programs accounting needs beyond the cluster's own.
 ACCOUNTING_BINARIES = ("mariadb-install-db", "mariadbd", "mariadb", "slurmdbd", "sacctmgr", "sacct")
 
 
-def missing_accounting_binaries() -> List[str]:
-    """Names of accounting programs not on PATH (empty when the packages are installed)."""
-    path = os.environ.get("PATH", "") + os.pathsep + "/usr/sbin" + os.pathsep + "/sbin"
-    return [b for b in ACCOUNTING_BINARIES if shutil.which(b, path=path) is None]
+def missing_accounting_binaries(install: Optional[SlurmInstall] = None) -> List[str]:
+    """Names of accounting programs ``install`` (the host's by default) lacks."""
+    return (install or SlurmInstall(host_series())).missing(ACCOUNTING_BINARIES)
 
 
 class SlurmAccounting:
     """mariadbd + slurmdbd under ``base`` (the cluster's directory), configured from ``env``
     (``SLURM_CONF`` says where slurmdbd.conf goes)."""
 
-    def __init__(self, base: Path, env: Dict[str, str], timeout: float = 120.0) -> None:
+    def __init__(
+        self, base: Path, env: Dict[str, str], install: Optional[SlurmInstall] = None,
+        timeout: float = 120.0,
+    ) -> None:
         self.base = base
         self.env = env
+        self.install = install or SlurmInstall(host_series())
         self.timeout = timeout
         self.db_dir = base / "mariadb"
         self.db_port = 0
@@ -57,7 +61,7 @@ class SlurmAccounting:
     def start(self) -> None:
         """Initialise and start mariadbd, create the database user, start slurmdbd and wait
         until it listens. Raises ClusterError with the log tails when a step fails."""
-        missing = missing_accounting_binaries()
+        missing = missing_accounting_binaries(self.install)
         if missing:
             raise ClusterError(
                 "missing accounting programs: " + ", ".join(missing)
@@ -73,14 +77,16 @@ class SlurmAccounting:
     def _start_mariadb(self) -> None:
         # mariadbd runs as mysql and must create its socket and files in here
         (self.db_dir / "data").mkdir(parents=True)
-        shutil.chown(self.db_dir, "mysql", "mysql")
-        shutil.chown(self.db_dir / "data", "mysql", "mysql")
+        uid, gid = self.install.ids("mysql")
+        os.chown(self.db_dir, uid, gid)
+        os.chown(self.db_dir / "data", uid, gid)
+        db_dir = self.install.inside(self.db_dir)
         install = subprocess.run(
-            [
+            self.install.daemon([
                 "mariadb-install-db", "--no-defaults", "--user=mysql",
-                f"--datadir={self.db_dir}/data", "--auth-root-authentication-method=socket",
+                f"--datadir={db_dir}/data", "--auth-root-authentication-method=socket",
                 "--skip-test-db",
-            ],
+            ]),
             capture_output=True, text=True, timeout=120, check=False,
         )
         if install.returncode != 0:
@@ -88,13 +94,13 @@ class SlurmAccounting:
         # the child keeps its own copy of the log's descriptor
         with open(self.db_dir / "mariadbd.out", "wb") as log:
             self._mariadbd = subprocess.Popen(
-                [
+                self.install.daemon([
                     "mariadbd", "--no-defaults", "--user=mysql",
-                    f"--datadir={self.db_dir}/data", f"--socket={self.socket}",
+                    f"--datadir={db_dir}/data", f"--socket={db_dir}/mysqld.sock",
                     f"--port={self.db_port}", "--bind-address=127.0.0.1",
-                    f"--pid-file={self.db_dir}/mariadbd.pid", "--skip-name-resolve",
+                    f"--pid-file={db_dir}/mariadbd.pid", "--skip-name-resolve",
                     "--innodb-buffer-pool-size=64M", "--innodb-log-file-size=16M",
-                ],
+                ]),
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             )
         self._wait("mariadbd to answer", lambda: self.sql("SELECT 1", check=False) == 0,
@@ -107,8 +113,10 @@ class SlurmAccounting:
     def sql(self, statement: str, check: bool = True) -> int:
         """Run one statement as the database's root over the unix socket; the exit status."""
         proc = subprocess.run(
-            ["mariadb", "--no-defaults", f"--socket={self.socket}", "-u", "root",
-             "-e", statement],
+            self.install.command([
+                "mariadb", "--no-defaults", f"--socket={self.install.inside(self.socket)}",
+                "-u", "root", "-e", statement,
+            ]),
             capture_output=True, text=True, timeout=30, check=False,
         )
         if check and proc.returncode != 0:
@@ -121,7 +129,7 @@ class SlurmAccounting:
         self.sql("GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'")
 
     def _start_slurmdbd(self) -> None:
-        conf = Path(self.env["SLURM_CONF"]).parent / "slurmdbd.conf"
+        conf = self.base / "slurmdbd.conf"
         conf.write_text(
             "\n".join([
                 "AuthType=auth/munge",
@@ -130,8 +138,8 @@ class SlurmAccounting:
                 f"DbdPort={self.dbd_port}",
                 "SlurmUser=root",
                 "DebugLevel=info",
-                f"LogFile={self.base}/log/slurmdbd.log",
-                f"PidFile={self.base}/slurmdbd.pid",
+                f"LogFile={self.install.inside(self.base)}/log/slurmdbd.log",
+                f"PidFile={self.install.inside(self.base)}/slurmdbd.pid",
                 "StorageType=accounting_storage/mysql",
                 "StorageHost=127.0.0.1",
                 f"StoragePort={self.db_port}",
@@ -143,7 +151,8 @@ class SlurmAccounting:
         )
         conf.chmod(0o600)
         proc = subprocess.run(
-            ["slurmdbd"], env=self.env, capture_output=True, text=True, timeout=60, check=False
+            self.install.daemon(["slurmdbd"]), env=self.env, capture_output=True, text=True,
+            timeout=60, check=False,
         )
         if proc.returncode != 0:
             raise ClusterError(f"slurmdbd exited {proc.returncode}: {proc.stderr.strip()}")
@@ -169,7 +178,7 @@ class SlurmAccounting:
         """Register the cluster, so slurmctld's job records are stored from its first job."""
         try:
             proc = subprocess.run(
-                ["sacctmgr", "-i", "add", "cluster", name],
+                self.install.command(["sacctmgr", "-i", "add", "cluster", name]),
                 env=self.env, capture_output=True, text=True, timeout=30, check=False,
             )
         except subprocess.TimeoutExpired as exc:

@@ -15,6 +15,11 @@ slurmdbd for the tests that need ``sacct``: testbed/slurm_accounting.py). ``extr
 slurm.conf lines and ``files`` puts files beside slurm.conf before slurmctld starts (a
 ``job_submit.lua``, which slurmctld reads from there).
 
+``install`` says which Slurm release runs it: the host's (the default) or a newer one in a
+chroot (testbed/slurm_install.py); the cluster's files are then under the chroot, the daemons
+and clients run in it (:meth:`SlurmTestCluster.run`), and :meth:`SlurmTestCluster.slurm_config`
+gives the backend the chroot as its ``command_prefix``.
+
 Every command is an argument list, never a shell string. Needs root (slurmd runs jobs as their
 owners) and Debian's ``munge slurmctld slurmd slurm-client`` (tests/setup/install-system-deps).
 """
@@ -33,7 +38,10 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Tuple, Type
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type
+
+from siteagent.backends.slurm.config import SlurmConfig
+from testbed.slurm_install import SlurmInstall, host_series
 
 if TYPE_CHECKING:
     from testbed.slurm_accounting import SlurmAccounting
@@ -92,10 +100,9 @@ class ClusterError(RuntimeError):
     """The test cluster could not be started or a client command failed."""
 
 
-def missing_binaries() -> List[str]:
-    """Names of required programs not on PATH (empty when the packages are installed)."""
-    path = os.environ.get("PATH", "") + os.pathsep + "/usr/sbin" + os.pathsep + "/sbin"
-    return [b for b in REQUIRED_BINARIES if shutil.which(b, path=path) is None]
+def missing_binaries(install: Optional[SlurmInstall] = None) -> List[str]:
+    """Names of required programs ``install`` (the host's by default) lacks."""
+    return (install or SlurmInstall(host_series())).missing(REQUIRED_BINARIES)
 
 
 def free_ports(count: int) -> List[int]:
@@ -155,7 +162,9 @@ class SlurmTestCluster:
         shape: Optional[Tuple[Sequence[TestNode], Sequence[TestPartition]]] = None,
         extra_config: Sequence[str] = (),
         files: Optional[Mapping[str, bytes]] = None,
+        install: Optional[SlurmInstall] = None,
     ) -> None:
+        self.install = install or SlurmInstall(host_series())
         if shape is None:
             shape = (
                 [TestNode(f"n{i}", cpus_per_node) for i in range(1, nodes + 1)],
@@ -172,6 +181,8 @@ class SlurmTestCluster:
         self.cluster_name = "sa" + uuid.uuid4().hex[:8]
         self.dir = Path()
         self.conf = Path()
+        #: slurm.conf as the Slurm programs see it (in the chroot, if any)
+        self.inner_conf = ""
         self.env: Dict[str, str] = {}
         self.ctld_port = 0
         self.node_ports: Dict[str, int] = {}
@@ -204,14 +215,17 @@ class SlurmTestCluster:
         """
         if os.geteuid() != 0:
             raise ClusterError("the Slurm test cluster needs root (slurmd runs jobs as users)")
-        missing = missing_binaries()
+        missing = missing_binaries(self.install)
         if missing:
             raise ClusterError(
                 "missing programs: " + ", ".join(missing)
                 + " (run tests/setup/install-system-deps)"
             )
         t0 = time.monotonic()
-        ensure_munged()
+        try:
+            self.install.ensure_munged()
+        except RuntimeError as exc:
+            raise ClusterError(str(exc)) from exc
         last: Optional[ClusterError] = None
         for _attempt in range(2):
             try:
@@ -225,7 +239,8 @@ class SlurmTestCluster:
         raise last
 
     def _start_once(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="siteagent-slurm-", dir=self.base_dir))
+        where = self.base_dir or self.install.tmp_dir()
+        self.dir = Path(tempfile.mkdtemp(prefix="siteagent-slurm-", dir=where))
         # jobs run as their owners (tests submit as nobody too) and chdir/write here
         self.dir.chmod(0o755)
         for sub in ("state", "log", "jobs", *(f"spool/{n}" for n in self.node_names)):
@@ -235,8 +250,9 @@ class SlurmTestCluster:
         self.ctld_port = ports[0]
         self.node_ports = dict(zip(self.node_names, ports[1:]))
         self.conf = self.dir / "slurm.conf"
+        self.inner_conf = self.install.inside(self.conf)
         self.env = dict(os.environ)
-        self.env["SLURM_CONF"] = str(self.conf)
+        self.env["SLURM_CONF"] = self.inner_conf
         # a user's SQUEUE_FORMAT/SBATCH_* settings must not change what the tests see
         for key in list(self.env):
             if key.startswith(("SQUEUE_", "SINFO_", "SBATCH_", "SLURM_")) and key != "SLURM_CONF":
@@ -245,20 +261,24 @@ class SlurmTestCluster:
         if self._with_accounting:
             from testbed.slurm_accounting import SlurmAccounting
 
-            self.accounting = SlurmAccounting(self.dir, self.env)
+            self.accounting = SlurmAccounting(self.dir, self.env, self.install)
             self.accounting.start()
         self.conf.write_text(self._config_text())
+        if self.install.series >= "23.11":
+            # slurmd 23.11+ starts a cgroup plugin whatever the task and proctrack plugins;
+            # a chroot has no cgroup filesystem, and these plugins need none (docs/slurm.md §11)
+            (self.dir / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
         for name, content in self.files.items():
             (self.dir / name).write_bytes(content)
         if self.accounting is not None:
             self.accounting.add_cluster(self.cluster_name)
-        self._daemon(["slurmctld", "-f", str(self.conf)])
+        self._daemon(["slurmctld", "-f", self.inner_conf])
         for node in self.node_names:
-            self._daemon(["slurmd", "-f", str(self.conf), "-N", node])
+            self._daemon(["slurmd", "-f", self.inner_conf, "-N", node])
         self._wait_idle()
 
     def _config_text(self) -> str:
-        d = self.dir
+        d = self.install.inside(self.dir)
         host = socket.gethostname().split(".")[0]
         lines = [
             f"ClusterName={self.cluster_name}",
@@ -318,7 +338,8 @@ class SlurmTestCluster:
     def _daemon(self, args: Sequence[str]) -> None:
         """Start a daemonising Slurm program; it forks, so a non-zero exit means it failed."""
         proc = subprocess.run(
-            list(args), env=self.env, capture_output=True, text=True, timeout=60, check=False
+            self.install.daemon(args), env=self.env, capture_output=True, text=True, timeout=60,
+            check=False,
         )
         if proc.returncode != 0:
             raise ClusterError(
@@ -399,7 +420,7 @@ class SlurmTestCluster:
 
     def start_controller(self) -> None:
         """Start slurmctld again and wait until every node is idle or busy (not ``unk``)."""
-        self._daemon(["slurmctld", "-f", str(self.conf)])
+        self._daemon(["slurmctld", "-f", self.inner_conf])
         self._wait_idle(accept=("idle", "mixed", "allocated", "reserved", "planned"))
 
     def _kill_daemons(self) -> None:
@@ -422,12 +443,17 @@ class SlurmTestCluster:
     # ------------------------------------------------------------------ clients
 
     def run(
-        self, args: Sequence[str], check: bool = True, timeout: float = 30.0
+        self,
+        args: Sequence[str],
+        check: bool = True,
+        timeout: float = 30.0,
+        env: Optional[Mapping[str, str]] = None,
     ) -> subprocess.CompletedProcess[str]:
-        """Run a Slurm client command against this cluster; with ``check``, raise on rc != 0."""
+        """Run a Slurm client command against this cluster (with ``env`` added to its
+        variables); with ``check``, raise on rc != 0."""
         proc = subprocess.run(
-            list(args), env=self.env, capture_output=True, text=True, timeout=timeout,
-            check=False,
+            self.install.command(args), env={**self.env, **(env or {})}, capture_output=True,
+            text=True, timeout=timeout, check=False,
         )
         if check and proc.returncode != 0:
             raise ClusterError(
@@ -436,15 +462,35 @@ class SlurmTestCluster:
             )
         return proc
 
+    def slurm_config(self, **options: Any) -> SlurmConfig:
+        """The backend's configuration for this cluster (its slurm.conf, and the chroot as the
+        command prefix), with ``options`` (partition, users, unit, ...)."""
+        return SlurmConfig(
+            slurm_conf=self.inner_conf, command_prefix=self.install.prefix, **options
+        )
+
+    def backend_options(self) -> Dict[str, Any]:
+        """The ``backend.slurm`` keys that reach this cluster (its slurm.conf, and the chroot as
+        the command prefix), for a configuration file."""
+        options: Dict[str, Any] = {"slurm_conf": self.inner_conf}
+        if self.install.prefix:
+            options["command_prefix"] = list(self.install.prefix)
+        return options
+
     def submit(self, *sbatch_args: str, wrap: str = "sleep 3600") -> str:
         """Submit ``wrap`` with sbatch and return the job id (the array id for arrays)."""
         proc = self.run(
             [
-                "sbatch", "--parsable", f"--chdir={self.dir}/jobs",
-                f"--output={self.dir}/jobs/%j.out", *sbatch_args, f"--wrap={wrap}",
+                "sbatch", "--parsable", f"--chdir={self.inner_dir}/jobs",
+                f"--output={self.inner_dir}/jobs/%j.out", *sbatch_args, f"--wrap={wrap}",
             ]
         )
         return proc.stdout.strip().split(";")[0]
+
+    @property
+    def inner_dir(self) -> str:
+        """The cluster's directory as the Slurm programs see it."""
+        return self.install.inside(self.dir)
 
     def live_job_ids(self) -> List[str]:
         """Ids of jobs not yet finished (array ids once per array), as squeue lists them."""
@@ -490,39 +536,11 @@ class SlurmTestCluster:
 
 
 def ensure_munged(timeout: float = 15.0) -> None:
-    """Start munged unless one already runs; wait until it answers ``munge -n | unmunge``.
-
-    A running munged is left alone (it may serve another cluster or the host's own Slurm), and
-    the one we start is left running for the same reason.
-    """
-    found = subprocess.run(["pgrep", "-x", "munged"], capture_output=True, text=True, check=False)
-    # a munged that just exited may linger as a zombie until init reaps it: not running
-    if not any(_pid_alive(int(pid)) for pid in found.stdout.split()):
-        run_dir = Path("/run/munge")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        for d in (run_dir, Path("/var/log/munge"), Path("/var/lib/munge")):
-            if d.exists():
-                shutil.chown(d, "munge", "munge")
-        proc = subprocess.run(
-            ["runuser", "-u", "munge", "--", "munged"],
-            capture_output=True, text=True, timeout=30, check=False,
-        )
-        if proc.returncode != 0:
-            raise ClusterError(f"munged failed to start: {proc.stderr.strip()}")
-    deadline = time.monotonic() + timeout
-    err = ""
-    while time.monotonic() < deadline:
-        cred = subprocess.run(
-            ["munge", "-n"], capture_output=True, timeout=10, check=False
-        )
-        if cred.returncode == 0:
-            check = subprocess.run(
-                ["unmunge"], input=cred.stdout, capture_output=True, timeout=10, check=False
-            )
-            if check.returncode == 0:
-                return
-            err = check.stderr.decode(errors="replace").strip()
-        else:
-            err = cred.stderr.decode(errors="replace").strip()
-        time.sleep(0.2)
-    raise ClusterError(f"munged does not answer: {err}")
+    """Start the host's munged unless one answers ``munge -n | unmunge`` already; wait until it
+    does. A running munged is left alone (it may serve another cluster or the host's own Slurm),
+    and the one we start is left running for the same reason. (A chroot's munged is not the
+    host's: :meth:`SlurmInstall.ensure_munged` asks the socket, not the process list.)"""
+    try:
+        SlurmInstall(host_series()).ensure_munged(timeout)
+    except RuntimeError as exc:
+        raise ClusterError(str(exc)) from exc

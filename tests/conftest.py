@@ -1,28 +1,40 @@
 """Shared fixtures. Only fixtures used by several test modules belong here.
 
-The real Slurm cluster is started once per session. Under CI (CI=true) a cluster that cannot
-come up fails every test that needs it, with the reason: the integration tests are the point
-of CI and must never be skipped silently. On a developer machine without root or without the
-Slurm packages the same tests are skipped with the reason instead.
+The real Slurm cluster and the real OpenPBS are each started once per session, the Slurm one
+once per Slurm release: ``slurm_version`` is each release ``SLURM_VERSIONS`` selects (default
+every one: the host's 22.05, and 24.11 and 26.05 from their chroots, testbed/slurm_install.py),
+so every test that uses a Slurm cluster runs on each. Under CI (CI=true) a cluster that cannot
+come up fails every test that needs it, with the reason: the integration tests are the point of
+CI and must never be skipped silently. On a developer machine without root, the Slurm packages
+(or chroots) or the OpenPBS build the same tests are skipped with the reason instead.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator, List, Optional
 
 import pytest
 
 from testbed.compiled import stale_compiled_modules
-from testbed.processes import running_slurm
+from testbed.pbs_cluster import PbsTestCluster
+from testbed.processes import running_pbs, running_slurm, slurm_install
 from testbed.slurm_cluster import SlurmTestCluster
+from testbed.slurm_install import SlurmInstall, host_series, selected_series
+
+
+@pytest.fixture(scope="session", params=selected_series())
+def slurm_version(request: pytest.FixtureRequest) -> SlurmInstall:
+    """Each selected Slurm release in turn, where its programs run (host or chroot)."""
+    return slurm_install(request.param)
 
 
 @pytest.fixture(scope="session")
-def slurm_cluster() -> Iterator[SlurmTestCluster]:
-    """A running 4-node Slurm cluster (n1..n4, 16 cores each, partition ``batch``)."""
-    yield from running_slurm()
+def slurm_cluster(slurm_version: SlurmInstall) -> Iterator[SlurmTestCluster]:
+    """A running 4-node Slurm cluster (n1..n4, 16 cores each, partition ``batch``) of each
+    selected release."""
+    yield from running_slurm(install=slurm_version)
 
 
 @pytest.fixture
@@ -31,6 +43,20 @@ def slurm(slurm_cluster: SlurmTestCluster) -> Iterator[SlurmTestCluster]:
     slurm_cluster.reset()
     yield slurm_cluster
     slurm_cluster.reset()
+
+
+@pytest.fixture(scope="session")
+def openpbs_cluster() -> Iterator[PbsTestCluster]:
+    """A running OpenPBS (n1..n4, 16 CPUs each, queue ``workq``; testbed/pbs_cluster.py)."""
+    yield from running_pbs()
+
+
+@pytest.fixture
+def openpbs(openpbs_cluster: PbsTestCluster) -> Iterator[PbsTestCluster]:
+    """The session's OpenPBS, emptied of jobs and reservations before and after the test."""
+    openpbs_cluster.reset()
+    yield openpbs_cluster
+    openpbs_cluster.reset()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -61,10 +87,42 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
-    """Mark tests that use the cluster ``slurm``; skip ``slow`` ones unless asked with --slow."""
+    """Mark tests that use the Slurm cluster ``slurm`` and those that use the OpenPBS cluster
+    ``pbs``; skip ``slow`` ones unless asked with --slow.
+
+    A test that takes ``slurm_version`` only for its Slurm variants (the replay and PBS variants
+    of a lifecycle test) runs those once, not once per release; one marked ``host_slurm``
+    (pyslurm links the host's libslurm into this process) runs on the host's release only, one
+    marked ``slurm_series("24.11")`` on the releases it names only. Both are deselected
+    elsewhere, not skipped: there is nothing to run.
+    """
     run_slow = config.getoption("--slow")
+    first = selected_series()[0]
+    keep, dropped = [], []
     for item in items:
         if "slurm_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slurm)
+        if "openpbs_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.pbs)
         if "slow" in item.keywords and not run_slow:
             item.add_marker(pytest.mark.skip(reason="slow; run with --slow"))
+        series = _slurm_series(item)
+        only = item.get_closest_marker("slurm_series")
+        if series is not None and (
+            ("slurm" not in item.keywords and series != first)
+            or ("host_slurm" in item.keywords and series != host_series())
+            or (only is not None and series not in only.args)
+        ):
+            dropped.append(item)
+        else:
+            keep.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
+def _slurm_series(item: pytest.Item) -> Optional[str]:
+    """The Slurm release a collected test runs on, if it is parametrized by one."""
+    callspec = getattr(item, "callspec", None)
+    value = callspec.params.get("slurm_version") if callspec is not None else None
+    return value if isinstance(value, str) else None

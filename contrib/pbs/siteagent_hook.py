@@ -57,7 +57,8 @@ def log(level, message):
 
 
 def is_ours(name, config):
-    return isinstance(name, str) and name.startswith(config["prefix"])
+    # Reserve_Name is a pbs.name object, not a str: only str() gives its text
+    return name is not None and str(name).startswith(config["prefix"])
 
 
 def notify(event, reservation, config):
@@ -101,7 +102,7 @@ def notify(event, reservation, config):
 def reservation_event(e, config, event):
     name = getattr(e.resv, "Reserve_Name", None)
     if is_ours(name, config):
-        notify(event, name, config)
+        notify(event, str(name), config)
 
 
 def reservation_submitted(e, config):
@@ -132,7 +133,7 @@ def job_submitted(e, config):
     left = max(60, int(resv.reserve_end) - max(int(time.time()), int(resv.reserve_start)))
     walltime = e.job.Resource_List["walltime"]
     clamp = walltime is None or int(walltime) > left
-    e.job.Variable_List[TAG] = resv.Reserve_Name
+    e.job.Variable_List[TAG] = str(resv.Reserve_Name)
     if clamp:
         e.job.Resource_List["walltime"] = pbs.duration(left)
 

@@ -34,6 +34,7 @@ from siteagent.config.reading import (
     boolean,
     byte_count,
     choice,
+    command_word,
     factor,
     keys_of,
     ledger_url,
@@ -141,8 +142,10 @@ def read_backend(section: Section, paths: Paths) -> BackendConfig:
     swf = section.section("swf", keys_of(SwfOptions))
     slurm = section.section("slurm", keys_of(SlurmOptions))
     pbs = section.section("pbs", keys_of(PbsOptions))
-    # the selected backend's files must exist now; the others may name files of another host
+    # the selected backend's files must exist now; the others may name files of another host,
+    # and so does slurm_conf when the commands run elsewhere (command_prefix)
     used_file = paths.existing_file
+    prefix = slurm.items("command_prefix", command_word)
     return BackendConfig(
         type=kind,
         swf=SwfOptions(
@@ -158,7 +161,9 @@ def read_backend(section: Section, paths: Paths) -> BackendConfig:
                 "slurm_conf",
                 None,
                 optional(
-                    used_file if kind in (BackendType.SLURM, BackendType.PYSLURM) else paths.path
+                    used_file
+                    if kind in (BackendType.SLURM, BackendType.PYSLURM) and not prefix
+                    else paths.path
                 ),
             ),
             partition=slurm.get("partition", "", optional_name),
@@ -167,6 +172,7 @@ def read_backend(section: Section, paths: Paths) -> BackendConfig:
             users=slurm.items("users", scheduler_user),
             timeout=slurm.get("timeout", DEFAULT_COMMAND_TIMEOUT_S, seconds),
             qos_levels=slurm.get("qos_levels", (), qos_levels),
+            command_prefix=prefix,
         ),
         pbs=PbsOptions(
             pbs_conf=pbs.get(

@@ -309,6 +309,13 @@ def list_of_anything(raw: Any) -> List[Any]:
     return raw
 
 
+def command_word(raw: Any) -> str:
+    """A word of a command prefix (an argument, never a shell string)."""
+    if not isinstance(raw, str) or not raw or any(c in raw for c in "\0\n\r"):
+        raise Invalid("a command word: non-empty text without NUL or line breaks")
+    return raw
+
+
 def slurm_flag(raw: Any) -> str:
     allowed = names.SLURM_RESERVATION_FLAGS
     if raw not in allowed:

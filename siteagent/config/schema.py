@@ -102,7 +102,9 @@ class SlurmOptions:
     """Slurm (``slurm`` and ``pyslurm`` backends): ``SLURM_CONF``, the one partition served,
     capacity unit, flags put on every reservation, the users a reservation is made for when
     its buyer maps to none (the administrator's commands without ``--user``), the command
-    timeout in seconds, and each QoS's absolute priority where Slurm preempts by QoS."""
+    timeout in seconds, each QoS's absolute priority where Slurm preempts by QoS, and the
+    words put before every command (``[ssh, ctl]``: Slurm's clients run elsewhere;
+    docs/slurm.md §11)."""
 
     slurm_conf: Optional[Path] = None
     partition: str = ""
@@ -111,6 +113,7 @@ class SlurmOptions:
     users: Tuple[str, ...] = ()
     timeout: float = DEFAULT_COMMAND_TIMEOUT_S
     qos_levels: Tuple[Tuple[str, int], ...] = ()
+    command_prefix: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -176,7 +176,9 @@ class ClusterSnapshot:
     ``placement`` says how the batch system puts jobs on ``nodes`` (in its node order), and
     ``backfill`` how its backfill pass plans. ``neighbours`` is what other partitions sharing
     some of ``nodes`` do: a node-aware plan places their jobs too, but they are not this
-    partition's capacity or queue.
+    partition's capacity or queue. ``end_margin`` is how many seconds past its end a running
+    job still keeps a new reservation off its units (Slurm: 1, since it refuses a core
+    reservation starting at the very second a job's limit ends; docs/slurm.md §6.1).
     """
 
     now: int
@@ -192,6 +194,7 @@ class ClusterSnapshot:
     placement: Placement = Placement.POOLED
     backfill: Backfill = Backfill()
     neighbours: Neighbours = Neighbours()
+    end_margin: int = 0
 
     def demand(self, job: Job) -> int:
         return job.demand(self.unit)

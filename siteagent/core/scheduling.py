@@ -869,14 +869,30 @@ def reservation_nodes(
     """Where a new reservation of ``size`` units over [start, end) goes beside the snapshot's
     running work and reservations: its nodes (and cores on each) on a node-aware snapshot,
     nothing on a pooled one (the batch system chooses there). Queued jobs do not count: they
-    are planned around it. Raises ReservationConflict when there is no room."""
+    are planned around it. Raises ReservationConflict when there is no room; a running job
+    ending less than ``snapshot.end_margin`` seconds before ``start`` is in the way too."""
     key = ("reservation", start, end, size)
     bare = dataclasses.replace(
         snapshot,
+        running=_with_margin(snapshot.running, snapshot.end_margin),
         pending=(),
-        neighbours=dataclasses.replace(snapshot.neighbours, pending=()),
+        neighbours=dataclasses.replace(
+            snapshot.neighbours,
+            running=_with_margin(snapshot.neighbours.running, snapshot.end_margin),
+            pending=(),
+        ),
     )
     return plan(bare, policy, [(key, start, end, size)]).reservation_nodes.get(key, ())
+
+
+def _with_margin(running: Tuple[Job, ...], margin: int) -> Tuple[Job, ...]:
+    """Running jobs held ``margin`` seconds past their limit (unlimited ones stay so)."""
+    if not margin:
+        return running
+    return tuple(
+        dataclasses.replace(job, limit=job.limit + margin) if job.limit else job
+        for job in running
+    )
 
 
 def _queue_order(pending: Sequence[Job], neighbours: Sequence[Job]) -> List[Job]:
@@ -1054,7 +1070,8 @@ def _profile_of(
         if job.reservation in covered:
             continue
         assert job.start is not None
-        end = max(job.start + (job.limit or UNLIMITED_S), now + 1)
+        limit = job.limit + snapshot.end_margin if job.limit else UNLIMITED_S
+        end = max(job.start + limit, now + 1)
         profile.reserve(now, end, snapshot.demand(job))
     for start, end, size in reservations:
         profile.reserve(start, end, size)

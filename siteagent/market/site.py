@@ -111,6 +111,7 @@ def slurm_config(config: Config) -> SlurmConfig:
         users=options.users,
         timeout=options.timeout,
         qos_levels=options.qos_levels,
+        command_prefix=options.command_prefix,
     )
 
 

@@ -269,7 +269,10 @@ def test_a_failing_configuration_is_named() -> None:
         run_sweep(draws_of, [{"arm": object(), "seed": 0}], jobs=1)
 
 
+# On the host's release only: the sweep submits with the host's sbatch and its tasks run this
+# tree's Python, which the chroot releases' nodes do not have.
 @pytest.mark.slurm
+@pytest.mark.host_slurm
 def test_a_sweep_runs_as_a_slurm_job_array(
     slurm: SlurmTestCluster, tmp_path: Path, monkeypatch: Any
 ) -> None:

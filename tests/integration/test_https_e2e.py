@@ -34,6 +34,7 @@ from testbed.agents import (
 )
 from testbed.parties import Party
 from testbed.processes import wait_until
+from testbed.slurm_install import SlurmInstall
 
 CONFIRM_TIMEOUT_S = 3
 #: How long after its deadline an unconfirmed reservation may take to be gone: a few polls of
@@ -42,7 +43,7 @@ EXPIRY_SLACK_S = 20
 
 
 @pytest.fixture(params=["replay", pytest.param("slurm", marks=pytest.mark.slurm)])
-def batch(request: pytest.FixtureRequest) -> BatchSystem:
+def batch(request: pytest.FixtureRequest, slurm_version: SlurmInstall) -> BatchSystem:
     """replay: the busy 64-core trace (BUSY_JOBS); slurm: the 64-core test cluster, emptied
     before and after (reservations are made for root)."""
     if request.param == "slurm":

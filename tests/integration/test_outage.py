@@ -16,6 +16,7 @@ import json
 import os
 import shlex
 import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Dict, Iterator, Optional
@@ -26,6 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from testbed.agents import Answer, RunningAgent, SlurmBatch, run_agent
 from testbed.processes import wait_until
 from testbed.slurm_cluster import SlurmTestCluster
+from testbed.slurm_install import SlurmInstall
 
 #: The Slurm clients the agent runs, each replaced by a stand-in.
 SHIMMED = ("squeue", "sinfo", "scontrol")
@@ -63,20 +65,23 @@ exec {real} "$@"
 
 
 class Shims:
-    """Stand-ins for Slurm's clients in ``directory``, steered by one control file."""
+    """Stand-ins for Slurm's clients in ``directory``, steered by one control file. For a
+    Slurm in a chroot they are in the chroot, where the agent's prefixed commands look them
+    up on PATH (``chroot ROOT env ... squeue``), and name the files as it sees them."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, install: SlurmInstall) -> None:
         self.directory = directory
+        self.install = install
         self.control = directory / "outage"
         directory.mkdir()
         for name in SHIMMED:
-            real = shutil.which(name, path="/usr/bin")
-            assert real is not None, f"no {name} in /usr/bin"
+            real = f"/usr/bin/{name}"
+            assert not install.missing([name]), f"no {name} in /usr/bin"
             script = directory / name
             script.write_text(
                 SHIM.format(
                     name=name,
-                    control=shlex.quote(str(self.control)),
+                    control=shlex.quote(install.inside(self.control)),
                     real=shlex.quote(real),
                     truncated=shlex.quote(TRUNCATED),
                     mangled=shlex.quote(MANGLED),
@@ -93,13 +98,18 @@ class Shims:
 
     def environment(self) -> Dict[str, str]:
         """The agent's environment: the test's, with the stand-ins first on PATH."""
-        path = os.pathsep.join([str(self.directory), os.environ.get("PATH", "")])
+        inside = self.install.inside(self.directory)
+        path = os.pathsep.join([inside, os.environ.get("PATH", "")])
         return {**os.environ, "PATH": path}
 
 
 @pytest.fixture
-def shims(tmp_path: Path) -> Shims:
-    return Shims(tmp_path / "shims")
+def shims(tmp_path: Path, slurm_version: SlurmInstall) -> Iterator[Shims]:
+    where = slurm_version.tmp_dir()
+    base = Path(tempfile.mkdtemp(dir=where)) if where else tmp_path
+    yield Shims(base / "shims", slurm_version)
+    if where:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

@@ -34,6 +34,7 @@ from siteagent.market.store import ReservationState
 from testbed.offers import record_offer
 from testbed.promises import capacity_overruns, ours
 from testbed.sites import LifecycleSite, ReplaySite, SlurmSite
+from testbed.slurm_install import SlurmInstall
 from testbed.traces import busy_trace
 
 S = ReservationState
@@ -54,7 +55,9 @@ class Contended:
         pytest.param("slurm-cores", marks=pytest.mark.slurm),
     ]
 )
-def contended(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Contended]:
+def contended(
+    request: pytest.FixtureRequest, tmp_path: Path, slurm_version: SlurmInstall
+) -> Iterator[Contended]:
     state_dir = tmp_path / "state"
     state_dir.mkdir()
     if request.param == "slurm-nodes":

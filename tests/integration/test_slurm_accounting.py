@@ -19,12 +19,13 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
 import pytest
 
-from siteagent.backends.slurm import SlurmBackend, SlurmConfig
+from siteagent.backends.slurm import SlurmBackend
 from siteagent.backends.slurm.sacct import sacct_waits
 from siteagent.cli.main import main
 from siteagent.core.waits import wait_table
 from testbed.processes import running_slurm
 from testbed.slurm_cluster import SlurmTestCluster
+from testbed.slurm_install import SlurmInstall
 from testbed.slurm_queue import job_state, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -51,9 +52,10 @@ class Job(NamedTuple):
 
 
 @pytest.fixture(scope="module")
-def acct() -> Iterator[SlurmTestCluster]:
-    """A 4-node cluster (64 cores) with slurmdbd; fails under CI when it cannot start."""
-    yield from running_slurm(accounting=True)
+def acct(slurm_version: SlurmInstall) -> Iterator[SlurmTestCluster]:
+    """A 4-node cluster (64 cores) with slurmdbd of each Slurm release; fails under CI when
+    it cannot start."""
+    yield from running_slurm(accounting=True, install=slurm_version)
 
 
 def submit_jobs(cluster: SlurmTestCluster) -> Tuple[Dict[str, Bin], str]:
@@ -81,11 +83,10 @@ def submit_jobs(cluster: SlurmTestCluster) -> Tuple[Dict[str, Bin], str]:
 
 def sacct_text(cluster: SlurmTestCluster) -> List[Job]:
     """Slurm's own view of every job, as text (UTC, ISO times)."""
-    env = dict(cluster.env, TZ="UTC", SLURM_TIME_FORMAT="standard")
-    proc = subprocess.run(
+    proc = cluster.run(
         ["sacct", "-a", "-X", "-n", "-P", "-S", "now-1hour",
          "-o", "JobID,Submit,Eligible,Start,AllocCPUS,Timelimit,State"],
-        env=env, capture_output=True, text=True, timeout=30, check=True,
+        env={"TZ": "UTC", "SLURM_TIME_FORMAT": "standard"},
     )
     jobs = []
     for line in proc.stdout.splitlines():
@@ -124,7 +125,7 @@ def test_sacct_waits_match_slurm_accounting(
     assert reference[held_id].eligible - reference[held_id].submit >= 4, reference[held_id]
     assert any(j.wait >= 1 for j in reference.values()), "no job waited for resources"
 
-    backend = SlurmBackend(SlurmConfig(slurm_conf=str(acct.conf), partition="batch"))
+    backend = SlurmBackend(acct.slurm_config(partition="batch"))
     waits = {w.job_id: w for w in sacct_waits(backend, since, until)}
     # the cancelled job never started: not a wait
     assert sorted(waits) == sorted(reference)
@@ -145,7 +146,8 @@ def test_sacct_waits_match_slurm_accounting(
 
     config = tmp_path / "agent.yaml"
     config.write_text(
-        f"backend:\n  type: slurm\n  slurm:\n    slurm_conf: {acct.conf}\n    partition: batch\n"
+        json.dumps({"backend": {"type": "slurm", "slurm": {**acct.backend_options(),
+                                                          "partition": "batch"}}})
     )
     argv = ["history", "--config", str(config), "--state-dir", str(tmp_path / "state"),
             "--source", "sacct", "--since", str(since), "--json"]
@@ -158,10 +160,8 @@ def test_sacct_waits_match_slurm_accounting(
 
 def sacct_end(cluster: SlurmTestCluster, job_id: str) -> int:
     """A finished job's end as accounting records it (epoch seconds)."""
-    env = dict(cluster.env, SLURM_TIME_FORMAT="%s")
-    proc = subprocess.run(
-        ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "End"],
-        env=env, capture_output=True, text=True, timeout=30, check=True,
+    proc = cluster.run(
+        ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "End"], env={"SLURM_TIME_FORMAT": "%s"}
     )
     return int(proc.stdout.split()[0])
 
@@ -179,7 +179,7 @@ def test_the_jobs_of_a_reservation_come_from_accounting(acct: SlurmTestCluster) 
         wait_for("both jobs finished and in accounting", lambda: {inside, outside} <= {
             j.job_id for j in sacct_text(acct) if j.state == "COMPLETED"}, timeout=90)
         reference = {j.job_id: j for j in sacct_text(acct)}[inside]
-        backend = SlurmBackend(SlurmConfig(slurm_conf=str(acct.conf), partition="batch"))
+        backend = SlurmBackend(acct.slurm_config(partition="batch"))
         jobs = backend.reservation_jobs(name, start, int(time.time()) + 1)
     finally:
         acct.cancel_all()
@@ -198,10 +198,7 @@ def as_user(
     cluster: SlurmTestCluster, user: str, args: List[str]
 ) -> subprocess.CompletedProcess[str]:
     """A Slurm client run as ``user`` (runuser: no login shell needed, nobody works)."""
-    return subprocess.run(
-        ["runuser", "-u", user, "--", *args],
-        env=cluster.env, capture_output=True, text=True, timeout=30, check=False,
-    )
+    return cluster.run(["runuser", "-u", user, "--", *args], check=False)
 
 
 def test_operator_level_suffices_for_reservations(acct: SlurmTestCluster) -> None:
@@ -224,10 +221,18 @@ def test_operator_level_suffices_for_reservations(acct: SlurmTestCluster) -> Non
     # sacctmgr modifies only users accounting knows
     unknown = acct.run(["sacctmgr", "-i", "modify", "user", "nobody", "set",
                         "adminlevel=operator"], check=False)
-    assert unknown.returncode == 1 and unknown.stdout.strip() == "Nothing modified"
+    # (26.05 says " Modified users...\n  Nothing modified" first)
+    assert unknown.returncode == 1 and unknown.stdout.strip().endswith("Nothing modified")
     acct.run(["sacctmgr", "-i", "add", "user", "nobody", "account=root"])
     acct.run(["sacctmgr", "-i", "modify", "user", "nobody", "set", "adminlevel=operator"])
     try:
+        if acct.install.series == "26.05":
+            # passes slurmctld's operator check (no "Security violation" logged), then
+            # create_resv refuses: not followed up yet (docs/slurm.md §11)
+            time.sleep(5)
+            still = as_user(acct, "nobody", create)
+            assert still.stderr.strip() == "Error creating the reservation: Invalid user id"
+            pytest.xfail("Slurm 26.05 refuses an Operator's reservation for another user")
         wait_for("slurmctld to learn nobody's operator level",
                  lambda: as_user(acct, "nobody", create).returncode == 0, timeout=30)
         made = acct.run(["scontrol", "show", "reservation", "-o", "sa_optest"]).stdout

@@ -13,10 +13,16 @@ from typing import Dict, List, Optional, Tuple
 import pytest
 
 from siteagent.backends.base import BackendUnavailable, ReservationRefused
-from siteagent.backends.slurm import SlurmBackend, SlurmConfig
+from siteagent.backends.slurm import SlurmBackend
 from siteagent.backends.slurm.times import parse_slurm_time
 from siteagent.core.model import CapacityUnit, ClusterSnapshot, ReservationSpec
 from testbed.slurm_cluster import SlurmTestCluster
+from testbed.slurm_install import (
+    CORES_IGNORE_JOBS,
+    JSON_LAYOUTS,
+    SHRINKS_NODE_COUNT,
+    UNKNOWN_USER,
+)
 from testbed.slurm_queue import job_state, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -29,8 +35,8 @@ def backend(
     flags: Tuple[str, ...] = (),
     timeout: float = 30.0,
 ) -> SlurmBackend:
-    config = SlurmConfig(
-        slurm_conf=str(cluster.conf), users=("root",), partition="batch", unit=unit,
+    config = cluster.slurm_config(
+        users=("root",), partition="batch", unit=unit,
         flags=flags, timeout=timeout,
     )
     return SlurmBackend(config)
@@ -102,7 +108,7 @@ def test_snapshot_matches_squeue_and_sinfo(slurm: SlurmTestCluster) -> None:
     alloc = {n.split("|")[0]: int(n.split("|")[1].split("/")[0]) for n in nodes}
     assert {n.name: n.alloc_cores for n in snap.nodes} == alloc
     assert snap.capacity == 64 and snap.cores_per_node == 16
-    assert snap.extra["layout"] == "openapi/v0.0.38"
+    assert snap.extra["layout"] == JSON_LAYOUTS[slurm.install.series]
 
 
 def test_finished_jobs_are_not_in_the_snapshot(slurm: SlurmTestCluster) -> None:
@@ -167,7 +173,12 @@ def test_node_count_is_silently_reduced_and_read_back(slurm: SlurmTestCluster) -
         ]
     )
     b = backend(slurm, unit=CapacityUnit.NODE)
-    made = b.create_reservation(spec("sa-nodes", start, 3600, 3, unit=CapacityUnit.NODE))
+    asked = spec("sa-nodes", start, 3600, 3, unit=CapacityUnit.NODE)
+    if slurm.install.series not in SHRINKS_NODE_COUNT:  # 24.11 on: refused, not shrunk
+        with pytest.raises(ReservationRefused, match="Requested nodes are busy"):
+            b.create_reservation(asked)
+        return
+    made = b.create_reservation(asked)
     assert made.nodes == 1 and made.node_list == "n4"  # asked for 3
     assert made.cores == 16
 
@@ -183,15 +194,21 @@ def test_busy_nodes_are_refused_unless_ignore_jobs(slurm: SlurmTestCluster) -> N
             spec("sa-busy", now, 600, 1, unit=CapacityUnit.NODE)
         )
     assert backend(slurm).get_reservation("sa-busy") is None
-    made = backend(slurm, flags=("IGNORE_JOBS",)).create_reservation(
-        spec("sa-busy", now, 600, 4)
-    )
-    assert made.cores == 4 and "IGNORE_JOBS" in made.flags
+    ignoring = backend(slurm, flags=("IGNORE_JOBS",))
+    if slurm.install.series not in CORES_IGNORE_JOBS:  # 26.05: whole nodes only
+        with pytest.raises(ReservationRefused, match="Requested nodes are busy"):
+            ignoring.create_reservation(spec("sa-busy", now, 600, 4))
+        ignoring = backend(slurm, unit=CapacityUnit.NODE, flags=("IGNORE_JOBS",))
+        made = ignoring.create_reservation(spec("sa-busy", now, 600, 1, unit=CapacityUnit.NODE))
+        assert made.nodes == 1 and "IGNORE_JOBS" in made.flags
+    else:
+        made = ignoring.create_reservation(spec("sa-busy", now, 600, 4))
+        assert made.cores == 4 and "IGNORE_JOBS" in made.flags
     assert job_state(slurm, job) == "RUNNING"
 
 
 def test_unknown_user_is_refused(slurm: SlurmTestCluster) -> None:
-    with pytest.raises(ReservationRefused, match="Invalid user id"):
+    with pytest.raises(ReservationRefused, match=UNKNOWN_USER[slurm.install.series]):
         backend(slurm).create_reservation(
             spec("sa-user", int(time.time()) + 600, 600, 2, users=("nosuchuser9",))
         )

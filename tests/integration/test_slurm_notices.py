@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import urllib.request
 import uuid
@@ -26,7 +28,7 @@ from typing import Any, Callable, Dict, Iterator, List
 import pytest
 import yaml
 
-from siteagent.backends.slurm import SlurmBackend, SlurmConfig
+from siteagent.backends.slurm import SlurmBackend
 from siteagent.config import loading
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import STORE_FILE
@@ -37,6 +39,7 @@ from testbed.offers import record_offer
 from testbed.processes import free_port, running_slurm, stop, wait_until
 from testbed.sites import authorize_buyer
 from testbed.slurm_cluster import SlurmTestCluster
+from testbed.slurm_install import SlurmInstall
 from testbed.slurm_queue import wait_for
 
 pytestmark = pytest.mark.slurm
@@ -66,13 +69,19 @@ class Site:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+def site(tmp_path_factory: pytest.TempPathFactory, slurm_version: SlurmInstall) -> Iterator[Site]:
     """A 4-node cluster with the agent's ResvProlog, ResvEpilog and job_submit.lua, installed
-    as `siteagent install-service` installs them for a configuration with a notices' socket."""
-    root = tmp_path_factory.mktemp("root")
+    as `siteagent install-service` installs them for a configuration with a notices' socket.
+    For a Slurm in a chroot they are installed in it, where its slurmctld finds them, and the
+    programs reach the agent's socket by its path in the chroot."""
+    where = slurm_version.tmp_dir()
+    root = Path(tempfile.mkdtemp(dir=where)) if where else tmp_path_factory.mktemp("root")
     socket_path = root / "run" / "siteagent" / "notify.sock"
     config = loading.parse(
-        {"backend": {"type": "slurm"}, "notifications": {"socket": str(socket_path)}}
+        {
+            "backend": {"type": "slurm"},
+            "notifications": {"socket": slurm_version.inside(socket_path)},
+        }
     )
     files = installation.plan(
         config, Path("/etc/siteagent/siteagent.yaml"), SITEAGENT, Path("/etc/slurm")
@@ -80,17 +89,22 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     installation.install(files, root, force=False)
     libexec = installation.staged(installation.LIBEXEC, root)
     lua = installation.staged(Path("/etc/slurm/job_submit.lua"), root).read_bytes()
-    for cluster in running_slurm(
-        extra_config=[
-            f"ResvProlog={libexec / 'slurm-resv-prolog'}",
-            f"ResvEpilog={libexec / 'slurm-resv-epilog'}",
-            "JobSubmitPlugins=lua",
-        ],
-        files={"job_submit.lua": lua},
-    ):
-        cluster.reset()
-        yield Site(cluster, root, socket_path)
-        cluster.reset()
+    try:
+        for cluster in running_slurm(
+            install=slurm_version,
+            extra_config=[
+                f"ResvProlog={slurm_version.inside(libexec / 'slurm-resv-prolog')}",
+                f"ResvEpilog={slurm_version.inside(libexec / 'slurm-resv-epilog')}",
+                "JobSubmitPlugins=lua",
+            ],
+            files={"job_submit.lua": lua},
+        ):
+            cluster.reset()
+            yield Site(cluster, root, socket_path)
+            cluster.reset()
+    finally:
+        if where:
+            shutil.rmtree(root, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- job_submit.lua
@@ -167,7 +181,7 @@ def write_config(tmp_path: Path, site: Site, poll_interval_s: float) -> Path:
         "backend": {
             "type": "slurm",
             "slurm": {
-                "slurm_conf": str(site.cluster.conf),
+                **site.cluster.backend_options(),
                 "partition": "batch",
                 "users": ["root"],
             },
@@ -216,7 +230,7 @@ def confirmed_reservation(config_file: Path, site: Site, cores: int, start: int)
     administrator's commands as a buyer's accept and confirm; its id."""
     state_dir = config_file.parent / "state"
     store = Store(str(state_dir / STORE_FILE))
-    backend = SlurmBackend(SlurmConfig(slurm_conf=str(site.cluster.conf), partition="batch"))
+    backend = SlurmBackend(site.cluster.slurm_config(partition="batch"))
     try:
         manager = ReservationManager(store, backend, name_prefix=PREFIX)
         offer = record_offer(manager, cores, start, 60, offer_id=uuid.uuid4().hex[:16])
@@ -277,14 +291,8 @@ def test_start_and_end_reach_the_agent_at_once(site: Site, tmp_path: Path) -> No
 
 def slurm_times(cluster: SlurmTestCluster, job_id: str) -> Dict[str, int]:
     """A job's StartTime and EndTime as Slurm holds them, in epoch seconds."""
-    env = {**cluster.env, "SLURM_TIME_FORMAT": "%s"}
-    line = subprocess.run(
-        ["scontrol", "show", "job", "-o", job_id],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
+    line = cluster.run(
+        ["scontrol", "show", "job", "-o", job_id], env={"SLURM_TIME_FORMAT": "%s"}
     ).stdout
     fields = dict(token.split("=", 1) for token in line.split() if "=" in token)
     return {"start": int(fields["StartTime"]), "end": int(fields["EndTime"])}
@@ -367,7 +375,9 @@ def silent_agent(path: Path) -> Iterator[None]:
 
 
 def prolog_running(site: Site) -> bool:
-    found = subprocess.run(["pgrep", "-f", str(site.prolog)], capture_output=True, check=False)
+    # its command line names it as the chroot's slurmctld does, if there is a chroot
+    program = site.cluster.install.inside(site.prolog)
+    found = subprocess.run(["pgrep", "-f", program], capture_output=True, check=False)
     return found.returncode == 0
 
 

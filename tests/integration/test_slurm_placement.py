@@ -17,7 +17,7 @@ from typing import Dict, Iterator
 
 import pytest
 
-from siteagent.backends.slurm import SlurmBackend, SlurmConfig
+from siteagent.backends.slurm import SlurmBackend
 from siteagent.core.estimates import DEFAULT_TOLERANCE_S, compare_starts
 from siteagent.core.model import ClusterSnapshot, Placement
 from siteagent.market.reservations import ReservationManager
@@ -25,6 +25,7 @@ from siteagent.market.store import Store
 from testbed.offers import record_offer
 from testbed.processes import running_slurm
 from testbed.slurm_cluster import MIXED_NODES, MIXED_PARTITIONS, SlurmTestCluster
+from testbed.slurm_install import SlurmInstall, known_gap
 from testbed.slurm_queue import (
     job_state,
     mixed_queue,
@@ -40,14 +41,14 @@ TARGET = 0.8
 
 
 @pytest.fixture(scope="module")
-def mixed() -> Iterator[SlurmTestCluster]:
+def mixed(slurm_version: SlurmInstall) -> Iterator[SlurmTestCluster]:
     """A cluster of 8-, 24-, 16-, 8- and 32-core nodes of weights 10, 1, 5, 1 and 20, in two
-    partitions sharing two nodes (testbed.slurm_cluster.MIXED_NODES)."""
-    yield from running_slurm(shape=(MIXED_NODES, MIXED_PARTITIONS))
+    partitions sharing two nodes (testbed.slurm_cluster.MIXED_NODES), of each Slurm release."""
+    yield from running_slurm(install=slurm_version, shape=(MIXED_NODES, MIXED_PARTITIONS))
 
 
 def snapshot_of(cluster: SlurmTestCluster) -> ClusterSnapshot:
-    config = SlurmConfig(slurm_conf=str(cluster.conf), partition="batch", users=("root",))
+    config = cluster.slurm_config(partition="batch", users=("root",))
     return SlurmBackend(config).snapshot()
 
 
@@ -58,7 +59,9 @@ def test_random_queue_starts_agree_with_slurms(slurm: SlurmTestCluster) -> None:
     assert snapshot.placement is Placement.SLURM
     agreement = compare_starts(snapshot)
     assert len(agreement.pairs) >= 20 and agreement.unplanned >= 2
-    assert agreement.fraction_within(DEFAULT_TOLERANCE_S) >= TARGET, agreement.pairs
+    within = agreement.fraction_within(DEFAULT_TOLERANCE_S)
+    known_gap(slurm.install.series, "starts predicted within a minute", within, TARGET)
+    assert within >= TARGET, agreement.pairs
     pooled = compare_starts(dataclasses.replace(snapshot, placement=Placement.POOLED))
     assert pooled.fraction_within(DEFAULT_TOLERANCE_S) < TARGET  # what nodes change
 
@@ -73,7 +76,9 @@ def test_mixed_nodes_and_shared_partitions_agree_with_slurm(mixed: SlurmTestClus
     assert [node.name for node in snapshot.neighbours.nodes] == ["m5"]
     agreement = compare_starts(snapshot)
     assert len(agreement.pairs) >= 15
-    assert agreement.fraction_within(DEFAULT_TOLERANCE_S) >= TARGET, agreement.pairs
+    within = agreement.fraction_within(DEFAULT_TOLERANCE_S)
+    known_gap(mixed.install.series, "starts predicted within a minute", within, TARGET)
+    assert within >= TARGET, agreement.pairs
 
 
 def show_reservation(cluster: SlurmTestCluster, name: str) -> Dict[str, str]:
@@ -90,7 +95,7 @@ def test_an_accepted_reservation_is_on_the_nodes_the_plan_chose(
         ("n1", 12), ("n2", 10),
     )]
     wait_for("the jobs to run", lambda: all(job_state(slurm, j) == "RUNNING" for j in jobs))
-    config = SlurmConfig(slurm_conf=str(slurm.conf), partition="batch", users=("root",))
+    config = slurm.slurm_config(partition="batch", users=("root",))
     manager = ReservationManager(Store(str(tmp_path / "store.db")), SlurmBackend(config))
     offer = record_offer(manager, 20, int(time.time()) + 600, 3600)
     record = manager.accept(offer.id, "buyer", "k", users=("root",))

@@ -7,6 +7,7 @@ no difference and against hand-worked Slurm answers where they do.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence, Tuple
 
 import pytest
@@ -23,7 +24,7 @@ from siteagent.core.model import (
     Placement,
 )
 from siteagent.core.nodes import NodeMachine
-from siteagent.core.scheduling import Policy, ReservationConflict, plan
+from siteagent.core.scheduling import Policy, ReservationConflict, plan, reservation_nodes
 from siteagent.core.selection import choose_nodes
 
 NOW = 1_795_537_640  # a whole minute plus 20 s
@@ -210,6 +211,37 @@ def test_a_reservation_goes_on_cores_free_all_over_its_window() -> None:
     too_big = (("offer", "y"), NOW + 60, NOW + 660, 9)
     with pytest.raises(ReservationConflict):
         plan(snap(busy, nodes=nodes_of(16, 16)), extra_reservations=[too_big])
+
+
+def test_a_reservation_never_starts_at_the_second_a_running_jobs_limit_ends() -> None:
+    """Slurm's boundary (docs/slurm.md §6.1): a core reservation starting at the very second
+    a running job's limit ends on its node is "busy"; one second later it is not. The case a
+    buyer found: partition a of two 8-core nodes, an 8-core job running on one, the other
+    held; two 4-core offers from the job's end."""
+    job = running("1", 1800, ("n1", 8))
+    other = running("2", 7200, ("n2", 8))
+    end = job.start + 1800  # type: ignore[operator]
+    snapshot = snap([job, other], nodes=nodes_of(8, 8), end_margin=1)
+    with pytest.raises(ReservationConflict):
+        reservation_nodes(snapshot, end, end + 600, 4)
+    assert reservation_nodes(snapshot, end + 1, end + 601, 8) == (("n1", 8),)
+    # the free capacity offers are cut from starts at the same second
+    profile = plan(snapshot).profile
+    assert not profile.fits(4, end, 600) and profile.fits(8, end + 1, 600)
+    # without the margin (a batch system that frees the cores at the end) both start at once
+    loose = dataclasses.replace(snapshot, end_margin=0)
+    assert reservation_nodes(loose, end, end + 600, 8) == (("n1", 8),)
+    assert plan(loose).profile.fits(8, end, 600)
+
+
+def test_the_margin_leaves_the_queues_predicted_starts_alone() -> None:
+    """Pending jobs start when the job ends, as Slurm publishes: the margin is for
+    reservations only."""
+    job = running("1", 1800, ("n1", 8))
+    waiting = queued("2", 8, 600)
+    end = job.start + 1800  # type: ignore[operator]
+    snapshot = snap([job], [waiting], nodes=nodes_of(8), end_margin=1)
+    assert plan(snapshot, batch_estimates=False).starts["2"] == end
 
 
 def test_a_node_unit_reservation_takes_whole_free_nodes() -> None:

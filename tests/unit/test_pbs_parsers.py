@@ -1,7 +1,9 @@
 """Parsers of the PBS backend against fixtures constructed from docs/pbs.md.
 
-No PBS could be installed here, so every fixture in tests/data/pbs is constructed (see its
-README); the backend meets the stand-in's real commands in tests/integration/.
+These fixtures in tests/data/pbs are constructed (see its README), for the cases a small test
+cluster does not produce (down vnodes, history, waiting jobs, time zones...); output captured
+from a real OpenPBS is read in test_pbs_openpbs_captures.py, and the backend meets the real
+commands in tests/integration/pbs/.
 """
 
 from __future__ import annotations

@@ -581,3 +581,58 @@ def test_slurm_holds_reservations_for_whole_minutes() -> None:
     backend = SlurmBackend(SlurmConfig())
     assert backend.held_window(1000, 1061) == (1000, 1120)
     assert backend.held_window(1000, 1060) == (1000, 1060)
+
+
+def test_cores_on_each_node_up_to_23_02_and_one_total_from_23_11() -> None:
+    """Slurm 23.11 dropped per-node core lists ("Using a comma separated array for CoreCnt is
+    no longer valid"): the same nodes, one total that slurmctld spreads itself."""
+    placed = spec(size=12, allocation=(("n1", 4), ("n3", 8)))
+    assert reservation_args(placed, CONFIG, now=T0)[6:8] == ["Nodes=n1,n3", "CoreCnt=4,8"]
+    assert reservation_args(placed, CONFIG, T0, cores_per_node=False)[6:8] == [
+        "Nodes=n1,n3", "CoreCnt=12",
+    ]
+    config = "SelectType = select/cons_tres\nSchedulerType = sched/backfill\n"
+    for version, per_node in (("22.05.8", True), ("23.02.7", True), ("23.11.0", False),
+                              ("24.11.5", False), ("26.05.5", False), ("", True)):
+        settings = parse_scheduler_config(config + f"SLURM_VERSION = {version}\n")
+        assert settings.version == version and settings.cores_per_node is per_node
+
+
+def test_a_command_prefix_carries_the_variables_as_env_words() -> None:
+    """ssh passes no environment on: the variables go after ``env`` (an argument list)."""
+    plain = SlurmConfig(slurm_conf="/etc/slurm/slurm.conf")
+    assert plain.command(["squeue", "--json"], {"TZ": "UTC"}) == ["squeue", "--json"]
+    remote = SlurmConfig(slurm_conf="/etc/slurm/slurm.conf", command_prefix=("ssh", "ctl"))
+    assert remote.command(["squeue", "--json"], {"TZ": "UTC", "LC_ALL": "C"}) == [
+        "ssh", "ctl", "env", "LC_ALL=C", "TZ=UTC", "squeue", "--json",
+    ]
+    for bad in ("", "a\nb", "nul\0"):
+        with pytest.raises(ValueError, match="command prefix"):
+            SlurmConfig(command_prefix=("ssh", bad))
+
+
+def test_the_backend_runs_every_command_through_the_prefix(tmp_path: Path) -> None:
+    """A prefix program that records its arguments: the Slurm command comes after env and
+    the pinned variables, SLURM_CONF among them."""
+    log = tmp_path / "argv"
+    recorder = tmp_path / "recorder"
+    recorder.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {log}\nexit 1\n')
+    recorder.chmod(0o755)
+    backend = SlurmBackend(
+        SlurmConfig(slurm_conf="/srv/slurm.conf", command_prefix=(str(recorder), "ctl"))
+    )
+    with pytest.raises(BackendUnavailable):
+        backend.list_reservations()
+    argv = log.read_text().splitlines()
+    assert argv[:2] == ["ctl", "env"]
+    assert "SLURM_CONF=/srv/slurm.conf" in argv and "TZ=UTC" in argv
+    assert argv[-4:] == ["scontrol", "show", "reservation", "-o"]
+
+
+def test_slurm_26_05s_reasonless_refusal_gets_a_hint() -> None:
+    from siteagent.backends.slurm.errors import with_hint
+
+    message = "Error creating the reservation: Unspecified error"
+    assert with_hint(message).startswith(message)
+    assert "a user it does not know" in with_hint(message)
+    assert with_hint("Error creating the reservation: Requested nodes are busy").endswith("busy")

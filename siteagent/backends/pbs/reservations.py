@@ -109,7 +109,8 @@ def parse_reservations(
             cores=number(rec.get("Resource_List.ncpus")) or ncpus,
             nodes=len(exec_vnodes(node_list)) or number(rec.get("Resource_List.nodect")) or chunks,
             node_list=node_list,
-            users=tuple(owner(u) for u in words(rec.get("Authorized_Users"))),
+            # PBS adds the creator as user@host, also after a bare "user" (-U user)
+            users=tuple(dict.fromkeys(owner(u) for u in words(rec.get("Authorized_Users")))),
             accounts=words(rec.get("Authorized_Groups")),
             flags=tuple(w for w in re.split(r"[:,]", rec.get("Resource_List.place", "")) if w),
             state=state,

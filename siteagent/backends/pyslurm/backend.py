@@ -94,6 +94,11 @@ class PyslurmBackend(Backend):
 
     def __init__(self, config: Optional[SlurmConfig] = None) -> None:
         self.config = config or SlurmConfig()
+        if self.config.command_prefix:
+            raise BackendError(
+                "backend.slurm.command_prefix runs Slurm's commands through another program; "
+                "pyslurm calls libslurm inside the agent, so it cannot: use the slurm backend"
+            )
         self.pyslurm, self.api = import_pyslurm(self.config.slurm_conf)
         self.reservations: PyslurmReservations = reservations_for(self.pyslurm, self.api)
         self._errors: Tuple[Type[Exception], ...] = (
@@ -173,7 +178,9 @@ class PyslurmBackend(Backend):
         its ``Key=Value`` words are what pyslurm is given. A retry that finds its own
         reservation ("Duplicate reservation name", same window) returns it.
         """
-        fields = _fields(reservation_args(spec, self.config, int(time.time())))
+        # pyslurm X.Y is for Slurm X.Y: 23.11 and later take one core total (docs/slurm.md §11)
+        per_node = (versions.series(str(self.pyslurm.__version__)) or (0, 0)) < (23, 11)
+        fields = _fields(reservation_args(spec, self.config, int(time.time()), per_node))
         start = parse_slurm_time(fields["StartTime"])
         if start is None:  # reservation_args always writes a valid StartTime
             raise ValueError(f"unparsable start time {fields['StartTime']!r}")

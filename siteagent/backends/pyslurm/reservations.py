@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Mapping, Protocol, Tuple, Type
 
 from siteagent.backends.base import BackendError
 from siteagent.backends.pyslurm.records import epoch
-from siteagent.backends.pyslurm.versions import ReservationApi
+from siteagent.backends.pyslurm.versions import ReservationApi, series
 from siteagent.backends.slurm.hostlist import expand_hostlist
 from siteagent.backends.slurm.reservations import comma_list, core_count, tres_cpu
 from siteagent.core.model import Allocation, BatchReservation
@@ -90,6 +90,8 @@ class LegacyReservations:
 
     def __init__(self, pyslurm: Any) -> None:
         self.pyslurm = pyslurm
+        # releases for Slurm 23.11 and later, whose reservations take one core total
+        self.count_is_length = (series(str(pyslurm.__version__)) or (0, 0)) >= (23, 11)
 
     def load(self, now: int) -> Dict[str, BatchReservation]:
         found = self.pyslurm.reservation().get()
@@ -107,7 +109,18 @@ class LegacyReservations:
         if "NodeCnt" in fields:
             request["node_cnt"] = int(fields["NodeCnt"])
         if "CoreCnt" in fields:
-            request["core_cnt"] = [int(count) for count in fields["CoreCnt"].split(",")]
+            counts = [int(count) for count in fields["CoreCnt"].split(",")]
+            if fields.get("Nodes") and self.count_is_length:
+                # pyslurm 24.11.0 sends the *number* of counts as the core count (deprecated.pyx:
+                # ``resv_msg.core_cnt = len(core_cnt)``, after checking it equals the nodes'):
+                # the node list names a node again per further core; Slurm reads the set
+                nodes = expand_hostlist(fields["Nodes"])
+                total = sum(counts)
+                request["node_list"] = NodeList(
+                    ",".join(nodes + [nodes[0]] * (total - len(nodes)))
+                )
+                counts = [1] * total
+            request["core_cnt"] = counts
         for key, word in (("users", "Users"), ("accounts", "Accounts")):
             if fields.get(word):
                 request[key] = fields[word]

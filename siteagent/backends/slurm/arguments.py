@@ -22,14 +22,17 @@ def whole_minutes(seconds: int) -> int:
     return max(1, math.ceil(seconds / 60))
 
 
-def reservation_args(spec: ReservationSpec, config: SlurmConfig, now: int) -> List[str]:
+def reservation_args(
+    spec: ReservationSpec, config: SlurmConfig, now: int, cores_per_node: bool = True
+) -> List[str]:
     """The ``scontrol create reservation`` argument list for ``spec``, validated (ValueError
     with the reason).
 
     StartTime is UTC wall-clock time (the command runs with ``TZ=UTC``); a start in the past
     becomes now (Slurm rejects starts far in the past) and the end is kept. Users come from the
     spec, else from the configuration unless the spec names accounts; one of them is needed.
-    The size is the spec's nodes where it names them (:func:`size_args`), else a count.
+    The size is the spec's nodes where it names them (:func:`size_args`, with the cores on
+    each where the controller takes them: ``cores_per_node``), else a count.
     """
     start = checked_start(spec, names.NAME, config.name_prefix, config.unit, now)
     users = tuple(spec.users) or (config.users if not spec.accounts else ())
@@ -49,7 +52,7 @@ def reservation_args(spec: ReservationSpec, config: SlurmConfig, now: int) -> Li
         f"ReservationName={spec.name}",
         f"StartTime={utc_text(start)}",
         f"Duration={whole_minutes(spec.end - start)}",
-        *size_args(spec, config.unit),
+        *size_args(spec, config.unit, cores_per_node),
     ]
     if users:
         args.append("Users=" + ",".join(users))
@@ -65,11 +68,15 @@ def reservation_args(spec: ReservationSpec, config: SlurmConfig, now: int) -> Li
     return args
 
 
-def size_args(spec: ReservationSpec, unit: CapacityUnit) -> List[str]:
+def size_args(
+    spec: ReservationSpec, unit: CapacityUnit, cores_per_node: bool = True
+) -> List[str]:
     """What to reserve: a count Slurm places (``CoreCnt=``/``NodeCnt=``), or the nodes the
     spec's allocation names, whole (``Nodes=a,b``) or with the cores on each (``Nodes=a,b
     CoreCnt=4,8``: Slurm gives each node its count, taking the nodes in its own order, which
-    is the allocation's). The allocation must add up to the size (ValueError)."""
+    is the allocation's). Without ``cores_per_node`` (Slurm 23.11 and later) the cores go as
+    one total that Slurm spreads over the named nodes itself (``CoreCnt=12``). The allocation
+    must add up to the size (ValueError)."""
     if not spec.allocation:
         key = "NodeCnt" if unit is CapacityUnit.NODE else "CoreCnt"
         return [f"{key}={spec.size}"]
@@ -85,6 +92,8 @@ def size_args(spec: ReservationSpec, unit: CapacityUnit) -> List[str]:
     total = sum(cores for _, cores in spec.allocation)
     if total != spec.size:
         raise ValueError(f"{total} cores named for {spec.size} cores")
+    if not cores_per_node:
+        return [nodes, f"CoreCnt={total}"]
     return [nodes, "CoreCnt=" + ",".join(str(cores) for _, cores in spec.allocation)]
 
 

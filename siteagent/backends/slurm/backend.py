@@ -7,14 +7,15 @@ only way in 22.05 (slurmrestd is read-only for reservations).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, ClassVar, Dict, List, Mapping, Optional, Tuple
+from typing import Any, ClassVar, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from siteagent.backends.base import BackendError, BackendUnavailable, ReservationRefused
 from siteagent.backends.checks import check_ours
-from siteagent.backends.command import PINNED_ENV, CommandBackend, json_object
+from siteagent.backends.command import PINNED_ENV, CommandBackend, json_object, run_command
 from siteagent.backends.slurm.arguments import (
     reservation_args,
     sacct_args,
@@ -68,6 +69,13 @@ class SlurmBackend(CommandBackend):
         self._node_source: Optional[List[str]] = None  # learnt on first snapshot
         self._settings: Optional[SchedulerSettings] = None  # read on first snapshot
         self.running = RunningJobs()
+
+    def _run(self, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        """Run a client, through the configured ``command_prefix`` if there is one."""
+        if not self.config.command_prefix:
+            return super()._run(args)
+        command = self.config.command(args, {**self.client_env, **self.pinned_env})
+        return run_command(command, os.environ, self.timeout)
 
     def _message(self, proc: subprocess.CompletedProcess[str]) -> str:
         return with_hint(super()._message(proc))
@@ -206,7 +214,8 @@ class SlurmBackend(CommandBackend):
         caller reconciles by name.
         """
         now = int(time.time())
-        proc = self._run(reservation_args(spec, self.config, now))
+        per_node = self.scheduler_settings().cores_per_node
+        proc = self._run(reservation_args(spec, self.config, now, per_node))
         if proc.returncode != 0:
             msg = self._message(proc)
             if not self.is_unavailable(msg) and "Duplicate reservation name" in msg:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Tuple
+from typing import List, Mapping, Optional, Sequence, Tuple
 
 from siteagent.core import names
 from siteagent.core.defaults import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_RESERVATION_PREFIX
@@ -22,6 +22,9 @@ class SlurmConfig:
     Slurm client needs ~9 s to give up on a dead controller (docs/slurm.md §2), so keep it well
     above that. ``qos_levels`` gives the absolute priority of each QoS where Slurm preempts by
     QoS (docs/english-auction.md §5): (name, level) pairs, level 1 the lowest.
+    ``command_prefix`` runs every command through another program, e.g.
+    ``["ssh", "ctl"]`` or ``["chroot", "/srv/slurm"]``, when Slurm's clients are not the host's
+    own (docs/slurm.md §11); the variables then travel as ``env K=V`` words.
     """
 
     slurm_conf: Optional[str] = None
@@ -33,8 +36,11 @@ class SlurmConfig:
     timeout: float = DEFAULT_COMMAND_TIMEOUT_S
     name_prefix: str = DEFAULT_RESERVATION_PREFIX
     qos_levels: Tuple[Tuple[str, int], ...] = ()
+    command_prefix: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        for word in self.command_prefix:
+            check_command_word(word)
         allowed = names.SLURM_RESERVATION_FLAGS
         bad = [f for f in self.flags if f not in allowed]
         if bad:
@@ -61,3 +67,23 @@ class SlurmConfig:
         if self.slurm_conf:
             env["SLURM_CONF"] = self.slurm_conf
         return env
+
+    def command(self, args: Sequence[str], env: Mapping[str, str]) -> List[str]:
+        """The argument list that runs ``args`` with ``env``: ``args`` itself without a
+        prefix, else the prefix, ``env``, the variables and ``args``, since a prefix such as
+        ssh does not pass the caller's environment on."""
+        if not self.command_prefix:
+            return list(args)
+        words = [f"{key}={value}" for key, value in sorted(env.items())]
+        return [*self.command_prefix, "env", *words, *args]
+
+
+def check_command_word(word: object) -> str:
+    """One word of ``command_prefix``: non-empty text without NUL or line breaks (it is an
+    argument, never parsed by a shell here); ValueError otherwise."""
+    if not isinstance(word, str) or not word or any(c in word for c in "\0\n\r"):
+        raise ValueError(
+            f"command prefix word: expected non-empty text without NUL or line breaks, "
+            f"got {word!r}"
+        )
+    return word

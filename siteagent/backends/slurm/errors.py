@@ -31,9 +31,21 @@ INVALID_USER_HINT = (
 )
 
 
+#: Slurm 26.05 answers a reservation for a user it does not know with no reason at all (its
+#: log says "Reservation request has invalid user"): docs/slurm.md §11.
+UNSPECIFIED_HINT = (
+    " (Slurm 26.05 says this for a reservation naming a user it does not know; slurmctld's "
+    "log says which)"
+)
+
+
 def with_hint(message: str) -> str:
     """Slurm's message, with a hint where its words are ambiguous."""
-    return message + INVALID_USER_HINT if "Invalid user id" in message else message
+    if "Invalid user id" in message:
+        return message + INVALID_USER_HINT
+    if "Error creating the reservation: Unspecified error" in message:
+        return message + UNSPECIFIED_HINT
+    return message
 
 
 #: What a parser raises on a document in a known layout but not of the shape Slurm writes

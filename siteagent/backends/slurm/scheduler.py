@@ -20,10 +20,20 @@ NODE_AWARE_SELECT = frozenset({"select/cons_tres", "select/cons_res"})
 
 @dataclass(frozen=True)
 class SchedulerSettings:
-    """Whether the plan follows Slurm's placement, and its backfill parameters."""
+    """Whether the plan follows Slurm's placement, its backfill parameters, and the
+    controller's release (``SLURM_VERSION``, e.g. ``24.11.5``; "" when not said)."""
 
     placement: Placement = Placement.POOLED
     backfill: Backfill = field(default_factory=Backfill)
+    version: str = ""
+
+    @property
+    def cores_per_node(self) -> bool:
+        """Whether ``scontrol create reservation`` takes a core count for each node
+        (``CoreCnt=4,8``): up to 23.02; 23.11 and later take one total and place it on the
+        named nodes themselves (docs/slurm.md §11)."""
+        found = re.match(r"(\d+)\.(\d+)", self.version)
+        return found is None or (int(found.group(1)), int(found.group(2))) < (23, 11)
 
 
 def _settings(text: str) -> Dict[str, str]:
@@ -49,7 +59,8 @@ def parse_scheduler_config(text: str) -> SchedulerSettings:
 
 def scheduler_settings(settings: Mapping[str, str]) -> SchedulerSettings:
     """The settings of the controller's configuration by ``scontrol show config``'s names
-    (``SelectType``, ``SchedulerType``, ``SchedulerParameters``, ``KillWait``), whoever read
+    (``SelectType``, ``SchedulerType``, ``SchedulerParameters``, ``KillWait``,
+    ``SLURM_VERSION``), whoever read
     it; Slurm's defaults where unset: bf_resolution 60 s, bf_window 1 day, KillWait 30 s."""
     default = Backfill()
     node_aware = (
@@ -63,4 +74,8 @@ def scheduler_settings(settings: Mapping[str, str]) -> SchedulerSettings:
         window=(_parameter(parameters, "bf_window") * 60) or default.window,
         kill_wait=int(kill_wait.group(1)) if kill_wait else default.kill_wait,
     )
-    return SchedulerSettings(Placement.SLURM if node_aware else Placement.POOLED, backfill)
+    return SchedulerSettings(
+        Placement.SLURM if node_aware else Placement.POOLED,
+        backfill,
+        settings.get("SLURM_VERSION", ""),
+    )

@@ -36,6 +36,12 @@ def node_cores(nodes: Iterable[NodeState], partition: str) -> int:
     return max((n.cores for n in usable or scope), default=1)
 
 
+#: slurmctld refuses a CoreCnt or NodeCnt reservation on nodes whose running job's limit ends
+#: at its very start second, in 22.05 to 26.05 alike (reservation.c ``_select_nodes``: a job
+#: with ``end_time < start_time`` is the only one left out); docs/slurm.md §6.1.
+END_MARGIN_S = 1
+
+
 def build_snapshot(
     now: int,
     nodes: Sequence[NodeState],
@@ -86,6 +92,7 @@ def build_snapshot(
         placement=settings.placement,
         backfill=settings.backfill,
         neighbours=neighbours(nodes, all_running, jobs, config.partition),
+        end_margin=END_MARGIN_S,
     )
 
 

@@ -341,7 +341,7 @@ class Standin:
         user, host = req["user"], req["host"]
         owner = f"{user}@{host}"
         users = list(req.get("users") or [])
-        if owner not in users and user not in users:
+        if owner not in users:  # OpenPBS adds user@host even after a bare "user" (-U user)
             users.append(owner)
         self.seq += 1
         r = Reservation(
@@ -497,19 +497,20 @@ class Standin:
         if running:
             attrs += [("run_count", None, "1")]
         head = self.sim.engine.queue[0] if self.sim.engine.queue else None
-        if head is task and task.planned is not None:
-            attrs += [
-                ("estimated", "start_time", str(task.planned + self.shift)),
-                ("topjob", None, "True"),
-            ]
+        top = head is task and task.planned is not None
+        # OpenPBS 23.06's order (tests/integration/pbs/test_openpbs_formats.py checks it)
         attrs += [
             (
                 "Submit_arguments",
                 None,
                 f"-l select={select} -l place={place} -l walltime={walltime} {name}.sh",
             ),
-            ("project", None, "_pbs_project_default"),
         ]
+        if top:
+            attrs += [("estimated", "start_time", str(task.planned + self.shift))]
+        attrs += [("project", None, "_pbs_project_default")]
+        if top:
+            attrs += [("topjob", None, "True")]
         return attrs
 
     def _exec_host(self, task: Task) -> str:
@@ -610,8 +611,8 @@ class Standin:
             ("queue", None, r.queue),
             ("Resource_List", "ncpus", str(sum(r.chunks))),
             ("Resource_List", "nodect", str(len(r.chunks))),
-            ("Resource_List", "place", r.place),
             ("Resource_List", "select", r.select),
+            ("Resource_List", "place", r.place),
             ("Resource_List", "walltime", hms(r.end - r.start)),
             ("schedselect", None, r.select),
         ]
@@ -620,19 +621,18 @@ class Standin:
         attrs.append(("Authorized_Users", None, ",".join(r.users)))
         if r.groups:
             attrs.append(("Authorized_Groups", None, ",".join(r.groups)))
+        # as OpenPBS 23.06 prints them (checked against it: tests/integration/pbs/
+        # test_openpbs_formats.py); Mail_* only with -m/-M, which the stand-in ignores
+        attrs += [("server", None, self.server), ("ctime", None, str(r.ctime))]
+        attrs.append(("mtime", None, str(r.mtime)))
+        if r.interactive:
+            attrs.append(("interactive", None, str(r.interactive)))
         attrs += [
-            ("server", None, self.server),
-            ("ctime", None, str(r.ctime)),
-            ("Mail_Users", None, r.owner),
-            ("mtime", None, str(r.mtime)),
-            ("interactive", None, str(r.interactive)),
-            (
-                "Variable_List",
-                None,
-                f"PBS_O_LOGNAME={user},PBS_O_HOST={host},PBS_O_MAIL=/var/mail/{user}",
-            ),
+            ("Variable_List", None, f"PBS_O_HOST={host}"),
             ("euser", None, user),
             ("egroup", None, user),
+            ("reserve_count", None, "1"),
+            ("Submit_Host", None, host),
             ("partition", None, "pbs-default"),
         ]
         return attrs

@@ -1,13 +1,15 @@
 """A stand-in for PBS's ``pbs`` hook module: what a server hook script sees inside pbs_server.
 
-No PBS can be installed where siteagent is developed, so contrib/pbs/siteagent_hook.py runs
+contrib/pbs/siteagent_hook.py runs in a real pbs_server in
+tests/integration/pbs/test_openpbs_hook.py; event by event, malformed events included, it runs
 against this module, written from the documented hook API (PBS Professional's Hooks Guide, the
 ``pbs`` module reference, and OpenPBS's ``src/modules/python/pbs/v1``), for the events the hook
 handles:
 
 * ``pbs.event()`` is the event being hooked; its ``type`` is one of the event constants
   (``pbs.RESVSUB``, ``pbs.RESV_BEGIN``, ``pbs.RESV_END``, ``pbs.QUEUEJOB``); ``requestor`` is the
-  user who asked. Reservation events carry ``resv`` (attributes ``resvid``, ``Reserve_Name``,
+  user who asked. Reservation events carry ``resv`` (attributes ``resvid``, ``Reserve_Name``
+  (a :class:`name` object, not a ``str``, as a real pbs_server gives it),
   ``Reserve_Owner``, ``queue``, ``reserve_start`` and ``reserve_end`` in epoch seconds,
   ``reserve_duration`` in seconds); ``queuejob`` carries ``job`` (``queue``: the queue object or
   None for the default queue, ``Resource_List``: a mapping whose ``"walltime"`` is a
@@ -75,10 +77,27 @@ class queue:
         return self.name
 
 
+class name:
+    """A name attribute (``Reserve_Name``, ``Job_Name``): as in OpenPBS
+    (``pbs.v1._base_types.name``, a ``_generic_attr``) an object that is no ``str``; only
+    ``str()`` gives its text."""
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def __str__(self) -> str:
+        return str(self._value)
+
+    __repr__ = __str__
+
+
 class resv:
-    """A reservation with the attributes the test gives it (missing ones read as None)."""
+    """A reservation with the attributes the test gives it (missing ones read as None);
+    ``Reserve_Name`` becomes a :class:`name`, as PBS hands it to hooks."""
 
     def __init__(self, **attributes: Any) -> None:
+        if isinstance(attributes.get("Reserve_Name"), str):
+            attributes["Reserve_Name"] = name(attributes["Reserve_Name"])
         self.__dict__.update(attributes)
 
     def __getattr__(self, name: str) -> Any:
