@@ -31,7 +31,7 @@ from siteagent.core.model import Job as BatchJob
 from siteagent.core.scheduling import plan
 from siteagent.protocol.models import AuctionedJob
 from testbed.agents import SlurmBatch
-from testbed.processes import wait_until
+from testbed.processes import running_slurm, wait_until
 from testbed.slurm_cluster import SlurmTestCluster
 from tests.integration.test_slurm_english_auction import SlurmSite
 
@@ -47,9 +47,8 @@ PREEMPTION = [
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[SlurmTestCluster]:
-    made = SlurmTestCluster(nodes=2, cpus_per_node=8, accounting=True, extra_config=PREEMPTION)
-    made.start()
-    try:
+    """The host's release only (preemption by QoS is what this tests, not a release)."""
+    for made in running_slurm(accounting=True, nodes=2, cpus_per_node=8, extra_config=PREEMPTION):
         for qos in LEVELS:
             sacctmgr(made, "add", "qos", qos)
         for qos, level in LEVELS.items():
@@ -70,8 +69,6 @@ def cluster() -> Iterator[SlurmTestCluster]:
         wait_until("the QoS reaching slurmctld", lambda: accepts_qos(made), 60)
         made.cancel_all()
         yield made
-    finally:
-        made.stop()
 
 
 def sacctmgr(cluster: SlurmTestCluster, *args: str) -> None:
