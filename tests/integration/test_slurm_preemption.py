@@ -49,26 +49,31 @@ PREEMPTION = [
 def cluster() -> Iterator[SlurmTestCluster]:
     """The host's release only (preemption by QoS is what this tests, not a release)."""
     for made in running_slurm(accounting=True, nodes=2, cpus_per_node=8, extra_config=PREEMPTION):
-        for qos in LEVELS:
-            sacctmgr(made, "add", "qos", qos)
-        for qos, level in LEVELS.items():
-            lower = [name for name, other in LEVELS.items() if other < level]
-            if lower:
-                sacctmgr(made, "modify", "qos", qos, "set", "preempt=" + ",".join(lower))
-        sacctmgr(made, "add", "account", "fed", f"cluster={made.cluster_name}")
-        sacctmgr(
-            made,
-            "add",
-            "user",
-            "root",
-            "account=fed",
-            f"cluster={made.cluster_name}",
-            "qos=normal," + ",".join(LEVELS),
-        )
-        made.run(["scontrol", "reconfigure"])
-        wait_until("the QoS reaching slurmctld", lambda: accepts_qos(made), 60)
-        made.cancel_all()
+        add_levels(made)
         yield made
+
+
+def add_levels(cluster: SlurmTestCluster) -> None:
+    """QoS p1 to p4, each preempting those below it, granted to root's account."""
+    for qos in LEVELS:
+        sacctmgr(cluster, "add", "qos", qos)
+    for qos, level in LEVELS.items():
+        lower = [name for name, other in LEVELS.items() if other < level]
+        if lower:
+            sacctmgr(cluster, "modify", "qos", qos, "set", "preempt=" + ",".join(lower))
+    sacctmgr(cluster, "add", "account", "fed", f"cluster={cluster.cluster_name}")
+    sacctmgr(
+        cluster,
+        "add",
+        "user",
+        "root",
+        "account=fed",
+        f"cluster={cluster.cluster_name}",
+        "qos=normal," + ",".join(LEVELS),
+    )
+    cluster.run(["scontrol", "reconfigure"])
+    wait_until("the QoS reaching slurmctld", lambda: accepts_qos(cluster), 60)
+    cluster.cancel_all()
 
 
 def sacctmgr(cluster: SlurmTestCluster, *args: str) -> None:
