@@ -24,6 +24,8 @@ HOT_MODULES = [
     "siteagent/sim/swf.py",
     "siteagent/sim/simulator.py",
     "siteagent/sim/workload.py",
+    "siteagent/sim/shapes.py",
+    "siteagent/sim/topology.py",
 ]
 
 

@@ -16,6 +16,7 @@ BENCHMARKS = {
     "english": "bench.english",
     "provision": "bench.provision",
     "auction": "bench.auction",
+    "ledger": "bench.ledger",
     # the paper reproductions (bench/repro/registry.py lists them; docs/reproductions.md)
     **{name: command.module for name, command in available().items()},
     "repro-all": "bench.repro.run_all",

@@ -53,6 +53,7 @@ from siteagent.market.site import Site, open_site, pricing_of
 from siteagent.market.usage import UsageRecorder
 from siteagent.security import authentication
 from siteagent.security.clients import AuthorizedClient, read_authorized_clients
+from siteagent.security.replay import NONCES_FILE, SavedNonces
 from siteagent.serving import sdnotify
 from siteagent.serving.notices import Handler, Notice, NoticeListener
 from siteagent.serving.server import NotifyingServer, ServiceError, https_config, url_of
@@ -163,6 +164,9 @@ class Daemon:
             loop.join()
             self.app.state.quotes.close()
             self.parts.deals.close()
+            saved = self.parts.authenticator.nonces.saved
+            if saved is not None:
+                saved.close()
             _restore_signals(previous)
             log.info("stopped; the store and the backend are closed next")
 
@@ -292,7 +296,9 @@ def assemble(site: Site) -> Parts:
         read_authorized_clients(config.security.authorized_clients),
         config.api.public_names,
         max_age_s=config.security.signature_max_age_s,
-        nonces=authentication.NonceCache(config.security.nonces_per_client),
+        nonces=authentication.NonceCache(
+            config.security.nonces_per_client, saved=SavedNonces(config.state_dir / NONCES_FILE)
+        ),
     )
     deals = open_deals(config, site.manager, authenticator.clients.values())
     agent = Agent(
@@ -415,7 +421,8 @@ def keep_restart_settings(old: Config, new: Config) -> Config:
 def apply(
     site: Site, parts: Parts, config: Config, clients: Dict[str, AuthorizedClient]
 ) -> None:
-    """Hand the reloaded settings to the running objects (each reads them at its next use)."""
+    """Hand the reloaded settings to the running objects (each reads them at its next use),
+    and price the latest market view again with them."""
     pricing = pricing_of(config.pricing)
     site.config = config
     site.pricing = pricing
@@ -432,3 +439,4 @@ def apply(
     parts.authenticator.clients = clients
     parts.authenticator.max_age_s = config.security.signature_max_age_s
     parts.deals.open_accounts(clients.values())
+    parts.agent.reprice()  # the next quote and slots are priced anew, not the next poll's

@@ -240,8 +240,9 @@ def run_agent(
     """Start `siteagent serve` on ``batch`` (polling every 0.5 s), wait until its /healthz
     answers 200 over HTTPS, yield it, and stop it with SIGTERM (it must exit 0).
 
-    ``settings`` adds or replaces top-level configuration sections; ``env`` is the agent
-    process's whole environment (default: the test's).
+    ``settings`` adds or replaces top-level configuration sections (keys of its ``api`` are
+    added to the listen address and port); ``env`` is the agent process's whole environment
+    (default: the test's).
     """
     state = tmp_path / "state"
     alice = Party("alice@laptop")
@@ -255,8 +256,8 @@ def run_agent(
         "backend": batch.backend_config(tmp_path),
         "planner": {"poll_interval_s": 0.5},
         "security": {"authorized_clients": str(clients)},
-        "api": {"listen": "127.0.0.1", "port": port},
         **(settings or {}),
+        "api": {"listen": "127.0.0.1", "port": port, **(settings or {}).get("api", {})},
     }
     config_file = tmp_path / "siteagent.yaml"
     config_file.write_text(yaml.safe_dump(config), encoding="utf-8")

@@ -114,10 +114,14 @@ class World:
 
 
 def make_world(
-    tmp_path: Path, api: Optional[Dict[str, Any]] = None, auctions: Optional[Dict[str, Any]] = None
+    tmp_path: Path,
+    api: Optional[Dict[str, Any]] = None,
+    pricing: Optional[Dict[str, Any]] = None,
+    auctions: Optional[Dict[str, Any]] = None,
 ) -> World:
     """The world of the API tests; ``api`` adds keys of the configuration's ``api`` section
-    (limits, rates), ``auctions`` its ``auctions`` section."""
+    (limits, rates), ``pricing`` replaces its ``pricing`` section, ``auctions`` is its
+    ``auctions`` section."""
     trace = write_trace(tmp_path / "trace.swf", JOBS, max_procs=64)
     settings = loading.parse(
         {
@@ -127,6 +131,7 @@ def make_world(
             "planner": {"poll_interval_s": 2},
             "api": {"public_names": ["testserver"], **(api or {})},
             "auctions": auctions or {},
+            **({"pricing": pricing} if pricing is not None else {}),
         }
     )
     site = open_site(settings)
@@ -159,9 +164,11 @@ def make_world(
 
 
 @contextlib.contextmanager
-def running_world(tmp_path: Path) -> Iterator[World]:
+def running_world(
+    tmp_path: Path, pricing: Optional[Dict[str, Any]] = None
+) -> Iterator[World]:
     """:func:`make_world`, closed afterwards (the quote desk, the bank, the site)."""
-    made = make_world(tmp_path)
+    made = make_world(tmp_path, pricing=pricing)
     ledger = made.ledger
     try:
         yield made

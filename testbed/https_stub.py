@@ -153,7 +153,8 @@ def https_stub(directory: Path) -> Iterator[HttpsStub]:
     server.daemon_threads = True
     server.socket = context.wrap_socket(server.socket, server_side=True)
     stub.url = f"https://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for serve_forever's next poll: 0.05 s, not its 0.5 s default, per stub
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield stub

@@ -16,9 +16,10 @@ import os
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import yaml
 
@@ -93,6 +94,15 @@ def _site(index: int, pricing: Mapping[str, Any]) -> SiteSpec:
         offset=600 + 900 * index,
         pricing={**pricing, "externality": {"enabled": False}},
     )
+
+
+def with_fresh_journal(market: Market, directory: Path) -> Iterator[Market]:
+    """``market`` with a journal of its own in ``directory`` for one test; what the test left
+    of alice's confirmed is cancelled afterwards, so that every test finds the sites as free."""
+    market.client_state = directory / "client"
+    before = market.ids()
+    yield market
+    market.cancel_alices(before)
 
 
 @dataclass
@@ -200,6 +210,8 @@ class Market:
     start_timeout_s: float = START_TIMEOUT_S
     #: The agents' ``api.rate_limits`` (none: the defaults, 2 reservation requests a second).
     rate_limits: Mapping[str, Any] = field(default_factory=dict)
+    #: How many agents start at once (a benchmark's 20 agents replaying long traces).
+    start_together: int = 1
     agents: Dict[str, Agent] = field(default_factory=dict)
     #: The buyer's $XDG_STATE_HOME (where the journal is): a test may give itself its own.
     client_state: Path = field(init=False)
@@ -211,11 +223,25 @@ class Market:
         self.root.mkdir(parents=True, exist_ok=True)
         site_keys = {spec.name: self._site_key(spec) for spec in self.specs}
         self.bank = self._start_bank(site_keys)
+        launches = []
         for spec in self.specs:
             clients = self._write(
                 f"{spec.name}-clients.yaml", {"clients": self._clients(spec.user)}
             )
-            self.agents[spec.name] = self._start_agent(spec, clients)
+            launches.append(self._agent_launch(spec, clients))
+        # all at once: an agent replaying months of a trace to its offset waits on the CPU,
+        # not on the agents before it
+        failed: List[BaseException] = []
+        with ThreadPoolExecutor(max(self.start_together, 1)) as pool:
+            for future in [pool.submit(launch) for launch in launches]:
+                try:
+                    agent = future.result()
+                except BaseException as exc:  # the others started: stop() stops them
+                    failed.append(exc)
+                else:
+                    self.agents[agent.spec.name] = agent
+        if failed:
+            raise failed[0]
         self.sites_file = self.write_sites_file(self.alice, "alice")
 
     def stop(self) -> None:
@@ -400,11 +426,14 @@ class Market:
         arguments = ["ledger", "serve", "--config", str(config)]
         return Service(arguments, log, health, self.start_timeout_s)
 
-    def _start_agent(self, spec: SiteSpec, clients: Path) -> Agent:
+    def _agent_launch(self, spec: SiteSpec, clients: Path) -> Callable[[], Agent]:
+        """Write the agent's configuration (its port picked now, or the one its ``api``
+        settings name) and return what starts it and waits for its /healthz."""
         state = self.root / spec.name
-        port = free_port()
-        backend = spec.backend or self._replay(spec)
         settings = dict(spec.settings)
+        api = dict(settings.pop("api", {}))
+        port = api.pop("port", None) or free_port()
+        backend = spec.backend or self._replay(spec)
         config = self._write(
             f"{spec.name}.yaml",
             {
@@ -420,7 +449,7 @@ class Market:
                     "port": port,
                     "max_live_offers_per_client": 20000,
                     **({"rate_limits": dict(self.rate_limits)} if self.rate_limits else {}),
-                    **settings.pop("api", {}),
+                    **api,
                 },
                 "ledger": {"url": self.bank_url, "ca": str(self.bank_cert)},
                 "pricing": dict(spec.pricing),
@@ -431,8 +460,11 @@ class Market:
         health = Buyer(url, state / "tls" / "server.crt", self.alice)
         log = self.root / f"{spec.name}.log"
         arguments = ["serve", "--config", str(config)]
-        service = Service(arguments, log, health, self.start_timeout_s)
-        return Agent(spec, url, state, service)
+
+        def launch() -> Agent:
+            return Agent(spec, url, state, Service(arguments, log, health, self.start_timeout_s))
+
+        return launch
 
     def _replay(self, spec: SiteSpec) -> Dict[str, Any]:
         """The replay backend on a trace of its own (the spec's jobs, or seed), from its

@@ -18,6 +18,7 @@ from typing import Any, Dict, Iterator, Optional
 
 import pytest
 
+from testbed import postgres
 from testbed.pbs_cluster import PbsClusterError, PbsTestCluster, unavailable_reason
 from testbed.slurm_accounting import missing_accounting_binaries
 from testbed.slurm_cluster import (
@@ -96,6 +97,37 @@ def running_pbs() -> Iterator[PbsTestCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+def running_postgres() -> Iterator[postgres.PostgresTestServer]:
+    """A started PostgreSQL (testbed/postgres.py), removed afterwards; skips (or, under CI,
+    fails) with the reason when it cannot run or start here."""
+    reason = postgres.unavailable_reason()
+    if reason:
+        if IN_CI:
+            pytest.fail(f"PostgreSQL unavailable under CI: {reason}", pytrace=False)
+        pytest.skip(reason)
+    server = postgres.PostgresTestServer()
+    try:
+        server.start()
+    except postgres.PostgresError as exc:
+        server.remove()
+        pytest.fail(f"PostgreSQL did not start: {exc}", pytrace=False)
+    try:
+        yield server
+    finally:
+        server.remove()
+
+
+def require_postgres_driver() -> None:
+    """Skips (or, under CI, fails) the test unless psycopg, the postgres extra, is installed."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        reason = "psycopg is not installed: pip install -e '.[postgres]'"
+        if IN_CI:
+            pytest.fail(f"under CI: {reason}", pytrace=False)
+        pytest.skip(reason)
 
 
 def require_programs(*names: str) -> Dict[str, str]:

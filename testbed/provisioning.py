@@ -17,9 +17,12 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import yaml
 
+from siteagent.client import generators
 from siteagent.client.greedy import Alternative
-from siteagent.client.tasks import Task, TaskGraph, task_graph, task_of
+from siteagent.client.tasks import TaskGraph, task_of
 from siteagent.core.model import BatchReservation, ClusterSnapshot, Job, Request
+from siteagent.core.profile import Profile
+from siteagent.core.scheduling import Plan, replan_with_reservation
 from siteagent.core.slots import advertise
 from siteagent.pricing.base import Context, Refused
 from siteagent.pricing.externality import ExternalityFee
@@ -28,6 +31,8 @@ from siteagent.pricing.quote import Pricing
 from siteagent.protocol.models import SiteAttributes, SlotList, WaitHistory, slot_json
 
 T0 = 1_795_000_000
+#: The horizon of a plan (``scheduling.plan``'s default).
+HORIZON_S = 48 * 3600
 
 #: The agent's adaptive pricing (thesis ch. 5): c = 1 per core-hour, fee = the queue's delay.
 ADAPTIVE = Pricing(FlatPrice(Decimal(1)), ExternalityFee(Decimal(1)))
@@ -102,14 +107,21 @@ class MarketSites:
 
     def hold(self, site: str, cores: int, alternative: Alternative) -> bool:
         duration = alternative.end - alternative.start
-        if not self.context(site).hard.fits(cores, alternative.start, duration):
+        context = self.context(site)
+        if not context.hard.fits(cores, alternative.start, duration):
             return False
         name = f"hold{len(self.held)}"
         reservation = BatchReservation(name, alternative.start, alternative.end, cores)
         self.held.append(reservation)
         snapshot = self.snapshots[site]
         self.snapshots[site] = replace(snapshot, reservations=(*snapshot.reservations, reservation))
-        self._contexts.pop(site, None)
+        base = with_reservation(
+            context.plan, context.hard, alternative.start, alternative.end, cores
+        )
+        if base is None:
+            self._contexts.pop(site, None)
+        else:
+            self._contexts[site] = ADAPTIVE.context(self.snapshots[site], base)
         return True
 
     def slot_lists(self) -> Dict[str, SlotList]:
@@ -124,6 +136,37 @@ class MarketSites:
         }
 
 
+def with_reservation(base: Plan, hard: Profile, start: int, end: int, size: int) -> Optional[Plan]:
+    """The plan ``plan()`` would make of ``base``'s snapshot with one more reservation, built
+    from ``base`` (``replan_with_reservation``'s starts) instead of planned from scratch: a
+    workflow held task by task adds thousands of reservations, and planning every one again
+    made holding quadratic. None where ``base`` cannot be re-used (plan from scratch then)."""
+    starts = replan_with_reservation(base, hard, start, end, size)
+    if starts is None:
+        return None
+    profile = hard.copy()
+    profile.reserve(start, end, size)
+    ends = {}
+    for job_id, planned in starts.items():
+        ends[job_id] = planned + base.ends[job_id] - base.starts[job_id]
+        if ends[job_id] > planned:
+            profile.reserve(planned, ends[job_id], base.sizes[job_id])
+    last = max(ends.values(), default=base.now)
+    return Plan(
+        now=base.now,
+        capacity=base.capacity,
+        policy=base.policy,
+        profile=profile,
+        starts=starts,
+        ends=ends,
+        sizes=dict(base.sizes),
+        sources=dict(base.sources),
+        unplanned=list(base.unplanned),
+        horizon=max(base.now + HORIZON_S, last + 300),
+        placed_at_once=True,
+    )
+
+
 def layered_workflow(
     seed: int,
     tasks: int = 100,
@@ -132,28 +175,9 @@ def layered_workflow(
     mean_cores: int = 6,
     mean_bytes: int = 10**9,
 ) -> TaskGraph:
-    """The thesis' synthetic workflow (ch. 4.7, Figure 12; ch. 4.9): ``tasks`` tasks over
-    ``levels`` levels, run times around ``mean_runtime``, each task below the first with two
-    parents on the level above that send it about ``mean_bytes``."""
-    rng = random.Random(seed)
-    per_level = [tasks // levels + (1 if k < tasks % levels else 0) for k in range(levels)]
-    entries = []
-    above: List[str] = []
-    for level, count in enumerate(per_level):
-        here = [f"L{level}T{k}" for k in range(count)]
-        for name in here:
-            parents = rng.sample(above, min(2, len(above)))
-            size = rng.randint(mean_bytes // 2, mean_bytes * 3 // 2)
-            task = Task(
-                name,
-                cores=rng.randint(1, 2 * mean_cores - 1),
-                runtime_s=float(rng.randint(mean_runtime // 2, mean_runtime * 3 // 2)),
-                inputs={f"{p}.out": size for p in parents},
-                outputs={f"{name}.out": size},
-            )
-            entries.append((task, parents))
-        above = here
-    return task_graph(entries, "layered workflow")
+    """The thesis' synthetic workflow (ch. 4.7, Figure 12; ch. 4.9):
+    :func:`siteagent.client.generators.layered`."""
+    return generators.layered(seed, tasks, levels, mean_runtime, mean_cores, mean_bytes)
 
 
 def wait_bin(
@@ -209,41 +233,25 @@ def write_workflow(graph: TaskGraph, path: Path) -> Path:
 
 def montage_instance(directory: Path, tasks: int, seed: int = 1) -> Path:
     """A synthetic Montage instance (WfFormat JSON) from WfCommons' WfChef recipe."""
+    return wfcommons_instance(directory, "Montage", tasks, seed)
+
+
+def wfcommons_instance(directory: Path, recipe: str, tasks: int, seed: int = 1) -> Path:
+    """A synthetic instance (WfFormat JSON) of ``tasks`` tasks from WfCommons' WfChef recipe
+    ``recipe`` ("Montage", "Epigenomics", "Genome" (1000Genome), "Seismology", "Soykb", ...:
+    the ``wfcommons.wfchef.recipes`` class without "Recipe")."""
     from wfcommons import WorkflowGenerator
-    from wfcommons.wfchef.recipes import MontageRecipe
+    from wfcommons.wfchef import recipes
 
     random.seed(seed)
-    workflow = WorkflowGenerator(MontageRecipe.from_num_tasks(tasks)).build_workflow()
-    path = directory / f"montage-{tasks}.json"
+    kind = getattr(recipes, f"{recipe}Recipe")
+    workflow = WorkflowGenerator(kind.from_num_tasks(tasks)).build_workflow()
+    path = directory / f"{recipe.lower()}-{tasks}.json"
     workflow.write_json(path)
     return path
 
 
 def cybershake(sites: int = 40, runtime_scale: float = 1.0) -> TaskGraph:
-    """The thesis' seismic hazard (CyberShake) workflow, Table 2 and Figure 17, with
-    ``sites`` synthSGT/peakValCal pairs instead of 4,017: fd_grid_xyz, preSGT and fd_grid_cvm
-    feed the two 288-core strain Green tensor runs, whose outputs every synthSGT reads."""
-    scale = runtime_scale
-
-    def task(name: str, cores: int, runtime: float, reads: Sequence[str] = ()) -> Task:
-        return Task(
-            name,
-            cores,
-            runtime_s=runtime * scale,
-            inputs={f"{r}.out": 10**9 for r in reads},
-            outputs={f"{name}.out": 10**9},
-        )
-
-    entries = [
-        (task("fd_grid_xyz", 1, 1), []),
-        (task("preSGT", 1, 300, ["fd_grid_xyz"]), ["fd_grid_xyz"]),
-        (task("fd_grid_cvm", 288, 2100, ["fd_grid_xyz"]), ["fd_grid_xyz"]),
-        (task("pvml_chk1", 288, 86400, ["preSGT", "fd_grid_cvm"]), ["preSGT", "fd_grid_cvm"]),
-        (task("pvml_chk2", 288, 86400, ["preSGT", "fd_grid_cvm"]), ["preSGT", "fd_grid_cvm"]),
-    ]
-    for k in range(sites):
-        entries.append(
-            (task(f"synthSGT{k}", 1, 519, ["pvml_chk1", "pvml_chk2"]), ["pvml_chk1", "pvml_chk2"])
-        )
-        entries.append((task(f"peakValCal{k}", 1, 1, [f"synthSGT{k}"]), [f"synthSGT{k}"]))
-    return task_graph(entries, "cybershake")
+    """A cut of the thesis' CyberShake (Table 2, Figure 17) with ``sites`` synthSGT/peakValCal
+    pairs instead of 4,017: :func:`siteagent.client.generators.cybershake`."""
+    return generators.cybershake(sites, runtime_scale)

@@ -13,15 +13,19 @@ import socket
 import ssl
 import urllib.parse
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Optional
 
 
-def connect(url: str, cert: Path, timeout: float = 20.0) -> ssl.SSLSocket:
-    """A TLS connection to the agent at ``url`` (https://host:port), trusting only ``cert``."""
+def connect(
+    url: str, cert: Path, timeout: float = 20.0, source: Optional[str] = None
+) -> ssl.SSLSocket:
+    """A TLS connection to the agent at ``url`` (https://host:port), trusting only ``cert``;
+    from the loopback address ``source`` if given (another "host" than the buyers')."""
     parts = urllib.parse.urlsplit(url)
     host = parts.hostname or "127.0.0.1"
     context = ssl.create_default_context(cafile=str(cert))
-    raw = socket.create_connection((host, parts.port or 443), timeout=timeout)
+    bind = None if source is None else (source, 0)
+    raw = socket.create_connection((host, parts.port or 443), timeout=timeout, source_address=bind)
     return context.wrap_socket(raw, server_hostname=host)
 
 

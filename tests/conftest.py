@@ -1,16 +1,18 @@
 """Shared fixtures. Only fixtures used by several test modules belong here.
 
-The real Slurm cluster and the real OpenPBS are each started once per session, the Slurm one
-once per Slurm release: ``slurm_version`` is each release ``SLURM_VERSIONS`` selects (default
-every one: the host's 22.05, and 24.11 and 26.05 from their chroots, testbed/slurm_install.py),
-so every test that uses a Slurm cluster runs on each. Under CI (CI=true) a cluster that cannot
-come up fails every test that needs it, with the reason: the integration tests are the point of
-CI and must never be skipped silently. On a developer machine without root, the Slurm packages
-(or chroots) or the OpenPBS build the same tests are skipped with the reason instead.
+The real Slurm cluster, the real OpenPBS and the bank's real PostgreSQL are each started once
+per session, the Slurm one once per Slurm release: ``slurm_version`` is each release
+``SLURM_VERSIONS`` selects (default every one: the host's 22.05, and 24.11 and 26.05 from their
+chroots, testbed/slurm_install.py), so every test that uses a Slurm cluster runs on each. Under
+CI (CI=true) a cluster that cannot come up fails every test that needs it, with the reason: the
+integration tests are the point of CI and must never be skipped silently. On a developer machine
+without root, the Slurm packages (or chroots), the OpenPBS build or PostgreSQL the same tests
+are skipped with the reason instead.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Iterator, List, Optional
@@ -19,7 +21,8 @@ import pytest
 
 from testbed.compiled import stale_compiled_modules
 from testbed.pbs_cluster import PbsTestCluster
-from testbed.processes import running_pbs, running_slurm, slurm_install
+from testbed.postgres import PostgresTestServer
+from testbed.processes import running_pbs, running_postgres, running_slurm, slurm_install
 from testbed.slurm_cluster import SlurmTestCluster
 from testbed.slurm_install import SlurmInstall, host_series, selected_series
 
@@ -59,6 +62,22 @@ def openpbs(openpbs_cluster: PbsTestCluster) -> Iterator[PbsTestCluster]:
     openpbs_cluster.reset()
 
 
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresTestServer]:
+    """A running PostgreSQL in a private directory on a free port (testbed/postgres.py)."""
+    yield from running_postgres()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def ledger_location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a test's bank keeps its books, once on each database: a fresh SQLite file, or a
+    fresh schema on the session's PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:{tmp_path / 'bank' / 'ledger.sqlite3'}"
+    server: PostgresTestServer = request.getfixturevalue("postgres_server")
+    return server.schema()
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--slow",
@@ -87,14 +106,19 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
-    """Mark tests that use the Slurm cluster ``slurm`` and those that use the OpenPBS cluster
-    ``pbs``; skip ``slow`` ones unless asked with --slow.
+    """Mark tests that use the Slurm cluster ``slurm``, those that use the OpenPBS cluster
+    ``pbs`` and those that use PostgreSQL ``postgres``; skip ``slow`` ones unless asked with
+    --slow.
 
     A test that takes ``slurm_version`` only for its Slurm variants (the replay and PBS variants
     of a lifecycle test) runs those once, not once per release; one marked ``host_slurm``
     (pyslurm links the host's libslurm into this process) runs on the host's release only, one
     marked ``slurm_series("24.11")`` on the releases it names only. Both are deselected
     elsewhere, not skipped: there is nothing to run.
+
+    The modules with a Slurm or OpenPBS test run first: they are the longest (real daemons,
+    real waits), and pytest-xdist hands out modules in this order (``--dist loadfile``), so
+    the short ones fill in around them instead of one long module running alone at the end.
     """
     run_slow = config.getoption("--slow")
     first = selected_series()[0]
@@ -104,6 +128,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
             item.add_marker(pytest.mark.slurm)
         if "openpbs_cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.pbs)
+        if "postgres_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)
         if "slow" in item.keywords and not run_slow:
             item.add_marker(pytest.mark.skip(reason="slow; run with --slow"))
         series = _slurm_series(item)
@@ -118,7 +144,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
             keep.append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = keep
+    on_clusters = {_module(i) for i in keep if "slurm" in i.keywords or "pbs" in i.keywords}
+    items[:] = sorted(keep, key=lambda item: _module(item) not in on_clusters)
+
+
+def _module(item: pytest.Item) -> str:
+    return item.nodeid.split("::", 1)[0]
 
 
 def _slurm_series(item: pytest.Item) -> Optional[str]:
@@ -126,3 +157,18 @@ def _slurm_series(item: pytest.Item) -> Optional[str]:
     callspec = getattr(item, "callspec", None)
     value = callspec.params.get("slurm_version") if callspec is not None else None
     return value if isinstance(value, str) else None
+
+
+@pytest.fixture
+def workload_log(caplog: pytest.LogCaptureFixture) -> Iterator[pytest.LogCaptureFixture]:
+    """``caplog`` at WARNING for the replayed workload's logger, which is enabled and
+    propagating for the test whatever tests run before it in this worker did to it (the
+    full run under xdist lost its warnings once, after other modules in the same process)."""
+    chain = [logging.getLogger(name) for name in ("siteagent", "siteagent.sim.workload")]
+    saved = [(logger.disabled, logger.propagate) for logger in chain]
+    for logger in chain:
+        logger.disabled, logger.propagate = False, True
+    caplog.set_level(logging.WARNING, logger="siteagent.sim.workload")
+    yield caplog
+    for logger, (disabled, propagate) in zip(chain, saved):
+        logger.disabled, logger.propagate = disabled, propagate

@@ -3,8 +3,9 @@
 pbs_server runs it (as root, on the server host) for four events (contrib/pbs/README.md):
 
 * ``resvsub``: a reservation whose name carries the agent's prefix is refused unless the
-  agent's own account submits it. The prefix is how the agent tells its reservations from
-  everybody else's; one made by hand would be deleted by the agent's reconciliation.
+  agent's own account submits it, from the agent's host (``agent_host``, when the event says
+  which host asked). The prefix is how the agent tells its reservations from everybody else's;
+  one made by hand would be deleted by the agent's reconciliation.
 * ``resv_begin`` and ``resv_end``: the agent is told at once, through its Unix socket, that one
   of its reservations started or ended, rather than at its next poll. One line each way, two
   seconds at most, no retry; the event is always accepted, and the agent's polls catch up with
@@ -12,7 +13,8 @@ pbs_server runs it (as root, on the server host) for four events (contrib/pbs/RE
 * ``queuejob``: a job submitted into the queue of one of the agent's reservations gets its
   walltime clamped to what is left of the window, a minute at least (PBS would never start a
   longer one there), and is tagged: ``SITEAGENT_RESERVATION=<name>`` in its Variable_List.
-  Every other job is left as submitted.
+  Every other job is left as submitted, but for that tag, which it may not carry (``qsub -v``
+  would otherwise count its usage in a reservation it does not run in).
 
 Nothing here ever rejects a job or a reservation that is not the agent's: any error (a missing
 attribute, a malformed value, an unreadable configuration) is logged to the server's log and
@@ -20,8 +22,8 @@ the event accepted as it came.
 
 The configuration is the hook's config file (``qmgr -c "import hook siteagent
 application/x-config default siteagent_hook.json"``, which ``siteagent install-service``
-writes): ``{"socket": ..., "prefix": ..., "agent_user": ...}``; the defaults below stand for
-what is missing.
+writes): ``{"socket": ..., "prefix": ..., "agent_user": ..., "agent_host": ...}``; the
+defaults below stand for what is missing (no ``agent_host``: any host).
 """
 
 import json
@@ -30,7 +32,12 @@ import time
 
 import pbs
 
-DEFAULTS = {"socket": "/run/siteagent/notify.sock", "prefix": "sa-", "agent_user": "siteagent"}
+DEFAULTS = {
+    "socket": "/run/siteagent/notify.sock",
+    "prefix": "sa-",
+    "agent_user": "siteagent",
+    "agent_host": "",
+}
 TIMEOUT_S = 2.0
 TAG = "SITEAGENT_RESERVATION"
 
@@ -78,8 +85,11 @@ def notify(event, reservation, config):
             connection.settimeout(left())
             connection.connect(config["socket"])
             connection.settimeout(left())
-            connection.sendall(notice.encode("utf-8"))
-            connection.shutdown(socket.SHUT_WR)
+            try:
+                connection.sendall(notice.encode("utf-8"))
+                connection.shutdown(socket.SHUT_WR)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the agent refused us as we connected: its answer says why
             connection.settimeout(left())
             answer = connection.makefile("rb").readline(4096).decode("utf-8", "replace")
     except OSError as exc:
@@ -107,12 +117,28 @@ def reservation_event(e, config, event):
 
 def reservation_submitted(e, config):
     name = getattr(e.resv, "Reserve_Name", None)
-    requestor = str(e.requestor or "").split("@")[0]
-    if is_ours(name, config) and requestor != config["agent_user"]:
+    requestor, _, host = str(e.requestor or "").partition("@")
+    host = host or str(getattr(e, "requestor_host", None) or "")
+    if not is_ours(name, config):
+        return
+    if requestor != config["agent_user"] or not same_host(host, config["agent_host"]):
+        where = f" on {config['agent_host']}" if config["agent_host"] else ""
         e.reject(
             f"reservation names starting with {config['prefix']!r} are the site agent's "
-            f"({config['agent_user']}'s) alone"
+            f"({config['agent_user']}'s{where}) alone"
         )
+
+
+def same_host(host, agent_host):
+    """Whether ``host`` (the requestor's, "" if the event does not say) is the agent's: the
+    same name, or the same short name where one of them is short; any host when none is
+    configured."""
+    if not agent_host or not host:
+        return True
+    host, agent_host = host.lower(), agent_host.lower()
+    if "." not in host or "." not in agent_host:
+        return host.split(".")[0] == agent_host.split(".")[0]
+    return host == agent_host
 
 
 def reservation_of_queue(queue_name, config):
@@ -125,10 +151,11 @@ def reservation_of_queue(queue_name, config):
 
 def job_submitted(e, config):
     queue = e.job.queue
-    if queue is None:
-        return
-    resv = reservation_of_queue(str(queue), config)
+    resv = None if queue is None else reservation_of_queue(str(queue), config)
     if resv is None:
+        variables = e.job.Variable_List
+        if variables is not None and TAG in variables:
+            del variables[TAG]  # set by its owner (qsub -v): it is not in the agent's
         return
     left = max(60, int(resv.reserve_end) - max(int(time.time()), int(resv.reserve_start)))
     walltime = e.job.Resource_List["walltime"]

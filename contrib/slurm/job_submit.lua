@@ -10,8 +10,10 @@ A job submitted into one of the agent's reservations (a name starting with PREFI
    accounting keeps it (sacct -o AdminComment), so what the job used is attributed to the sale
    even where the reservation's own record is gone.
 The same holds for a pending job moved into such a reservation (scontrol update ...
-Reservation=NAME). Every other job is left exactly as submitted, and so is a job naming several
-reservations at once.
+Reservation=NAME), whose tag of the reservation it leaves is replaced; a job moved out of the
+agent's reservations (into another, or none) loses its tag, so that its usage never counts in
+a reservation it no longer runs in. A reservation named twice (sa-X,sa-X) is that reservation.
+Every other job is left exactly as submitted, and so is a job naming several reservations.
 
 An error in here never rejects a job: the work runs under pcall, the functions always return
 slurm.SUCCESS, and a job that could not be clamped runs as submitted (the reservation's end
@@ -28,10 +30,24 @@ local TAG = "siteagent:reservation="
 local NO_VAL = 4294967294
 local INFINITE = 4294967295
 
+-- The one reservation a job names (a list naming one, maybe more than once, is that one), or
+-- nil for none or several.
+local function the_reservation(named)
+    if type(named) ~= "string" then
+        return nil
+    end
+    local one = nil
+    for name in string.gmatch(named, "[^,%s]+") do
+        if one ~= nil and name ~= one then
+            return nil
+        end
+        one = name
+    end
+    return one
+end
+
 local function is_ours(reservation)
-    return type(reservation) == "string"
-        and string.sub(reservation, 1, #PREFIX) == PREFIX
-        and not string.find(reservation, ",", 1, true)
+    return type(reservation) == "string" and string.sub(reservation, 1, #PREFIX) == PREFIX
 end
 
 -- Whole minutes left in the reservation's window, at least one.
@@ -40,15 +56,22 @@ local function minutes_left(resv, now)
     return math.max(1, math.floor((resv.end_time - from) / 60))
 end
 
+-- `comment` without any of the agent's tags (nil stays nil).
+local function untagged(comment)
+    if comment == nil then
+        return nil
+    end
+    local kept = string.gsub(comment, "%s*siteagent:reservation=[^%s]*", "")
+    return (string.gsub(kept, "^%s+", ""))
+end
+
 local function tagged(comment, reservation)
     local tag = TAG .. reservation
-    if comment == nil or comment == "" then
+    local rest = untagged(comment)
+    if rest == nil or rest == "" then
         return tag
     end
-    if string.find(comment, tag, 1, true) then
-        return comment
-    end
-    return comment .. " " .. tag
+    return rest .. " " .. tag
 end
 
 -- Clamp a job going into `reservation` whose limit is `limit` (minutes, or a marker), and add
@@ -75,20 +98,28 @@ end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
     return guarded("job_submit", function()
-        if is_ours(job_desc.reservation) then
-            clamp(job_desc, job_desc.reservation, job_desc.time_limit, job_desc.admin_comment)
+        local reservation = the_reservation(job_desc.reservation)
+        if is_ours(reservation) then
+            clamp(job_desc, reservation, job_desc.time_limit, job_desc.admin_comment)
         end
     end)
 end
 
 function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
     return guarded("job_modify", function()
-        if is_ours(job_desc.reservation) then
+        if job_desc.reservation == nil then
+            return -- its reservation does not change
+        end
+        local reservation = the_reservation(job_desc.reservation)
+        local comment = job_desc.admin_comment or job_rec.admin_comment
+        if is_ours(reservation) then
             local limit = job_desc.time_limit
             if limit == nil or limit == NO_VAL then
                 limit = job_rec.time_limit
             end
-            clamp(job_desc, job_desc.reservation, limit, job_desc.admin_comment or job_rec.admin_comment)
+            clamp(job_desc, reservation, limit, comment)
+        elseif comment ~= nil and untagged(comment) ~= comment then
+            job_desc.admin_comment = untagged(comment) -- it left the agent's reservations
         end
     end)
 end

@@ -22,6 +22,7 @@ for the poll interval.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -123,6 +124,21 @@ class Agent:
         self.state = State(market, taken, taken - began, done - taken)
         self.last_error = None
         return self.state
+
+    def reprice(self) -> None:
+        """The latest state's market view made again with ``pricing`` (and planned again under
+        ``policy`` if that changed), on the same snapshot: a reloaded configuration's prices
+        apply to the next quote, not from the next poll on."""
+        state = self.state
+        if state is None:
+            return
+        snapshot = state.market.snapshot
+        predicted = state.market.plan
+        if predicted.policy is not self.policy:
+            predicted = plan(snapshot, self.policy)
+        self.state = dataclasses.replace(
+            state, market=market_view(snapshot, predicted, self.pricing)
+        )
 
     def staleness(self) -> Optional[Tuple[str, str]]:
         """Why the state cannot be sold from now (code, sentence): the last poll failed, none

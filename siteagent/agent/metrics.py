@@ -62,6 +62,7 @@ from siteagent.market.store import (
     UsageTotals,
 )
 from siteagent.pricing import Refused, Window
+from siteagent.pricing.load import LoadOffer
 from siteagent.protocol.models import QuoteRequest
 
 #: Windows over which free capacity is summed (label value, seconds).
@@ -134,6 +135,7 @@ class Metrics:
         self._last_seq = 0
         self._usage_totals = UsageTotals()
         self._cores_per_node = 1
+        self._load_offer: Optional[LoadOffer] = None
         self.requests = Histogram(
             "siteagent_http_request_duration_seconds",
             "API requests by route template, method and status code.",
@@ -235,6 +237,12 @@ class Metrics:
         method = method.upper() if method.upper() in KNOWN_METHODS else "other"
         self.requests.labels(route, method, str(status)).observe(max(seconds, 0.0))
 
+    def observe_load_offer(self, figures: LoadOffer) -> None:
+        """The latest quote priced by load: its decrement, offer and load, exported as gauges
+        (scraped over time, they are the paper's attractiveness and offer curves)."""
+        with self._lock:
+            self._load_offer = figures
+
     def observe_rate_limited(self, kind: str) -> None:
         """A signed request refused for its client's rate (``kind``: quotes, reservations,
         bids)."""
@@ -277,6 +285,7 @@ class Metrics:
                     ),
                 )
             )
+            samples += load_offer_samples(self._load_offer)
             if self.store is not None:
                 samples += [
                     Sample(
@@ -491,6 +500,17 @@ def quote_samples(
                 )
             )
     return samples
+
+
+def load_offer_samples(figures: Optional[LoadOffer]) -> List[Sample]:
+    """The latest load-priced quote's figures; none before the first (or without load pricing)."""
+    if figures is None:
+        return []
+    return [
+        Sample("siteagent_load_price_decrement_per_core_hour", float(figures.decrement)),
+        Sample("siteagent_load_price_offer_per_core_hour", float(figures.offer)),
+        Sample("siteagent_load_price_load_ratio", figures.load),
+    ]
 
 
 def sold_samples(snapshot: ClusterSnapshot, active: Sequence[ReservationRecord]) -> List[Sample]:

@@ -20,7 +20,7 @@ The routes are thin: the use cases are :mod:`siteagent.market.quoting` and
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import fastapi
 from fastapi import Depends, Header, Path, Security
@@ -32,8 +32,12 @@ from siteagent.api.offer_writer import OfferWriter
 from siteagent.api.pricing_queue import PricingQueue, priced_inline, yielding
 from siteagent.api.site import ERRORS, answers
 from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
+from siteagent.core.model import Request
+from siteagent.core.money import CENT
 from siteagent.market import quoting
 from siteagent.market.quoting import Quote, Refusal
+from siteagent.market.view import MarketView
+from siteagent.pricing import Price
 from siteagent.protocol.models import (
     OFFER_ID_PATTERN,
     AcceptRequest,
@@ -78,11 +82,13 @@ class QuoteDesk:
         self.pricing_queue = PricingQueue()
         self.offer_writer = OfferWriter(context.site.manager.record_offers)
         self.quota = OfferQuota(context.site.config.api.max_live_offers_per_client)
+        self._around: Optional[Tuple[MarketView, Tuple[Tuple[int, int, int], ...], MarketView]]
+        self._around = None
 
     async def quote(self, rfq: QuoteRequest, client: AuthorizedClient) -> Quote:
         """The quoting use case's steps, with the pricing on the event loop or the pricing
         thread, and the offers stored (on disk) before the answer."""
-        view = self.context.view()
+        view = self._around_bids(self.context.view())
         site = self.context.site.config.site
         now = int(self.context.site.manager.clock())
         self.quota.check(client.key_id, now)
@@ -104,7 +110,47 @@ class QuoteDesk:
         await self.offer_writer.record(offers)
         self.quota.add(client.key_id, offers)
         log.debug("quote for %s: %d offers", client.key_id, len(offers))
+        self._observe_load_offer(view, request, prices, client.key_id, now)
         return quoting.answered(view, now, offers, prices, rfq.alpha)
+
+    def _around_bids(self, view: MarketView) -> MarketView:
+        """The view without what open English-auction bids hold (an accept of it would be
+        refused), made once per view and set of holds: both change far less often than quotes
+        come."""
+        holds = self.context.site.store.open_holds()
+        if not holds:
+            return view
+        if self._around is not None and self._around[0] is view and self._around[1] == holds:
+            return self._around[2]
+        around = quoting.around_bids(view, holds)
+        self._around = (view, holds, around)
+        return around
+
+    def _observe_load_offer(
+        self,
+        view: MarketView,
+        request: Request,
+        prices: Sequence[Price],
+        client: str,
+        now: int,
+    ) -> None:
+        """A site pricing by load logs and exports each quote's decrement and offer (the
+        marketplace paper's attractiveness and offer price over time, its Figs. 8(b), 9(b))."""
+        figures = quoting.load_offer(view, request, prices)
+        if figures is None:
+            return
+        log.info(
+            "load price at %d: round %d for %s, price %s, load %.4f, decrement %s, offer %s",
+            now,
+            request.round,
+            client,
+            figures.current,
+            figures.load,
+            figures.decrement.quantize(CENT),
+            figures.offer,
+        )
+        if self.context.metrics is not None:
+            self.context.metrics.observe_load_offer(figures)
 
     def close(self) -> None:
         """Finish the quotes in progress (priced, offers stored); the store closes next."""

@@ -35,7 +35,12 @@ def _replay(options: ReplayOptions, shared: Shared) -> Backend:
     """The simulated cluster kept in the state directory."""
     state_file = str(shared.state_dir / REPLAY_STATE_FILE)
     return SwfReplayBackend.open(
-        state_file, options.trace, options.speed, options.offset_s, cores=options.cores
+        state_file,
+        options.trace,
+        options.speed,
+        options.offset_s,
+        cores=options.cores,
+        origin=options.origin,
     )
 
 

@@ -56,6 +56,7 @@ from siteagent.core.files import make_private
 from siteagent.core.machine import Task
 from siteagent.core.model import BatchReservation, ClusterSnapshot, ReservationSpec
 from siteagent.core.scheduling import Policy, ReservationConflict
+from siteagent.sim.partitions import MachineSpec
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.snapshot import snapshot_of
 from siteagent.sim.workload import Workload
@@ -87,6 +88,7 @@ class ReplayOptions:
     speed: Optional[float] = None
     offset_s: Optional[int] = None
     cores: Optional[int] = None
+    origin: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,8 @@ class Anchor:
     speed: float
     offset_s: int
     wall_origin: float
+    #: the topology machine (MachineSpec as JSON), None for pooled cores
+    machine: Optional[str] = None
 
     def same_cluster(self, other: Anchor) -> bool:
         return asdict(self) == {**asdict(other), "wall_origin": self.wall_origin}
@@ -122,7 +126,14 @@ class SwfReplayBackend(Backend):
         policy: Policy = Policy.EASY,
         clock: Callable[[], float] = time.time,
         state_file: Optional[str] = None,
+        machine: Optional[MachineSpec] = None,
+        origin: Optional[float] = None,
     ) -> None:
+        """``machine``: replay on a topology machine (docs/topology.md) of midplanes instead
+        of ``cores`` pooled cores (then jobs of more than its midplanes, after its size
+        divisor, are skipped)."""
+        if machine is not None and cores is not None:
+            raise ValueError("a topology machine has its own size: leave the cluster size out")
         if speed <= 0:
             raise ValueError(f"replay speed must be > 0, got {speed}")
         if offset_s < 0:
@@ -131,8 +142,13 @@ class SwfReplayBackend(Backend):
         self.speed = speed
         self._clock = clock
         self._lock = threading.Lock()
+        self._placer = machine.build() if machine is not None else None
+        if machine is not None and self._placer is not None:
+            cores = self._placer.topology.midplanes * machine.divide
         workload = Workload(self.trace, cores, skip_invalid=True)
         self.cores, first_submit = _read_through(workload)
+        if self._placer is not None:
+            self.cores = self._placer.topology.midplanes
         if first_submit is None:
             raise ValueError(
                 f"{self.trace}: no job in the trace can be simulated on {self.cores} cores"
@@ -140,18 +156,24 @@ class SwfReplayBackend(Backend):
         anchor = Anchor(
             trace=None if self.trace == bundled_trace() else os.path.abspath(self.trace),
             # the header's size is stored as "not given", so that naming it is the same cluster
-            cores=None if self.cores == workload.header.max_procs else self.cores,
+            cores=None
+            if machine is not None or self.cores == workload.header.max_procs
+            else self.cores,
             policy=Policy(policy).value,
             speed=float(speed),
             offset_s=offset_s,
-            wall_origin=clock(),
+            wall_origin=clock() if origin is None else origin,
+            machine=None if machine is None else json.dumps(asdict(machine), sort_keys=True),
         )
         self._journal = None if state_file is None else _Journal(state_file, anchor)
         if self._journal is not None:
             anchor = self._journal.anchor
         self._trace_start = first_submit
         self._reservations: Dict[str, BatchReservation] = {}
-        self._simulator = Simulator(self._looped_tasks(cores), self.cores, policy)
+        tasks = self._looped_tasks(cores)
+        if self._placer is not None:
+            tasks = self._placer.admitted(tasks)
+        self._simulator = Simulator(tasks, self.cores, policy, machine=self._placer)
         self._sim_origin = self._trace_start + offset_s
         self._simulator.advance_to(self._sim_origin)
         self._wall_origin = anchor.wall_origin
@@ -170,11 +192,16 @@ class SwfReplayBackend(Backend):
         offset_s: Optional[int] = None,
         clock: Callable[[], float] = time.time,
         cores: Optional[int] = None,
+        machine: Optional[MachineSpec] = None,
+        origin: Optional[float] = None,
     ) -> SwfReplayBackend:
         """The simulated cluster kept in ``state_file``, or a new one there if there is none.
 
         Options left None take the saved cluster's values (or the defaults for a new one);
         options given must agree with a saved cluster (ValueError says how to resolve it).
+        ``origin`` (epoch seconds) is the wall-clock time at which a new cluster is at its
+        offset, so that sites given the same origin and speed show the same time (a saved
+        cluster keeps its own).
         """
         saved = _Journal.read_anchor(state_file)
         if saved is None:
@@ -185,15 +212,20 @@ class SwfReplayBackend(Backend):
                 cores=cores,
                 clock=clock,
                 state_file=state_file,
+                machine=machine,
+                origin=origin,
             )
+        if machine is None and saved.machine is not None:
+            machine = MachineSpec(**json.loads(saved.machine))
         return cls(
             trace if trace is not None else saved.trace,
             saved.speed if speed is None else speed,
             saved.offset_s if offset_s is None else offset_s,
-            cores=saved.cores if cores is None else cores,
+            cores=None if machine is not None else saved.cores if cores is None else cores,
             policy=Policy(saved.policy),
             clock=clock,
             state_file=state_file,
+            machine=machine,
         )
 
     # -- time -----------------------------------------------------------------------------------
@@ -627,4 +659,5 @@ def _anchor_text(anchor: Anchor) -> str:
         f"trace {anchor.trace or 'bundled'}, speed {anchor.speed:g}, offset {anchor.offset_s} s"
         + (f", {anchor.cores} cores" if anchor.cores else "")
         + f", policy {anchor.policy}"
+        + (f", machine {anchor.machine}" if anchor.machine else "")
     )

@@ -87,6 +87,15 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help=f"bidding rounds ({DEFAULT_ROUNDS})",
     )
     ranking.add_argument(
+        "--round-interval",
+        type=duration,
+        default=0,
+        metavar="D",
+        help="each round lasts at least D (the next one, or the close, starts D after it "
+        "began), so that the market moves between rounds as under the marketplace paper's "
+        "round timer; 0 asks again as soon as every site answered (0)",
+    )
+    ranking.add_argument(
         "--mode",
         choices=[mode.value for mode in Mode],
         default=Mode.CHEAPEST.value,
@@ -107,8 +116,10 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def _auction(args: argparse.Namespace) -> int:
     now = int(time.time())
-    if args.parts < 1 or args.rounds < 1 or args.tolerance < 0:
-        raise ValueError("--parts and --rounds must be at least 1, --tolerance at least 0")
+    if args.parts < 1 or args.rounds < 1 or args.tolerance < 0 or args.round_interval < 0:
+        raise ValueError(
+            "--parts and --rounds must be at least 1, --tolerance and --round-interval at least 0"
+        )
     request = client_quotes.request_for_quotes(args, now, ranking=False)
     constraints = Constraints(
         budget=args.budget,
@@ -127,7 +138,7 @@ def _auction(args: argparse.Namespace) -> int:
             auction = Auction([request] * args.parts, list(by_name), constraints, preference)
             with _progress(len(connections), args.rounds, args.json) as answered:
                 asker = round_asker(by_name, journal, record.id, answered)
-                run_rounds(auction, args.rounds, asker, interrupted)
+                run_rounds(auction, args.rounds, asker, interrupted, args.round_interval)
             if interrupted():
                 journal.set_auction(record.id, AuctionState.INTERRUPTED, "interrupted bidding")
                 return _report(args, journal, record.id, auction, EXIT_INTERRUPTED)
@@ -150,6 +161,7 @@ def _described(
         "parts": args.parts,
         "rfq": request.model_dump(mode="json", exclude_unset=True),
         "rounds": args.rounds,
+        "round_interval_s": args.round_interval,
         "mode": args.mode,
         "alpha": args.alpha,
         "budget": None if constraints.budget is None else str(constraints.budget),
@@ -178,7 +190,7 @@ def _no_choice(
     else:
         reasons = sorted({f"{n.site}: {n.reason}" for n in auction.no_bids})
         message = "no site offered anything" + (f" ({'; '.join(reasons)})" if reasons else "")
-        answered = any(not n.dropped for n in auction.no_bids)
+        answered = any(n.answered for n in auction.no_bids)
         code = EXIT_REFUSED if answered else EXIT_UNAVAILABLE
     journal.set_auction(auction_id, AuctionState.FAILED, message)
     return _report(args, journal, auction_id, auction, code, closest)

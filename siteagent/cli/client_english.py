@@ -34,8 +34,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "english-auction",
         help="auction each job of a file at every site (sites bid for jobs), reserve the winner",
         description=(
-            "For each job of JOBS (a YAML file: jobs with cores, walltime, priority, "
-            "input_bytes, input_site, submit; see the README), from its arrival: announce it "
+            "For each job of JOBS (a YAML or JSON file: jobs with cores, walltime, priority, "
+            "input_bytes, input_site, submit; see docs/client.md), from its arrival: announce it "
             "to every site, which bids with its free capacity (the value of the cores it "
             "offers by how soon they are free, less the cost of pushing its queue back and "
             "the input's transfer time) and holds that capacity; ask again in --rounds "
@@ -46,7 +46,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "was placed, 3 when some was not, 75 when no site answered, 130 when interrupted."
         ),
     )
-    english.add_argument("jobs", type=Path, metavar="JOBS", help="the jobs file (YAML)")
+    english.add_argument("jobs", type=Path, metavar="JOBS", help="the jobs file (YAML or JSON)")
     english.add_argument(
         "-k",
         type=float,

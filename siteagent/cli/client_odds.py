@@ -17,7 +17,7 @@ from siteagent.cli import client_common, console
 from siteagent.cli.console import EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.cli.options import duration, local_time, quote_request
 from siteagent.client.connection import Quote, SiteConnection
-from siteagent.client.fanout import Outcome, SiteResult, ask_all
+from siteagent.client.fanout import SiteResult, any_answered, ask_all
 from siteagent.client.odds import Ask, SiteOdds, site_odds
 from siteagent.core.durations import parse_time
 from siteagent.protocol.models import WaitHistory
@@ -87,8 +87,7 @@ def _odds(args: argparse.Namespace) -> int:
         _print(rows, ask)
     if any(row["total"] is not None or row["submit_by"] is not None for row in rows):
         return 0
-    answered_any = any(result.outcome is Outcome.OK for result in results)
-    return EXIT_REFUSED if answered_any else EXIT_UNAVAILABLE
+    return EXIT_REFUSED if any_answered(results) else EXIT_UNAVAILABLE
 
 
 def _row(result: SiteResult[Answers], ask: Ask, now: int) -> Dict[str, Any]:

@@ -16,17 +16,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import time
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from siteagent.cli import client_common, client_reservations, console
 from siteagent.cli.client_auction import EXIT_INTERRUPTED, interruptible
 from siteagent.cli.console import EXIT_REFUSED
-from siteagent.cli.options import local_time
+from siteagent.cli.options import amount, local_time, price
 from siteagent.client.commit import Commit, Held, Outcome
 from siteagent.client.connection import SiteConnection
 from siteagent.client.journal import AuctionState, Journal
-from siteagent.client.plans import Network, Plan
+from siteagent.client.plans import Network, Plan, PlanningError
 from siteagent.client.recovery import Patient
 from siteagent.core import tradeoff
 
@@ -89,14 +90,33 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     provision.add_argument(
         "--dry-run", action="store_true", help="quote and plan, hold and confirm nothing"
     )
+    add_price_caps(provision)
     client_common.add_sites_options(provision)
     client_reservations.add_journal_option(provision)
     provision.set_defaults(command=_provision)
 
 
+def add_price_caps(parser: argparse.ArgumentParser) -> None:
+    """``--max-price`` and ``--budget``, as ``auction`` has them."""
+    parser.add_argument(
+        "--max-price",
+        type=price,
+        metavar="P",
+        help="most per core-hour of any task's reservation (sites offer nothing dearer)",
+    )
+    parser.add_argument(
+        "--budget",
+        type=amount,
+        metavar="AMOUNT",
+        help="most the reservations may cost together: a window that would pass it is not "
+        "held (the task takes another, or the whole is released)",
+    )
+
+
 def _provision(args: argparse.Namespace) -> int:
     try:
         from siteagent.client import greedy, pinned
+        from siteagent.client.liveoffers import PINNED_OFFERS
         from siteagent.client.tasks import task_of
         from siteagent.client.workflow import load_workflow
 
@@ -144,6 +164,9 @@ def _provision(args: argparse.Namespace) -> int:
             interrupted,
             dry_run=args.dry_run,
             quiet=args.json,
+            offers_per_quote=None if args.planner == "greedy" else PINNED_OFFERS,
+            max_price=args.max_price,
+            budget=args.budget,
         )
     return _report(args, outcome, plan)
 
@@ -157,23 +180,40 @@ def reserve_plan(
     interrupted: Callable[[], bool],
     dry_run: bool = False,
     quiet: bool = False,
+    offers_per_quote: Optional[int] = None,
+    max_price: Optional[Decimal] = None,
+    budget: Optional[Decimal] = None,
 ) -> Tuple[Outcome, Optional[Plan]]:
     """Plan ``tasks`` through ``plan_with``, which holds each task at its site as it places
     it (through the offers it is given), then confirm them all, or release them all: the
     plan journaled as one auction ``described`` of ``tasks`` parts, each task held one part
     (``recover`` closes it done only when that many were confirmed). ``quiet``: no progress
-    bar. The outcome, and the plan as held (None if planning failed)."""
-    from siteagent.client.liveoffers import LiveOffers  # the planners' libraries: see above
+    bar. ``offers_per_quote``: how many offers each site is asked for per task (the
+    greedy planner's default; see siteagent/client/liveoffers.py); ``max_price`` caps every
+    quote per core-hour and ``budget`` what the tasks held cost together. The outcome, and
+    the plan as held (None if planning failed)."""
+    from siteagent.client.liveoffers import GREEDY_OFFERS, LiveOffers  # planners' libraries
 
     record = journal.open_auction({**described, "parts": tasks})
     sellers = {name: Patient(connection) for name, connection in connections.items()}
     planned: Dict[str, Plan] = {}
     with journal.running(record.id), _progress(tasks, quiet) as one_held:
         commit = Commit(journal, record.id, sellers, tasks, None, interrupted)
-        offers = LiveOffers(connections, commit, dry_run, one_held)
+        offers = LiveOffers(
+            connections,
+            commit,
+            dry_run,
+            one_held,
+            offers_per_quote or GREEDY_OFFERS,
+            max_price=max_price,
+            budget=budget,
+        )
 
         def hold() -> Mapping[int, Held]:
-            planned["plan"] = plan_with(offers)
+            try:
+                planned["plan"] = plan_with(offers)
+            except PlanningError as exc:  # with what the sites said: a refusal is not "none"
+                raise PlanningError(offers.explain(str(exc))) from None
             return offers.held
 
         outcome = commit.run_plan(hold, confirm=not dry_run)
@@ -190,6 +230,8 @@ def _described(args: argparse.Namespace, graph: TaskGraph) -> Dict[str, Any]:
         "bandwidth": args.bandwidth,
         "latency": args.latency,
         "dry_run": args.dry_run,
+        "max_price": None if args.max_price is None else str(args.max_price),
+        "budget": None if args.budget is None else str(args.budget),
     }
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from siteagent.cli import client_common, console
-from siteagent.cli.console import EXIT_UNAVAILABLE
+from siteagent.cli.console import EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.cli.options import local_time
 from siteagent.client.journal import RELEASED, Entry, Journal, State, default_path
 from siteagent.client.recovery import Patient, observe, recover, settle
@@ -36,7 +36,23 @@ def add_journal_option(parser: argparse.ArgumentParser) -> None:
 
 
 def open_journal(args: argparse.Namespace) -> Journal:
+    """The journal a command writes to (made if it does not exist yet)."""
     return Journal(args.journal or default_path())
+
+
+def existing_journal(args: argparse.Namespace) -> Optional[Journal]:
+    """The journal a command only reads and settles: None if the default one was never made
+    (nothing was bought yet); a ``--journal`` that does not exist is a mistake (a typo must
+    not become an empty journal saying all is well)."""
+    path = args.journal or default_path()
+    if path.exists():
+        return Journal(path)
+    if args.journal is not None:
+        raise ValueError(
+            f"{path}: no such journal; give the file auction, provision and select wrote "
+            f"(the default is {default_path()})"
+        )
+    return None
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -84,17 +100,21 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _recover(args: argparse.Namespace) -> int:
-    journal = open_journal(args)
+    journal = existing_journal(args)
+    if journal is None:
+        return _nothing_yet(args, {"settled": [], "confirmed": [], "unsettled": [], "running": []})
     registry = client_common.registry(args)
     sites = {entry.site for entry in journal.unsettled()}
     with client_common.connected([s for s in registry.sites if s.name in sites]) as connections:
         sellers = {connection.site.name: Patient(connection) for connection in connections}
-        settled, running = recover(journal, sellers)
+        touched, running = recover(journal, sellers)
+    # an entry recover tried but whose site did not answer is still unsettled: not "settled"
+    settled = [entry for entry in touched if entry.settled]
     left = [entry for entry in journal.unsettled() if entry.auction_id not in running]
     confirmed = [
         entry
         for entry in journal.entries()
-        if entry.state is State.CONFIRMED and entry.auction_id in {e.auction_id for e in settled}
+        if entry.state is State.CONFIRMED and entry.auction_id in {e.auction_id for e in touched}
     ]
     if args.json:
         console.print_json(
@@ -139,7 +159,9 @@ def _print_recovery(
 
 
 def _list(args: argparse.Namespace) -> int:
-    journal = open_journal(args)
+    journal = existing_journal(args)
+    if journal is None:
+        return _nothing_yet(args, {"reservations": []})
     entries = [
         entry
         for entry in journal.entries()
@@ -157,7 +179,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    journal = open_journal(args)
+    journal = _journal_of(args)
     entry = _find(journal, args.reservation)
     with client_common.connected([_site(args, entry)]) as (connection,):
         view = connection.reservation(entry.reservation_id or "")
@@ -183,10 +205,10 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _cancel(args: argparse.Namespace) -> int:
-    journal = open_journal(args)
+    journal = _journal_of(args)
     entry = _find(journal, args.reservation)
     with client_common.connected([_site(args, entry)]) as (connection,):
-        entry = settle(entry, Patient(connection), journal, cancel_confirmed=True)
+        entry = settle(entry, Patient(connection), journal, True, raise_refusals=True)
     if args.json:
         console.print_json({"reservation": entry.to_json()})
     if entry.state in RELEASED:
@@ -195,7 +217,29 @@ def _cancel(args: argparse.Namespace) -> int:
             console.stdout.print(f"{_name(entry)}: {entry.state.value}{note}")
         return 0
     console.error(f"{_name(entry)} is still {entry.state.value}: {entry.message}")
-    return EXIT_UNAVAILABLE
+    return EXIT_REFUSED if entry.settled else EXIT_UNAVAILABLE  # refused, or no answer
+
+
+def _nothing_yet(args: argparse.Namespace, empty: Dict[str, Any]) -> int:
+    """What a reading command says before anything was ever journaled."""
+    if args.json:
+        console.print_json(empty)
+    else:
+        console.stdout.print(
+            f"No journal yet at {default_path()}: nothing was bought with this account here "
+            "(auction, provision, select and english-auction write it)."
+        )
+    return 0
+
+
+def _journal_of(args: argparse.Namespace) -> Journal:
+    """The journal a reservation is looked up in, which must exist."""
+    journal = existing_journal(args)
+    if journal is None:
+        raise ValueError(
+            f"no journal yet at {default_path()}: it knows no reservation {args.reservation}"
+        )
+    return journal
 
 
 def _find(journal: Journal, name: str) -> Entry:

@@ -94,6 +94,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="store_true",
         help="reserve every task assigned at its site, all or nothing",
     )
+    client_provision.add_price_caps(select)  # with --reserve
     client_common.add_sites_options(select)
     client_reservations.add_journal_option(select)
     select.set_defaults(command=_select)
@@ -107,6 +108,8 @@ def _select(args: argparse.Namespace) -> int:
         raise client_common.planners_missing("select", exc) from exc
     if not 0.0 < args.probability < 1.0:
         raise ValueError(f"--probability must be in (0, 1), got {args.probability:g}")
+    if not args.reserve and (args.max_price is not None or args.budget is not None):
+        raise ValueError("--max-price and --budget cap what --reserve buys: add --reserve")
     tasks = load_bag(args.bag)
     sites = client_common.registry(args).select(args.site)
     # Ctrl-C while reserving releases what is held; before, it stops at once
@@ -137,6 +140,7 @@ def _reserve(
 ) -> Tuple[Outcome, Optional[Plan]]:
     """Hold every task assigned at its site from ``now``, then confirm all or release all."""
     from siteagent.client import pinned
+    from siteagent.client.liveoffers import PINNED_OFFERS
     from siteagent.client.selection import as_plan
 
     graph, plan = as_plan(chosen, tasks, now)
@@ -155,6 +159,9 @@ def _reserve(
         plan_with,
         interrupted,
         quiet=args.json,
+        offers_per_quote=PINNED_OFFERS,
+        max_price=args.max_price,
+        budget=args.budget,
     )
 
 
@@ -169,7 +176,13 @@ def _asker(free: bool) -> Callable[[SiteConnection], Answers]:
 
 def _described(args: argparse.Namespace, tasks: Sequence[Task]) -> Dict[str, Any]:
     """What the journal keeps of the command: enough to say later what was asked."""
-    return {"select": str(args.bag), "tasks": len(tasks), "probability": args.probability}
+    return {
+        "select": str(args.bag),
+        "tasks": len(tasks),
+        "probability": args.probability,
+        "max_price": None if args.max_price is None else str(args.max_price),
+        "budget": None if args.budget is None else str(args.budget),
+    }
 
 
 def _report(

@@ -22,7 +22,8 @@ from siteagent.cli import client_common, console
 from siteagent.cli.console import EXIT_UNAVAILABLE
 from siteagent.client.connection import SiteConnection, SiteInfo
 from siteagent.client.fanout import SiteResult, ask_all
-from siteagent.client.sites import config_dir
+from siteagent.client.registering import add_site, remove_site
+from siteagent.client.sites import config_dir, default_path
 from siteagent.core import names
 from siteagent.protocol.keys import check_key_id, write_key_pair
 from siteagent.protocol.models import PricingTerms
@@ -31,16 +32,50 @@ from siteagent.protocol.models import PricingTerms
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sites = commands.add_parser(
         "sites",
-        help="each site's reachability, latency, cores, pricing and attributes",
+        help="each site's reachability, latency, cores, pricing and attributes; add, remove",
         description=(
             "Ask every site of the sites file for its GET /v1/info at once and show, per "
             "site, whether it answered (or failed, timed out, and why), the latency, its "
             "cores, its unit price and fee policies and its RFQL attributes. Exits 0 when "
-            "at least one site answered, 75 when none did."
+            "at least one site answered, 75 when none did. `sites add NAME URL --ca FILE` "
+            "registers a site (making the file if there is none), `sites remove NAME` takes "
+            "one out."
         ),
     )
     client_common.add_sites_options(sites)
     sites.set_defaults(command=_sites)
+    actions = sites.add_subparsers(title="actions (none: ask every site)", metavar="ACTION")
+    add = actions.add_parser(
+        "add",
+        help="register a site in the sites file (made if missing)",
+        description=(
+            "Add site NAME at URL (https://HOST:PORT) to the sites file, trusted by --ca FILE "
+            "(its CA's certificate, or its own self-signed server.crt) or by --pin (sha256// "
+            "and the SHA-256 of its certificate), checked as every command checks the file. A "
+            "new file is made with the buyer's key: --key-id ID (its private key where "
+            "`siteagent-client keys` wrote it, or --private-key FILE); in a file that has "
+            "one, --key-id/--private-key give this site a key of its own. NAME ledger is "
+            "the federation's bank (for balance and statement). The file is rewritten as "
+            "YAML (a file with comments is kept as FILE.bak first)."
+        ),
+    )
+    add.add_argument("name", metavar="NAME", help="letters, digits, . _ - (at most 64)")
+    add.add_argument("url", metavar="URL", help="the agent's https://HOST:PORT")
+    trust = add.add_mutually_exclusive_group(required=True)
+    trust.add_argument("--ca", type=Path, metavar="FILE", help="certificates to trust")
+    trust.add_argument("--pin", metavar="sha256//DIGEST", help="its certificate's SHA-256")
+    add.add_argument("--key-id", metavar="ID", help="the key it knows you by")
+    add.add_argument("--private-key", type=Path, metavar="FILE", help="that key's file")
+    add.set_defaults(command=_add)
+    remove = actions.add_parser(
+        "remove",
+        help="remove a site from the sites file",
+        description="Remove site NAME from the sites file (the journal keeps its history).",
+    )
+    remove.add_argument("name", metavar="NAME")
+    remove.set_defaults(command=_remove)
+    for action in (add, remove):
+        client_common.add_sites_options(action, choose=False)
 
     keys = commands.add_parser(
         "keys",
@@ -106,6 +141,49 @@ def _sites(args: argparse.Namespace) -> int:
             title=f"Sites ({registry.path})",
         )
     return 0 if any(result.value is not None for result in results) else EXIT_UNAVAILABLE
+
+
+def _add(args: argparse.Namespace) -> int:
+    path = args.sites or default_path()
+    site = add_site(path, args.name, args.url, args.ca, args.pin, args.key_id, args.private_key)
+    trust = f"ca {site.ca}" if site.ca is not None else f"pin sha256//{site.pin}"
+    if args.json:
+        console.print_json(
+            {
+                "sites_file": str(path),
+                "added": {
+                    "name": site.name,
+                    "url": site.url,
+                    "ca": None if site.ca is None else str(site.ca),
+                    "pin": site.pin,
+                    "key_id": site.key_id,
+                    "private_key": str(site.private_key),
+                },
+            }
+        )
+    else:
+        console.stdout.print(
+            f"{path}: added {site.name} at {site.url} ({trust}; signing as {site.key_id}). "
+            "`siteagent-client sites` asks it.",
+            markup=False,
+            highlight=False,
+        )
+    return 0
+
+
+def _remove(args: argparse.Namespace) -> int:
+    path = args.sites or default_path()
+    left = remove_site(path, args.name)
+    names = [site.name for site in left.sites]
+    if args.json:
+        console.print_json({"sites_file": str(path), "removed": args.name, "sites": names})
+    else:
+        console.stdout.print(
+            f"{path}: removed {args.name}; left: {', '.join(names) or 'none'}",
+            markup=False,
+            highlight=False,
+        )
+    return 0
 
 
 def _site_row(result: SiteResult[SiteInfo], url: str) -> Dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sys
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
@@ -89,15 +90,27 @@ def format_duration(seconds: float) -> str:
     return f"{' '.join(parts)} ({whole:,} s)"
 
 
+#: The program errors and warnings are prefixed with (``siteagent-client`` sets its own).
+program = "siteagent"
+
+
 def error(message: str) -> None:
     """An error for a person: what went wrong and, where we know it, how to fix it. The
-    message is text, never markup: it may quote what the user typed or a site answered."""
-    stderr.print(f"[bold red]siteagent: error:[/] {escape(message)}", highlight=False)
+    message is text, never markup: it may quote what the user typed or a site answered; it is
+    one line whatever it holds (a YAML parser's or a library's message may span several)."""
+    stderr.print(f"[bold red]{program}: error:[/] {escape(one_line(message))}", highlight=False)
 
 
 def warning(message: str) -> None:
     """Something that works but should change (a deprecated key); text, as for :func:`error`."""
-    stderr.print(f"[bold yellow]siteagent: warning:[/] {escape(message)}", highlight=False)
+    stderr.print(
+        f"[bold yellow]{program}: warning:[/] {escape(one_line(message))}", highlight=False
+    )
+
+
+def one_line(message: str) -> str:
+    """``message`` with its line breaks (and the indentation after them) made single spaces."""
+    return re.sub(r"\s*\n\s*", " ", message.strip())
 
 
 @contextlib.contextmanager

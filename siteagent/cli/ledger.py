@@ -1,10 +1,12 @@
 """``siteagent ledger ...``: the bank's commands.
 
 ``serve`` runs the ledger as its own HTTPS service for a federation of agents (ledger_service.py);
-``balance``, ``statement`` and ``deposit`` work on the ledger database of the configuration
-(``ledger.path``: an agent's embedded ledger, or the service's, which they may share while it
-runs: every operation is one SQLite transaction). ``deposit`` is how an administrator funds a
-buyer's account in the virtual currency.
+``balance``, ``statement``, ``deposit`` and ``check`` work on the ledger database of the
+configuration (``ledger.database`` if it names PostgreSQL, else the SQLite file ``ledger.path``:
+an agent's embedded ledger, or the service's, which they may share while it runs: every
+operation is one transaction). ``deposit`` is how an administrator funds a buyer's account in
+the virtual currency; ``check`` verifies the books' invariants; ``migrate`` moves the books from
+one database to another (SQLite to PostgreSQL). docs/ledger.md.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         options.add_site_options(sub)
         sub.set_defaults(command=command)
     _add_deposit(verbs)
+    _add_check(verbs)
+    _add_migrate(verbs)
 
 
 def _add_serve(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -79,6 +83,59 @@ def _add_deposit(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     sub.add_argument("--json", action="store_true", help="print the transaction as JSON")
     options.add_site_options(sub)
     sub.set_defaults(command=_deposit)
+
+
+def _add_check(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sub = verbs.add_parser(
+        "check",
+        help="verify the books: balances = sums of entries, transactions balanced",
+        description=(
+            "Check the ledger database's invariants in one transaction (safe while banks "
+            "book): the schema version, every account's kept balance against the sum of its "
+            "entries, every transaction's entries summing to zero, all balances summing to "
+            "zero. Exits 1 if one fails. The database is the configuration's (ledger.database, "
+            "else ledger.path) unless --database names one."
+        ),
+    )
+    sub.add_argument(
+        "--database",
+        metavar="LOCATION",
+        help="postgresql://... or sqlite:PATH (default: the configuration's)",
+    )
+    sub.add_argument("--json", action="store_true", help="print one JSON object")
+    options.add_site_options(sub)
+    sub.set_defaults(command=_check)
+
+
+def _add_migrate(verbs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    sub = verbs.add_parser(
+        "migrate",
+        help="move the books to another database (SQLite to PostgreSQL)",
+        description=(
+            "Copy every account, receipt, transaction and entry from --from into the empty "
+            "database --to, ids kept, in one transaction; then compare every account's balance "
+            "and statement on both sides and check the target's books. Exits 1 unless all are "
+            "equal. Stop the bank that writes --from first; both databases are brought to the "
+            "current schema version. Example: siteagent ledger migrate --from "
+            "sqlite:bank-state/ledger.sqlite3 --to postgresql://bank@db.example.org/bank"
+        ),
+    )
+    sub.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        metavar="LOCATION",
+        help="sqlite:PATH (or postgresql://...)",
+    )
+    sub.add_argument(
+        "--to",
+        dest="target",
+        required=True,
+        metavar="LOCATION",
+        help="postgresql://... (or sqlite:PATH), an empty database",
+    )
+    sub.add_argument("--json", action="store_true", help="print one JSON object")
+    sub.set_defaults(command=_migrate)
 
 
 # --------------------------------------------------------------------------- commands
@@ -146,6 +203,84 @@ def _deposit(args: argparse.Namespace) -> int:
     return _with_ledger(args, credit)
 
 
+def _check(args: argparse.Namespace) -> int:
+    from siteagent.ledger.audit import check
+
+    location = args.database or options.load_config(args).ledger.location
+    ledger = Ledger(location)
+    try:
+        audit = check(ledger.database)
+    finally:
+        ledger.close()
+    if args.json:
+        console.print_json(audit.to_json())
+    else:
+        title = (
+            f"{audit.database}: schema {audit.schema_version}, {audit.accounts} account(s), "
+            f"{audit.transactions} transaction(s), {audit.entries} entries"
+        )
+        rows = [finding.to_json() for finding in audit.findings]
+        console.print_table(rows, ["check", "ok", "detail"], title)
+    return 0 if audit.ok else console.EXIT_BAD_INPUT
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    from siteagent.ledger.migration import migrate_books
+
+    if str(args.source) == str(args.target):
+        raise ValueError("--from and --to name the same database")
+    source = Ledger(args.source)
+    try:
+        target = Ledger(args.target)
+        try:
+            with console.progress_bar("migrating the books", enabled=not args.json) as update:
+                moved = migrate_books(source, target, update)
+        finally:
+            target.close()
+    finally:
+        source.close()
+    if args.json:
+        console.print_json(
+            {
+                "from": source.database.describe(),
+                "to": target.database.describe(),
+                "ok": moved.ok,
+                "rows": moved.rows,
+                "accounts": [account.to_json() for account in moved.accounts],
+                "check": moved.audit.to_json(),
+            }
+        )
+    else:
+        copied = ", ".join(f"{count} {table}" for table, count in moved.rows.items())
+        console.stdout.print(
+            f"copied {copied} from {source.database.describe()} to {target.database.describe()}"
+        )
+        title = "balances and statements on both sides"
+        columns = [
+            "account",
+            "source_balance",
+            "target_balance",
+            "source_lines",
+            "target_lines",
+            "equal",
+        ]
+        headers = {
+            "source_balance": "balance before",
+            "target_balance": "balance after",
+            "source_lines": "lines before",
+            "target_lines": "lines after",
+        }
+        console.print_table([a.to_json() for a in moved.accounts], columns, title, headers)
+        console.print_table(
+            [f.to_json() for f in moved.audit.findings],
+            ["check", "ok", "detail"],
+            f"ledger check of {moved.audit.database}",
+        )
+    if not moved.ok:
+        console.error("the books differ after the copy (see above); the target was not cleared")
+    return 0 if moved.ok else console.EXIT_BAD_INPUT
+
+
 def _with_ledger(args: argparse.Namespace, use: Callable[[Ledger, Config], None]) -> int:
     """Run ``use`` on the configuration's ledger database; a refusal is one line on stderr."""
     loaded = options.load_config(args)
@@ -154,7 +289,7 @@ def _with_ledger(args: argparse.Namespace, use: Callable[[Ledger, Config], None]
             f"this configuration books at the ledger service {loaded.ledger.url} (ledger.url); "
             "run the command on the ledger's host, with the service's configuration"
         )
-    ledger = Ledger(loaded.ledger.path)
+    ledger = Ledger(loaded.ledger.location)
     try:
         use(ledger, loaded)
     except LedgerError as exc:

@@ -25,6 +25,7 @@ from siteagent.cli import (
     ledger,
     market,
     options,
+    parsing,
     setup,
 )
 from siteagent.cli import (
@@ -37,8 +38,9 @@ from siteagent.core.errors import SiteagentError
 from siteagent.core.scheduling import Policy
 from siteagent.market.store import StoreError
 from siteagent.protocol.errors import status_of
-from siteagent.sim import LoadScaling, replay_trace
+from siteagent.sim import LoadScaling, MachineSpec, replay_trace
 from siteagent.sim.swf import SwfError
+from siteagent.sim.topology import MACHINES
 from siteagent.sim.workload import UnsimulableJob
 
 Command = Callable[[argparse.Namespace], int]
@@ -46,26 +48,35 @@ Command = Callable[[argparse.Namespace], int]
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """``siteagent``: the site agent and its tools."""
+    console.program = "siteagent"
     parser = _site_parser()
     args = parser.parse_args(argv)
     command: Command = args.command
+    as_json = bool(getattr(args, "json", False))
     try:
         return command(args)
     except BackendUnavailable as exc:
-        console.error(f"the batch system did not answer: {exc}; retry later")
-        return EXIT_UNAVAILABLE
+        return _failed(f"the batch system did not answer: {exc}; retry later", exc, as_json)
     except BackendError as exc:
-        console.error(f"the batch system failed: {exc}")
-        return EXIT_BAD_INPUT
+        return _failed(f"the batch system failed: {exc}", exc, as_json, EXIT_BAD_INPUT)
     except SiteagentError as exc:
-        console.error(str(exc))
-        return exit_code(exc)
+        return _failed(str(exc), exc, as_json, exit_code(exc))
     except (SwfError, UnsimulableJob, FileNotFoundError, ValueError) as exc:
-        console.error(str(exc))
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        console.error("interrupted")
-        return 130
+        return _failed(str(exc), exc, as_json, EXIT_BAD_INPUT)
+    except KeyboardInterrupt as exc:
+        return _failed("interrupted", exc, as_json, 130)
+
+
+def _failed(
+    message: str, error: BaseException, as_json: bool, status: int = EXIT_UNAVAILABLE
+) -> int:
+    """Say why a command failed (one line; with ``--json`` one JSON error object too) and
+    return its exit status."""
+    code = getattr(error, "code", None)
+    if not isinstance(code, str):
+        code = "interrupted" if isinstance(error, KeyboardInterrupt) else "bad_input"
+    parsing.report(message, code, status, as_json, getattr(error, "field", None))
+    return status
 
 
 def exit_code(error: SiteagentError) -> int:
@@ -98,7 +109,8 @@ def client_main(argv: Optional[Sequence[str]] = None) -> int:
         client_sites,
     )
 
-    parser = argparse.ArgumentParser(
+    console.program = "siteagent-client"
+    parser = parsing.Parser(
         prog="siteagent-client",
         description=(
             "The buyer's side: find, price and reserve compute across the site agents of a "
@@ -107,7 +119,7 @@ def client_main(argv: Optional[Sequence[str]] = None) -> int:
         ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    commands = parsing.subcommands(parser)
     client_sites.add_commands(commands)
     client_quotes.add_commands(commands)
     client_auction.add_commands(commands)
@@ -119,18 +131,17 @@ def client_main(argv: Optional[Sequence[str]] = None) -> int:
     client_ledger.add_commands(commands)
     args = parser.parse_args(argv)
     command: Command = args.command
+    as_json = bool(getattr(args, "json", False))
     try:
         return command(args)
     except (SiteagentError, ValueError, OSError) as exc:
-        console.error(str(exc))
-        return client_common.exit_code(exc)
-    except KeyboardInterrupt:
-        console.error("interrupted")
-        return 130
+        return _failed(str(exc), exc, as_json, client_common.exit_code(exc))
+    except KeyboardInterrupt as exc:
+        return _failed("interrupted", exc, as_json, 130)
 
 
 def _site_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = parsing.Parser(
         prog="siteagent",
         description=(
             "Site agent for HPC batch systems: predicts the schedule, advertises free slots, "
@@ -138,7 +149,7 @@ def _site_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=True)
+    commands = parsing.subcommands(parser)
     _add_serve(commands)
     _add_simulate(commands)
     cli_reservations.add_commands(commands)
@@ -205,11 +216,15 @@ def _add_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sub = commands.add_parser(
         "simulate",
-        help="replay an SWF trace under FCFS, EASY or conservative backfilling",
+        help="replay an SWF trace under FCFS, EASY, conservative or greedy backfilling",
         description=(
             "Replay a Standard Workload Format trace (plain or gzipped) on a cluster of P cores "
             "with the agent's own scheduling engines, and summarise the schedule. Jobs run "
-            "min(run time, requested time); requested time (field 9) is the estimate."
+            "min(run time, requested time); requested time (field 9) is the estimate. With "
+            "--machine, jobs run on a machine of 8 x 4 x 4 midplanes (Blue Gene/L, or a plain "
+            "3D torus) as boxes of midplanes joined as a mesh or a torus through link switches "
+            "(docs/topology.md): a job's size in midplanes becomes a box by the rules of "
+            "Aridor et al. 2005."
         ),
     )
     sub.add_argument("trace", help="SWF file (.swf or .swf.gz)")
@@ -240,7 +255,48 @@ def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         metavar="P",
         help="add a copy of the trace shifted by one week, each job admitted with probability P",
     )
-    sub.add_argument("--seed", type=int, default=1, help="random seed for --overlay (default 1)")
+    sub.add_argument(
+        "--seed",
+        type=int,
+        default=1,
+        help="random seed for --overlay and for the shapes --fat and --torus draw (default 1)",
+    )
+    sub.add_argument(
+        "--machine",
+        choices=MACHINES,
+        help="run on midplanes joined through link switches: bgl (Blue Gene/L) or torus3d "
+        "(every line a plain ring); --out then writes each job's midplanes and links as JSON "
+        "lines",
+    )
+    sub.add_argument(
+        "--fat",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="with --machine: a job is fat (at least 2 midplanes every way) with probability P "
+        "(default 0: slim shapes)",
+    )
+    sub.add_argument(
+        "--torus",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="with --machine: a job wants a torus with probability P, else a mesh (default 0)",
+    )
+    sub.add_argument(
+        "--fat-sizes",
+        action="store_true",
+        help="with --machine: every job's size becomes its fat shape's volume, fat or not "
+        "(the paper's Fig. 8)",
+    )
+    sub.add_argument(
+        "--divide-sizes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --machine: a job of p processors needs ceil(p / N) midplanes (the paper "
+        "divides CTC's by 4; default 1)",
+    )
     sub.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     sub.set_defaults(command=_simulate)
 
@@ -351,6 +407,7 @@ def _simulate(args: argparse.Namespace) -> int:
         overlay_probability=args.overlay,
         seed=args.seed,
     )
+    machine = _machine_spec(args)
     with console.progress_bar(f"replaying {args.trace}", enabled=not args.json) as update:
         summary = replay_trace(
             args.trace,
@@ -360,6 +417,7 @@ def _simulate(args: argparse.Namespace) -> int:
             scaling=scaling,
             out=args.out,
             progress=update,
+            machine=machine,
         )
     result: Dict[str, object] = {"trace": args.trace, **summary.to_dict()}
     if args.json:
@@ -369,7 +427,8 @@ def _simulate(args: argparse.Namespace) -> int:
     rows: List[tuple[str, object]] = [
         ("trace", args.trace),
         ("policy", summary.policy),
-        ("cores", summary.cores),
+        *([("machine", machine.describe())] if machine is not None else []),
+        ("midplanes" if machine is not None else "cores", summary.cores),
         ("jobs simulated", summary.jobs),
         ("jobs skipped", f"{summary.skipped:,}" + (f" ({skipped})" if skipped else "")),
         ("overlay jobs dropped", summary.dropped),
@@ -383,9 +442,35 @@ def _simulate(args: argparse.Namespace) -> int:
         ),
     ]
     if args.out:
-        rows.append(("schedule written to", args.out))
+        what = "partitions" if machine is not None else "schedule"
+        rows.append((f"{what} written to", args.out))
     console.print_pairs(rows, title="Simulation summary")
     return 0
+
+
+def _machine_spec(args: argparse.Namespace) -> Optional[MachineSpec]:
+    """The topology machine asked for, None for cores; shape options need a machine."""
+    shaping = args.fat or args.torus or args.fat_sizes or args.divide_sizes != 1
+    if args.machine is None:
+        if shaping:
+            raise ValueError(
+                "--fat, --torus, --fat-sizes and --divide-sizes shape jobs on a topology "
+                "machine: add --machine bgl or --machine torus3d"
+            )
+        return None
+    if args.cores is not None:
+        raise ValueError(
+            f"--cores does not apply with --machine ({args.machine} has 128 midplanes); "
+            "use --divide-sizes N to turn processors into midplanes"
+        )
+    return MachineSpec(
+        args.machine,
+        fat=args.fat,
+        torus=args.torus,
+        seed=args.seed,
+        fat_sizes=args.fat_sizes,
+        divide=args.divide_sizes,
+    )
 
 
 if __name__ == "__main__":

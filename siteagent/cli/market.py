@@ -141,7 +141,7 @@ def _slots(args: argparse.Namespace) -> int:
 
 
 def _quote(args: argparse.Namespace) -> int:
-    from siteagent.market.quoting import quote
+    from siteagent.market.quoting import around_bids, quote
 
     _check_quote(args)
     loaded = options.load_config(args)
@@ -152,6 +152,7 @@ def _quote(args: argparse.Namespace) -> int:
         snapshot = site.backend.snapshot()
         predicted = plan(snapshot, loaded.planner.policy)
         view = market_view(snapshot, predicted, _pricing(args, site.pricing))
+        view = around_bids(view, site.store.open_holds())  # what open bids hold is not sold
         record = site.manager.record_offers
         answer = quote(rfq, view, loaded.site, now, record, args.client, args.valid)
     finally:

@@ -2,7 +2,7 @@
 
 The request for quotes goes to every site; for N rounds it is sent again with the lowest unit
 price offered so far (``best_price``), so that sites pricing by load undercut it or drop out
-(the README's "A reverse auction"). Every offer received stays a bid until it expires: a site
+(docs/protocol.md, "A reverse auction"). Every offer received stays a bid until it expires: a site
 that drops out in round 3 still stands by its round-2 offer. Bids are then ranked by cost,
 then end ("deadline"), then arrival, or by the buyer's trade-off between cost and time.
 
@@ -20,6 +20,7 @@ every part must end by. Nothing here talks to a site: the rounds are driven by
 from __future__ import annotations
 
 import enum
+import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
@@ -129,13 +130,15 @@ class Shortfall:
 @dataclass(frozen=True)
 class NoBid:
     """A site's answer that is not a bid: a refusal (it stays in the auction) or a failure
-    (``dropped``: it is asked nothing more)."""
+    (``dropped``: it is asked nothing more). ``answered``: the site said why (a refusal, or a
+    4xx that drops it: a key it does not know), rather than failing to answer."""
 
     site: str
     part: int
     round: int
     reason: str
     dropped: bool = False
+    answered: bool = True
 
 
 @dataclass(frozen=True)
@@ -237,7 +240,7 @@ class Auction:
         parts = len(self.parts)
         if parts == 1:
             return None
-        bids = [bid for bid in self.bids if bid.site not in self.dropped and self._in_time(bid)]
+        bids = [bid for bid in self.bids if bid.site not in self.dropped and self.in_time(bid)]
         for window in self._windows(bids):
             if len({bid.site for part in window for bid in part}) >= parts:
                 return None
@@ -251,7 +254,7 @@ class Auction:
         """The lowest unit price of the part's bids from sites still in, among bids that meet
         the deadline if any does (a price nobody can use must not drive the others out)."""
         bids = [bid for bid in self.bids if bid.part == part and bid.site not in self.dropped]
-        usable = [bid for bid in bids if self._in_time(bid)] or bids
+        usable = [bid for bid in bids if self.in_time(bid)] or bids
         return min((bid.unit_price for bid in usable), default=None)
 
     def record(self, site: str, part: int, round: int, offers: Sequence[OfferView]) -> None:
@@ -263,9 +266,12 @@ class Auction:
         """A site offers nothing this round (it may still stand by earlier offers)."""
         self.no_bids.append(NoBid(site, part, round, reason))
 
-    def drop(self, site: str, part: int, round: int, reason: str) -> None:
-        """A site failed: it leaves the auction, its bids with it."""
-        self.no_bids.append(NoBid(site, part, round, reason, dropped=True))
+    def drop(
+        self, site: str, part: int, round: int, reason: str, answered: bool = False
+    ) -> None:
+        """A site failed (or refused the buyer itself, ``answered``): it leaves the auction,
+        its bids with it."""
+        self.no_bids.append(NoBid(site, part, round, reason, dropped=True, answered=answered))
         self.dropped.setdefault(site, reason)
 
     # ---- the outcome
@@ -276,7 +282,7 @@ class Auction:
 
     def choices(self, now: int) -> List[Choice]:
         """Every way to place all parts within the constraints, best first."""
-        bids = [bid for bid in self.live_bids(now) if self._in_time(bid)]
+        bids = [bid for bid in self.live_bids(now) if self.in_time(bid)]
         found: Dict[Tuple[Tuple[str, ...], ...], Choice] = {}
         for window in self._windows(bids):
             candidates = self._affordable(window)
@@ -299,7 +305,8 @@ class Auction:
 
     # ---- helpers
 
-    def _in_time(self, bid: Bid) -> bool:
+    def in_time(self, bid: Bid) -> bool:
+        """Whether ``bid`` ends by the deadline (if any): only such bids can win."""
         deadline = self.constraints.deadline
         return deadline is None or bid.end <= deadline
 
@@ -366,16 +373,53 @@ class Auction:
 #: answer in the auction (``record``, ``refused`` or ``drop``).
 AskRound = Callable[[Auction, int], None]
 
+#: How often a paced auction looks whether it was stopped while it waits for its next round.
+STOP_CHECK_S = 0.25
 
-def run_rounds(auction: Auction, rounds: int, ask_round: AskRound, stop: Callable[[], bool]) -> int:
+
+def run_rounds(
+    auction: Auction,
+    rounds: int,
+    ask_round: AskRound,
+    stop: Callable[[], bool],
+    interval_s: float = 0.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
     """Run up to ``rounds`` rounds; stops early when ``stop()`` says so (the user interrupted)
-    or no site is left. Returns the number of rounds run."""
+    or no site is left. Returns the number of rounds run.
+
+    ``interval_s`` paces the rounds as the paper's round timer did (its RequestManager ticks
+    at a fixed interval): each round lasts at least that long, the next round (or, after the
+    last, the close of bidding) starting ``interval_s`` after it began, or once it has all its
+    answers if that is later. 0 runs each round as soon as the previous one is answered."""
     if rounds < 1:
         raise ValueError(f"an auction needs at least one round, got {rounds}")
+    if interval_s < 0:
+        raise ValueError(f"the round interval must be >= 0, got {interval_s}")
     done = 0
+    tick = clock()
     for round in range(1, rounds + 1):
         if stop() or not auction.bidders:
             break
         ask_round(auction, round)
         done = round
+        tick = max(tick + interval_s, clock()) if interval_s else tick
+        if interval_s and not _wait_until(tick, clock, sleep, stop):
+            break
     return done
+
+
+def _wait_until(
+    instant: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+    stop: Callable[[], bool],
+) -> bool:
+    """Sleep until ``instant`` on ``clock``; False if stopped meanwhile."""
+    while not stop():
+        left = instant - clock()
+        if left <= 0:
+            return True
+        sleep(min(left, STOP_CHECK_S))
+    return False

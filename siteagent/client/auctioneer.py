@@ -64,6 +64,8 @@ from siteagent.client.connection import (
     Tentative,
 )
 from siteagent.client.english import DEFAULT_ROUNDS, EnglishAuction, Raise, round_starts
+from siteagent.client.fanout import Outcome as FanOutcome
+from siteagent.client.fanout import outcome_of
 from siteagent.client.jobs import Job
 from siteagent.client.journal import AuctionState, Entry, Journal
 from siteagent.client.recovery import Patient
@@ -389,7 +391,8 @@ class Auctioneer:
             if isinstance(answer, BidAnswer):
                 auction.record(name, answer, number)
             else:
-                auction.fail(name, _reason(answer), dropped=not passes(answer))
+                refused = outcome_of(answer) is FanOutcome.REFUSED
+                auction.fail(name, _reason(answer), dropped=not passes(answer), refused=refused)
         auction.rounds = number
         self.journal.bidding_round(auction.auction_id, number, summary(auction))
 
@@ -472,7 +475,9 @@ class Auctioneer:
             state=shown.get(state, "unplaced"),
             message=message,
             asked=tuple(self.names),
-            answered=tuple(site for site in self.names if site in auction.answers),
+            answered=tuple(
+                site for site in self.names if site in auction.answers or site in auction.refused
+            ),
             bidders=tuple(sorted(auction.bidders)),
             raises=tuple(auction.raises),
             rounds=auction.rounds,

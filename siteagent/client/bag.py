@@ -35,7 +35,7 @@ def load_bag(path: Path) -> List[Task]:
     """The tasks of the bag in ``path``, counted out, in the file's order."""
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise WorkflowError(f"{path}: cannot read the bag of tasks: {exc}") from None
     if not isinstance(document, dict) or set(document) != {"tasks"}:
         raise WorkflowError(f"{path}: expected only tasks: at the top")

@@ -11,11 +11,13 @@ later rounds and the commit do not wait for it again.
 
 from __future__ import annotations
 
+import time
+from decimal import Decimal
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from siteagent.client.auction import AskRound, Auction
 from siteagent.client.connection import BadAnswer, Quote, SiteConnection, SiteError
-from siteagent.client.fanout import SiteResult, ask_all
+from siteagent.client.fanout import Outcome, SiteResult, ask_all
 from siteagent.client.journal import Journal
 
 #: Statuses after which a site is asked again next round: it is busy, or the buyer too fast.
@@ -40,8 +42,10 @@ def round_asker(
             if answered is not None:
                 answered(result)
 
+        began = time.perf_counter()
         ask_all(bidders, lambda site: [site.quote(request) for request in requests], arrived)
-        journal.bidding_round(auction_id, round, summary(auction, round))
+        answered_s = time.perf_counter() - began
+        journal.bidding_round(auction_id, round, summary(auction, round, answered_s))
 
     return ask_round
 
@@ -59,7 +63,8 @@ def record(auction: Auction, round: int, result: SiteResult[List[Quote]]) -> Non
         if passes(result.error):
             auction.refused(result.site, part, round, result.reason)
         else:
-            auction.drop(result.site, part, round, result.reason)
+            refused = result.outcome is Outcome.REFUSED
+            auction.drop(result.site, part, round, result.reason, answered=refused)
 
 
 def passes(error: Optional[Exception]) -> bool:
@@ -71,10 +76,18 @@ def passes(error: Optional[Exception]) -> bool:
     )
 
 
-def summary(auction: Auction, round: int) -> Dict[str, Any]:
+def summary(auction: Auction, round: int, answered_s: Optional[float] = None) -> Dict[str, Any]:
     """What a round brought, for the journal and the report: each part's best price after it,
-    the bids it brought, each site's answer."""
+    the bids it brought, each site's answer and lowest unit price offered (per part, among
+    its bids that meet the deadline), and the seconds every site took to answer (the round's
+    processing time, without the wait of a paced auction)."""
     bids = [bid for bid in auction.bids if bid.round == round]
+    prices: Dict[str, List[Optional[str]]] = {}
+    for bid in filter(auction.in_time, bids):
+        lowest = prices.setdefault(bid.site, [None] * len(auction.parts))
+        current = lowest[bid.part]
+        if current is None or bid.unit_price < Decimal(current):
+            lowest[bid.part] = str(bid.unit_price)
     answers: Dict[str, str] = {}
     for site in auction.sites:
         offered = sum(1 for bid in bids if bid.site == site)
@@ -90,4 +103,11 @@ def summary(auction: Auction, round: int) -> Dict[str, Any]:
         "best_price": [None if price is None else str(price) for price in best],
         "bids": len(bids),
         "answers": answers,
+        "prices": prices,
+        **({} if answered_s is None else {"answered_s": _to_the_millisecond(answered_s)}),
     }
+
+
+def _to_the_millisecond(seconds: float) -> float:
+    """Seconds to the millisecond (``round`` is a round number in the functions above)."""
+    return round(seconds, 3)

@@ -116,7 +116,7 @@ class Commit:
                 self.held = dict(hold())
             except PlanningError as exc:
                 self._release(cancel_confirmed=False)
-                return self._end(AuctionState.FAILED, f"{exc}: every task held released")
+                return self._end(AuctionState.FAILED, f"{exc}: {self._released('task')}")
             if confirm:
                 return self._confirm()
             self._release(cancel_confirmed=False)
@@ -131,7 +131,7 @@ class Commit:
         except Interrupted:
             self._release(cancel_confirmed=False)
             kept = [e for e in self._entries() if e.state is State.CONFIRMED]
-            said = "interrupted: every tentative reservation released"
+            said = f"interrupted: {self._released('tentative reservation', 'part')}"
             if kept:
                 said += f"; {len(kept)} confirmed part(s) kept (cancel them at their penalty)"
             return self._end(AuctionState.INTERRUPTED, said)
@@ -229,7 +229,7 @@ class Commit:
                     held.entry = self.journal.noted(entry, detail)
                 self._release(cancel_confirmed=True)
                 why = f"the confirm of part {part + 1} at {entry.site} failed ({detail}): "
-                return self._end(AuctionState.FAILED, why + "every part released")
+                return self._end(AuctionState.FAILED, why + self._released("part"))
             held.entry = self.journal.confirmed(entry, receipt.to_json())
         bought = len(self.held)
         self._release(cancel_confirmed=False)  # what sites that fell silent may hold
@@ -252,6 +252,18 @@ class Commit:
             if not entry.settled or (cancel_confirmed and entry.state is State.CONFIRMED)
         ]
         release_all(unsettled, self.sellers, self.journal, cancel_confirmed)
+
+    def _released(self, what: str, part: str = "") -> str:
+        """That every ``what`` held was released, or, when a site did not answer, which
+        part(s) it may still hold (journaled unsettled: ``recover`` settles them)."""
+        left = [entry for entry in self._entries() if not entry.settled]
+        if not left:
+            return f"every {what} released"
+        named = ", ".join(f"{part or what} {e.part + 1} at {e.site}" for e in left)
+        return (
+            f"every {what} released but {named}, whose site did not answer "
+            "(`siteagent-client recover` settles it once the site answers)"
+        )
 
     def _entries(self) -> List[Entry]:
         return self.journal.entries(self.auction_id)

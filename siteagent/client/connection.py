@@ -1,7 +1,7 @@
 """One site as the buyer talks to it: the published HTTP API over one keep-alive HTTPS
 session, every state-changing request signed, every answer read into the protocol's models.
 
-A :class:`SiteConnection` speaks exactly what the README's "Protocol for buyers" and the
+A :class:`SiteConnection` speaks exactly what docs/protocol.md and the
 OpenAPI publish, through :mod:`siteagent.protocol` (the models, :func:`sign_request`, the
 signed documents), so that it does what a third-party buyer would and nothing more:
 
@@ -46,6 +46,7 @@ from siteagent.protocol.models import (
     ErrorResponse,
     Info,
     OfferView,
+    PublicReservationView,
     QuoteAnswer,
     QuoteRequest,
     RefusalView,
@@ -53,7 +54,14 @@ from siteagent.protocol.models import (
     SlotList,
     WaitHistory,
 )
-from siteagent.protocol.sessions import NoNetrc, proxies_for
+from siteagent.protocol.sessions import (
+    AnswerTooLarge,
+    DeadlinePassed,
+    NoNetrc,
+    Reply,
+    bounded_send,
+    proxies_for,
+)
 
 __all__ = [
     "BadAnswer",
@@ -73,6 +81,10 @@ M = TypeVar("M", bound=pydantic.BaseModel)
 #: How urllib3 names the connection at the start of its messages, which says nothing new.
 _CONNECTION_PREFIX = re.compile(r"^(<[^>]*>|\w+\([^)]*\)): ")
 
+#: The deepest an answer may nest (objects and arrays): the API's nest five levels at most;
+#: past this an answer is refused before anything walks it recursively.
+MAX_NESTING = 32
+
 #: What ``GET /v1/info`` answers: the published model itself.
 SiteInfo = Info
 
@@ -81,9 +93,9 @@ Payload = Optional[Mapping[str, Any]]
 
 
 class SiteError(SiteagentError):
-    """The site answered with the API's error body: ``code`` (stable, see the README's Error
-    codes), ``message`` (for a person), the HTTP ``status``, the request ``field`` at fault if
-    one is, and ``retry_after_s`` when the site said when to retry (503, 429)."""
+    """The site answered with the API's error body: ``code`` (stable: docs/protocol.md,
+    "Error codes"), ``message`` (for a person), the HTTP ``status``, the request ``field`` at
+    fault if one is, and ``retry_after_s`` when the site said when to retry (503, 429)."""
 
     def __init__(
         self,
@@ -244,6 +256,16 @@ class SiteConnection:
     def reservation(self, reservation_id: str) -> ReservationView:
         """``GET /v1/reservations/{id}``, signed: the buyer's whole view of its reservation."""
         raw = self.request("GET", reservation_path(reservation_id), signed=True)
+        if "deal" not in raw:  # the public part: the site does not take us for its buyer
+            public = self.parsed(PublicReservationView, raw)
+            raise SiteError(
+                self.site.name,
+                "not_owner",
+                f"reservation {public.id} is not yours: the site shows its details only to "
+                f"its buyer, and {self.site.key_id!r} (the key the sites file signs with "
+                "here) is not its buyer",
+                403,
+            )
         return self.parsed(ReservationView, raw)
 
     # ---- documents
@@ -328,29 +350,50 @@ class SiteConnection:
             )
         timeouts = self.site.timeouts
         try:
-            response = self._session.send(
-                prepared, timeout=(timeouts.connect, timeouts.read), proxies=self._proxies
+            reply = bounded_send(
+                self._session,
+                prepared,
+                (timeouts.connect, timeouts.read),
+                timeouts.total,
+                self._proxies,
             )
         except requests.RequestException as exc:
             reason = unreachable_reason(exc, self.site)
             timed_out = isinstance(exc, requests.Timeout)
             raise SiteUnreachable(self.site.name, reason, timed_out) from None
-        return self.answer(response)
+        except DeadlinePassed as exc:
+            raise SiteUnreachable(self.site.name, str(exc), timed_out=True) from None
+        except AnswerTooLarge as exc:
+            raise BadAnswer(self.site.name, "invalid_answer", str(exc), None) from None
+        return self.answer(reply)
 
-    def answer(self, response: requests.Response) -> Dict[str, Any]:
+    def answer(self, reply: Reply) -> Dict[str, Any]:
         """The JSON object of a successful answer, or the error it stands for."""
-        try:
-            data = response.json()
-        except ValueError:
-            data = None
-        if response.ok and isinstance(data, dict):
-            return data
-        if response.ok:
+        if 300 <= reply.status < 400:
+            where = reply.headers.get("Location", "elsewhere")
             raise BadAnswer(
                 self.site.name,
                 "invalid_answer",
-                "the answer is not a JSON object",
-                response.status_code,
+                f"HTTP {reply.status} to {where!r}: redirects are not followed (a signed "
+                "request goes only where the sites file says); fix the site's url there",
+                reply.status,
+            )
+        try:
+            data = json.loads(reply.body)
+        except (ValueError, RecursionError):  # not JSON (or nested past any sense)
+            data = None
+        if nesting(data) > MAX_NESTING:
+            raise BadAnswer(
+                self.site.name,
+                "invalid_answer",
+                f"the answer nests deeper than {MAX_NESTING} levels: not the API's",
+                reply.status,
+            )
+        if reply.ok and isinstance(data, dict):
+            return data
+        if reply.ok:
+            raise BadAnswer(
+                self.site.name, "invalid_answer", "the answer is not a JSON object", reply.status
             )
         try:
             detail = ErrorResponse.model_validate(data).error
@@ -358,16 +401,16 @@ class SiteConnection:
             raise BadAnswer(
                 self.site.name,
                 "invalid_answer",
-                f"HTTP {response.status_code} {response.reason} without the API's error body",
-                response.status_code,
+                f"HTTP {reply.status} {reply.reason} without the API's error body",
+                reply.status,
             ) from None
         raise SiteError(
             self.site.name,
             detail.code,
             detail.message,
-            response.status_code,
+            reply.status,
             field=detail.field,
-            retry_after_s=retry_after(response.headers.get("Retry-After")),
+            retry_after_s=retry_after(reply.headers.get("Retry-After")),
         )
 
     def parsed(self, model: Type[M], data: Any) -> M:
@@ -446,6 +489,19 @@ def innermost(exc: BaseException) -> str:
             break
         reason = nested
     return _CONNECTION_PREFIX.sub("", str(reason))
+
+
+def nesting(data: Any) -> int:
+    """How deep JSON ``data`` nests (counted without recursion: the data may be hostile)."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            value = list(value.values())
+        if isinstance(value, list):
+            deepest = max(deepest, depth)
+            stack.extend((item, depth + 1) for item in value)
+    return deepest
 
 
 def retry_after(value: Optional[str]) -> Optional[int]:

@@ -87,6 +87,9 @@ class EnglishAuction:
     bidders: Set[str] = field(default_factory=set)
     failed: Dict[str, str] = field(default_factory=dict)
     dropped: Set[str] = field(default_factory=set)
+    #: Sites that refused the request itself (a 4xx: its job past what they hold for one
+    #: buyer, a key they do not know): they answered, with no bid.
+    refused: Set[str] = field(default_factory=set)
     rounds: int = 0
     received: int = 0
 
@@ -117,12 +120,14 @@ class EnglishAuction:
         if before is None or value > before[1]:
             self.raises.append(Raise(site, value, round))
 
-    def fail(self, site: str, reason: str, dropped: bool) -> None:
-        """``site`` did not answer this round: its last answer stands; a ``dropped`` site is
-        not asked again."""
+    def fail(self, site: str, reason: str, dropped: bool, refused: bool = False) -> None:
+        """``site`` did not answer this round with a bid (or ``refused`` the request): its
+        last answer stands; a ``dropped`` site is not asked again."""
         self.failed[site] = reason
         if dropped:
             self.dropped.add(site)
+        if refused:
+            self.refused.add(site)
 
     def outbid(self) -> List[str]:
         """The sites holding nothing only because they did not beat the standing bid."""

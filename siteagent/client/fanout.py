@@ -87,6 +87,13 @@ def _ask(connection: SiteConnection, call: Callable[[SiteConnection], T]) -> Sit
     return SiteResult(site, Outcome.OK, value, None, time.monotonic() - start)
 
 
+def any_answered(results: Sequence[SiteResult[T]]) -> bool:
+    """Whether a site answered: with what was asked, or with a refusal of its own (a 4xx: an
+    unknown key, a rate limit). A command whose sites all refused failed because they said
+    no (exit 3), not because none could be reached (exit 75)."""
+    return any(result.outcome in (Outcome.OK, Outcome.REFUSED) for result in results)
+
+
 def outcome_of(error: Exception) -> Outcome:
     """What a failure means for the row: the site refused (4xx), timed out, or failed."""
     if isinstance(error, SiteUnreachable):

@@ -130,10 +130,11 @@ class SlotScheduler:
 
     def plan(self, chosen: Sequence[Tuple[str, Slot]]) -> Optional[Plan]:
         """The schedule on the ``chosen`` (site, slot) pairs; None if some task fits nowhere."""
-        free: Dict[str, List[Slot]] = {name: [] for name in self.sites}
+        # each site's free slots in order, by identity: taking one out is then one step
+        free: Dict[str, Dict[int, Slot]] = {name: {} for name in self.sites}
         for site_name, slot in chosen:
             if slot.extensible or slot.duration >= self.shortest[site_name]:
-                free[site_name].append(slot)
+                free[site_name][id(slot)] = slot
         placed: Dict[str, Placement] = {}
         for node in self.order:
             task = self.tasks[node]
@@ -149,7 +150,7 @@ class SlotScheduler:
                 earliest = self._ready(arrivals, name)
                 if best is not None and earliest + walltime > best[0]:
                     continue  # it cannot finish there as early as where it already fits
-                fit = fit_request(free[name], task.cores, walltime, earliest)
+                fit = fit_request(list(free[name].values()), task.cores, walltime, earliest)
                 if fit is not None:
                     finish = fit.start + walltime
                     if best is None or (finish, fit.cost) < (best[0], best[1]):
@@ -181,7 +182,7 @@ class SlotScheduler:
 
     def _take(
         self,
-        free: List[Slot],
+        free: Dict[int, Slot],
         site: str,
         parts: Sequence[Tuple[Slot, int]],
         cores: int,
@@ -194,12 +195,10 @@ class SlotScheduler:
         for slot, _ in parts:
             used = min(slot.cores, needed)
             needed -= used
-            del free[next(i for i, s in enumerate(free) if s is slot)]
-            free.extend(
-                piece
-                for piece in remainder(slot, used, start, end)
-                if piece.extensible or piece.duration >= self.shortest[site]
-            )
+            del free[id(slot)]
+            for piece in remainder(slot, used, start, end):
+                if piece.extensible or piece.duration >= self.shortest[site]:
+                    free[id(piece)] = piece
 
 
 class _SlotProblem(ElementwiseProblem):  # type: ignore[misc]  # pymoo is untyped

@@ -77,6 +77,11 @@ def provision(
             ready = max((placed[p].finish for p in graph.predecessors(node)), default=now)
             placed[node] = Placement(node, None, ready, ready, Decimal(0))
             continue
+        if all(task.walltime(site) is None for site in sites):
+            raise PlanningError(
+                f"task {node}: no site can run it: it needs a site to advertise "
+                f"{task.why_not()} (`siteagent-client sites` shows what each advertises)"
+            )
         candidates = [
             c
             for site in sites

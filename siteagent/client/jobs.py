@@ -60,6 +60,8 @@ def load_jobs(path: Path) -> List[Job]:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise JobsFileError(f"{path}: cannot read it ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise JobsFileError(f"{path}: not a text file (UTF-8): {exc}") from None
     except yaml.YAMLError as exc:
         raise JobsFileError(f"{path}: not YAML: {exc}") from None
     if not isinstance(document, Mapping) or set(document) != {"jobs"}:

@@ -2,7 +2,7 @@
 and credit, and its statement, each deal with the receipt it books.
 
 A bank shows an account only to its holder (and the sites), so both reads are GETs signed
-with the buyer's key, as the README's bank routes say; the bank is reached like a site
+with the buyer's key, as docs/protocol.md's bank routes say; the bank is reached like a site
 (:class:`~siteagent.client.connection.SiteConnection` to the registry's ``ledger`` section:
 the same TLS trust, timeouts and errors).
 """

@@ -70,4 +70,6 @@ def _hold(
         if offers.hold(site.name, task.cores, window):
             finish = window.start + walltime
             return Placement(planned.task, site.name, window.start, finish, window.cost)
+    if windows:
+        raise PlanningError(f"task {planned.task}: none of {site.name}'s windows could be held")
     raise PlanningError(f"task {planned.task}: {site.name} no longer offers a window")

@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from siteagent.client.connection import Quote, SiteConnection
-from siteagent.client.fanout import Outcome, SiteResult, ask_all
+from siteagent.client.fanout import SiteResult, any_answered, ask_all
 from siteagent.protocol.models import OfferView, QuoteRequest
 
 
@@ -58,8 +58,9 @@ class Quotes:
 
     @property
     def any_answered(self) -> bool:
-        """Whether at least one site answered (with offers or a refusal)."""
-        return any(result.outcome is Outcome.OK for result in self.results)
+        """Whether at least one site answered (with offers or a refusal, its quote's or the
+        request's own: an unknown key, a rate limit)."""
+        return any_answered(self.results)
 
 
 def ask_for_quotes(

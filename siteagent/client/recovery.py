@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Seque
 
 from siteagent.client.connection import SiteError, SiteUnreachable, Tentative
 from siteagent.client.journal import (
+    RELEASED,
     AuctionState,
     Entry,
     Journal,
@@ -100,16 +101,26 @@ class Patient:
         return self.seller.verified_receipt(data, deal)
 
     def _patiently(self, request: Callable[[], Answer]) -> Answer:
-        waited = 0.0
-        while True:
-            try:
-                return request()
-            except SiteError as exc:
-                pause = float(exc.retry_after_s or 1)
-                if exc.status != 429 or waited + pause > self.patience_s:
-                    raise
-                self.sleep(pause)
-                waited += pause
+        return patiently(request, self.patience_s, self.sleep)
+
+
+def patiently(
+    request: Callable[[], Answer],
+    patience_s: float = PATIENCE_S,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Answer:
+    """``request()``, sent again after each 429's ``Retry-After`` (1 s without one) while the
+    waits add up to no more than ``patience_s``; then the 429 stands (raised)."""
+    waited = 0.0
+    while True:
+        try:
+            return request()
+        except SiteError as exc:
+            pause = float(exc.retry_after_s or 1)
+            if exc.status != 429 or waited + pause > patience_s:
+                raise
+            sleep(pause)
+            waited += pause
 
 
 def definite(error: Exception) -> bool:
@@ -125,10 +136,18 @@ def refusal(error: SiteError) -> str:
     return f"{error.message} ({error.code})"
 
 
-def settle(entry: Entry, seller: Seller, journal: Journal, cancel_confirmed: bool = False) -> Entry:
+def settle(
+    entry: Entry,
+    seller: Seller,
+    journal: Journal,
+    cancel_confirmed: bool = False,
+    raise_refusals: bool = False,
+) -> Entry:
     """Make ``entry`` settled: learn what the site holds and cancel it if it is tentative (or
     confirmed, with ``cancel_confirmed``). Returns the entry as journaled; it stays unsettled
-    (with the reason in its message) when the site does not answer."""
+    (with the reason in its message) when the site does not answer, or refuses the buyer
+    (another key than the reservation's buyer's): ``raise_refusals`` raises that refusal
+    (a SiteError) instead, for a command that must say it."""
     try:
         if entry.state is State.ACCEPTING:
             entry = _accept_again(entry, seller, journal)
@@ -140,7 +159,10 @@ def settle(entry: Entry, seller: Seller, journal: Journal, cancel_confirmed: boo
         if entry.state in cancel:
             entry = cancel_entry(entry, seller, journal)
     except (SiteError, SiteUnreachable) as exc:
-        return journal.noted(entry, str(exc))
+        noted = journal.noted(entry, str(exc))
+        if raise_refusals and isinstance(exc, SiteError) and definite(exc):
+            raise
+        return noted
     return entry
 
 
@@ -156,7 +178,10 @@ def cancel_entry(entry: Entry, seller: Seller, journal: Journal) -> Entry:
     except SiteError as exc:
         if not definite(exc):
             raise
-        return observe(entry, seller, journal)
+        seen = observe(entry, seller, journal)
+        if seen.state in RELEASED:
+            return seen
+        return journal.noted(seen, f"the site refused to cancel it: {refusal(exc)}")
     message = "" if cancellation is None else f"penalty {cancellation.penalty} kept by the site"
     return journal.released(entry, State.CANCELLED, message)
 

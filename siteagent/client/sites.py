@@ -6,7 +6,7 @@ One YAML file (``sites.yaml``, read with ``yaml.safe_load``), so that every comm
 
     buyer: {key_id: alice@laptop, private_key: ~/.config/siteagent/alice.key}
     ledger: {url: "https://bank.example.org:8444", ca: bank-ca.pem}     # optional
-    timeouts: {connect: 3, read: 10}
+    timeouts: {connect: 3, read: 10, total: 60}
     sites:
       - {name: hpc1, url: "https://hpc1.example.org:8443", ca: hpc1-ca.pem}
       - {name: hpc2, url: "https://hpc2.example.org:8443", pin: "sha256//..."}
@@ -62,7 +62,7 @@ _TOP_KEYS = ("buyer", "ledger", "timeouts", "sites")
 _BUYER_KEYS = ("key_id", "private_key")
 _ENDPOINT_KEYS = ("url", "ca", "pin", "key_id", "private_key", "timeouts")
 _SITE_KEYS = ("name", *_ENDPOINT_KEYS)
-_TIMEOUT_KEYS = ("connect", "read")
+_TIMEOUT_KEYS = ("connect", "read", "total")
 _HEX_DIGEST = re.compile(r"[0-9A-Fa-f]{64}")
 
 
@@ -74,10 +74,12 @@ class RegistryError(SiteagentError, ValueError):
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Seconds to wait for a connection (TCP and TLS) and then for each read of the answer."""
+    """Seconds to wait for a connection (TCP and TLS), then for each read of the answer, and
+    for the whole exchange (an answer sent a byte at a time passes every read's timeout)."""
 
     connect: float = 3.0
     read: float = 10.0
+    total: float = 60.0
 
 
 @dataclass(frozen=True)
@@ -128,8 +130,9 @@ class Registry:
         """The bank (the ``ledger`` section); RegistryError saying how to add it if absent."""
         if self.ledger is None:
             raise RegistryError(
-                f"{self.path}: no ledger section: add `ledger: {{url: https://HOST:8444, ca: "
-                f"FILE}}` naming the federation's bank (`siteagent ledger serve`)"
+                f"{self.path}: no ledger section: `siteagent-client sites add ledger "
+                f"https://HOST:8444 --ca FILE` names the federation's bank (`siteagent ledger "
+                f"serve`), or add `ledger: {{url: https://HOST:8444, ca: FILE}}`"
             )
         return self.ledger
 
@@ -152,20 +155,35 @@ def config_dir(environ: Mapping[str, str] = os.environ) -> Path:
 def load_registry(path: Optional[Path] = None) -> Registry:
     """Read and check the registry at ``path`` (default: :func:`default_path`)."""
     path = default_path() if path is None else path
+    return check_document(path, read_document(path))
+
+
+def check_document(path: Path, document: Any, allow_empty: bool = False) -> Registry:
+    """The registry a sites file's ``document`` (read from ``path``) stands for; RegistryError
+    naming the file, the key and the fix. ``allow_empty``: a file listing no site yet (one
+    being edited) is accepted."""
+    return _Reader(path, allow_empty).registry(document)
+
+
+def read_document(path: Path) -> Any:
+    """The YAML document of the sites file at ``path``; RegistryError if it cannot be read."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise RegistryError(
-            f"{path}: no such sites file: write one (the README's \"Buying compute\" section "
-            f"shows its format), or name yours with --sites FILE or ${SITES_ENV}"
+            f"{path}: no such sites file: `siteagent-client sites add NAME URL --ca FILE` "
+            f"writes one (docs/client.md shows its format), or name yours with --sites FILE "
+            f"or ${SITES_ENV}"
         ) from None
     except OSError as exc:
         raise RegistryError(f"{path}: cannot read it ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise RegistryError(f"{path}: not a sites file (YAML text in UTF-8): {exc}") from None
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise RegistryError(f"{path}: not YAML: {exc}") from None
-    return _Reader(path).registry(document)
+    return document
 
 
 def load_buyer_key(path: Path) -> Ed25519PrivateKey:
@@ -228,8 +246,9 @@ class _Defaults:
 class _Reader:
     """Checks one file's document, each problem raised with the file and the key path."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, allow_empty: bool = False) -> None:
         self.path = path
+        self.allow_empty = allow_empty
 
     def fail(self, where: str, message: str) -> RegistryError:
         return RegistryError(f"{self.path}: {where}: {message}")
@@ -246,10 +265,12 @@ class _Reader:
             ),
             timeouts=self.timeouts(top.get("timeouts"), "timeouts", Timeouts()),
         )
-        entries = top.get("sites")
-        if not isinstance(entries, list) or not entries:
+        entries = top.get("sites", [] if self.allow_empty else None)
+        if not isinstance(entries, list) or not (entries or self.allow_empty):
             raise self.fail(
-                "sites", "give a list of sites, each `- {name: ..., url: ..., ca: ...}`"
+                "sites",
+                "give a list of sites, each `- {name: ..., url: ..., ca: ...}` (`siteagent-client "
+                "sites add NAME URL --ca FILE` adds one)",
             )
         sites = tuple(
             self.site(entry, f"sites[{index}]", defaults) for index, entry in enumerate(entries)

@@ -103,6 +103,19 @@ class Task:
             return None
         return self.work_mcycles / site.cpu_speed_mhz
 
+    def why_not(self) -> str:
+        """Why a site may be unable to run the task: what it must advertise."""
+        asked = {
+            "architecture": self.requirements.architecture,
+            "os": self.requirements.os,
+            "cpu_speed_mhz >=": self.requirements.min_cpu_speed_mhz,
+            "memory_per_core_mb >=": self.requirements.min_memory_per_core_mb,
+        }
+        needs = [f"{what} {value}" for what, value in asked.items() if value is not None]
+        if self.runtime_s is None:
+            needs.append("its cpu_speed_mhz (the task is given by its work)")
+        return ", ".join(needs) or "nothing"
+
     def walltime(self, site: SiteAttributes) -> Optional[int]:
         """Whole seconds to reserve on ``site`` (at least one), or None as :meth:`run_time`."""
         seconds = self.run_time(site)

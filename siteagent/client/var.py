@@ -7,13 +7,14 @@ by the desired time, and ask for the lead on top of the walltime, so that the jo
 times and asks QBETS the probability at each; with the bounds a site publishes per bin it is
 closed-form: a lead L works when the bound of the bin a job of ``walltime + L`` falls in is at
 most L, and the latest submission is the desired start less the least such L. The probability
-holds with the bounds' confidence (95% by default).
+holds with the bounds' confidence (95% by default). :func:`scan_submission` is the thesis' own
+scan, for any estimate of the probability.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional, Tuple
 
 from siteagent.client.waits import bin_bound, holds
 from siteagent.protocol.models import WaitHistory
@@ -61,3 +62,30 @@ def least_lead(
         if holds(bin_, cores, walltime + lead):
             leads.append(lead)
     return min(leads) if leads else None
+
+
+#: The thesis' scan step (Figure 33: "Increment = 30").
+SCAN_STEP_S = 30
+
+
+def scan_submission(
+    probability: Callable[[int, int], float],
+    walltime: int,
+    start_by: int,
+    now: int,
+    step: int = SCAN_STEP_S,
+) -> Tuple[Submission, float]:
+    """The thesis' Figure 33: try submitting every ``step`` seconds from ``now`` until
+    ``start_by``, asking at each time t for the job's walltime plus the lead ``start_by − t``,
+    and keep the t where ``probability(asked walltime, start_by − t)`` (the chance a job asking
+    that long starts within that long) is highest, the earliest on ties; with that
+    probability. A scan that finds no chance at all submits now, as the thesis' does."""
+    if step <= 0:
+        raise ValueError(f"the scan step must be positive, got {step}")
+    best, best_p = Submission(now, walltime + max(start_by - now, 0)), 0.0
+    for t in range(now, start_by, step):
+        lead = start_by - t
+        p = probability(walltime + lead, lead)
+        if p > best_p:
+            best, best_p = Submission(t, walltime + lead), p
+    return best, best_p

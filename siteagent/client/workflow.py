@@ -45,7 +45,7 @@ def load_workflow(path: Path) -> TaskGraph:
         return read_wfformat(path)
     try:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise WorkflowError(f"{path}: cannot read the workflow: {exc}") from None
     if not isinstance(document, dict):
         raise WorkflowError(f"{path}: expected tasks: or workflows: at the top")

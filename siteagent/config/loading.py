@@ -47,6 +47,7 @@ from siteagent.config.reading import (
     port,
     positive_int,
     positive_number,
+    postgres_url,
     price,
     qos_levels,
     read_yaml,
@@ -91,12 +92,14 @@ from siteagent.core.defaults import (
     DEFAULT_COMMAND_TIMEOUT_S,
     DEFAULT_CONFIRM_TIMEOUT_S,
     DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
     DEFAULT_MAX_HEADER_BYTES,
     DEFAULT_MAX_LIVE_OFFERS_PER_CLIENT,
     DEFAULT_NONCES_PER_CLIENT,
     DEFAULT_POLL_INTERVAL_S,
     DEFAULT_REPLAY_OFFSET_S,
     DEFAULT_REPLAY_SPEED,
+    DEFAULT_REQUEST_TIMEOUT_S,
     DEFAULT_RESERVATION_PREFIX,
 )
 from siteagent.core.model import CapacityUnit
@@ -155,6 +158,7 @@ def read_backend(section: Section, paths: Paths) -> BackendConfig:
             speed=swf.get("speed", DEFAULT_REPLAY_SPEED, positive_number),
             offset=swf.get("offset", DEFAULT_REPLAY_OFFSET_S, non_negative_int),
             cores=swf.get("cores", None, optional(positive_int)),
+            origin=swf.get("origin", None, optional(positive_number)),
         ),
         slurm=SlurmOptions(
             slurm_conf=slurm.get(
@@ -256,6 +260,10 @@ def read_api(section: Section, paths: Paths, state_dir: Path) -> ApiConfig:
         or default_public_names(listen, api_port),
         max_header_bytes=section.get("max_header_bytes", DEFAULT_MAX_HEADER_BYTES, byte_count),
         max_body_bytes=section.get("max_body_bytes", DEFAULT_MAX_BODY_BYTES, byte_count),
+        request_timeout_s=section.get("request_timeout_s", DEFAULT_REQUEST_TIMEOUT_S, seconds),
+        max_connections_per_address=section.get(
+            "max_connections_per_address", DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, positive_int
+        ),
         rate_limits=RateLimits(
             quotes=read_rate_limit(limits, "quotes", RateLimits.quotes),
             reservations=read_rate_limit(limits, "reservations", RateLimits.reservations),
@@ -323,6 +331,7 @@ def nonces_per_client(section: Section) -> int:
 def read_ledger(section: Section, paths: Paths, state_dir: Path) -> LedgerConfig:
     return LedgerConfig(
         path=section.get("path", state_dir / "ledger.sqlite3", paths.path),
+        database=section.get("database", None, optional(postgres_url)),
         url=section.get("url", None, optional(ledger_url)),
         ca=section.get("ca", None, optional(paths.existing_file)),
         default_credit=section.get("default_credit", DEFAULT_CREDIT, amount),
@@ -365,6 +374,9 @@ def read_auctions(section: Section) -> AuctionsConfig:
         max_length_s=section.get("max_length_s", AuctionsConfig.max_length_s, whole_seconds),
         max_open_per_client=section.get(
             "max_open_per_client", AuctionsConfig.max_open_per_client, positive_int
+        ),
+        max_held_machine_hours=section.get(
+            "max_held_machine_hours", AuctionsConfig.max_held_machine_hours, positive_number
         ),
         accept_window_s=section.get(
             "accept_window_s", AuctionsConfig.accept_window_s, whole_seconds

@@ -366,6 +366,18 @@ def ledger_url(raw: Any) -> str:
     return raw
 
 
+def postgres_url(raw: Any) -> str:
+    """The bank's PostgreSQL database, as libpq reads a URL (its password best in a pgpass
+    file: the configuration is readable by the bank's whole host)."""
+    expect = "a postgresql:// URL such as postgresql://bank@db.example.org/siteagent_bank"
+    if not isinstance(raw, str):
+        raise Invalid(expect)
+    parts = urllib.parse.urlsplit(raw)
+    if parts.scheme not in ("postgresql", "postgres") or not parts.path.strip("/"):
+        raise Invalid(expect + " (the SQLite file is ledger.path)")
+    return raw
+
+
 def reservation_prefix(raw: Any) -> str:
     if not isinstance(raw, str) or not names.is_valid(names.RESERVATION_PREFIX, raw):
         raise Invalid("a prefix starting with a letter, of letters, digits, '.', '_', '-' (<= 16)")

@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import FrozenSet, Optional, Tuple
+from typing import FrozenSet, Optional, Tuple, Union
 
 from siteagent.core.defaults import (
     DEFAULT_AUCTION_ACCEPT_WINDOW_S,
@@ -21,7 +21,9 @@ from siteagent.core.defaults import (
     DEFAULT_CONFIRM_TIMEOUT_S,
     DEFAULT_MAX_AUCTION_S,
     DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
     DEFAULT_MAX_HEADER_BYTES,
+    DEFAULT_MAX_HELD_MACHINE_HOURS,
     DEFAULT_MAX_LIVE_OFFERS_PER_CLIENT,
     DEFAULT_MAX_OPEN_BIDS_PER_CLIENT,
     DEFAULT_NONCES_PER_CLIENT,
@@ -31,6 +33,7 @@ from siteagent.core.defaults import (
     DEFAULT_QUOTES_PER_S,
     DEFAULT_REPLAY_OFFSET_S,
     DEFAULT_REPLAY_SPEED,
+    DEFAULT_REQUEST_TIMEOUT_S,
     DEFAULT_RESERVATION_PREFIX,
     DEFAULT_RESERVATIONS_BURST,
     DEFAULT_RESERVATIONS_PER_S,
@@ -88,13 +91,15 @@ class SiteConfig:
 @dataclass(frozen=True)
 class SwfOptions:
     """The replay backend: ``trace`` (None: the bundled SDSC-SP2 slice), replay speed, how far
-    after the trace's first submit to start (seconds), so that the queue has built up, and the
-    simulated cluster's size (None: the trace header's MaxProcs)."""
+    after the trace's first submit to start (seconds), so that the queue has built up, the
+    simulated cluster's size (None: the trace header's MaxProcs), and the wall-clock time the
+    replay is at its offset (None: when the cluster is first created)."""
 
     trace: Optional[Path] = None
     speed: float = DEFAULT_REPLAY_SPEED
     offset: int = DEFAULT_REPLAY_OFFSET_S
     cores: Optional[int] = None
+    origin: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -200,13 +205,15 @@ class ReservationsConfig:
 class AuctionsConfig:
     """The site's part in English auctions (docs/design.md §4.6): how fast a job's input
     reaches it from another site (bytes per second), the longest auction it takes part in
-    (seconds), how many auctions one client may take it into at once, how long after an
+    (seconds), how many auctions one client may take it into at once and how much of the
+    machine its open bids may hold together (hours of the whole machine), how long after an
     auction closes its winner has to accept (seconds: its bid's capacity is held until then),
     and what it bids with (``mode``)."""
 
     transfer_rate: int = DEFAULT_TRANSFER_RATE
     max_length_s: int = DEFAULT_MAX_AUCTION_S
     max_open_per_client: int = DEFAULT_MAX_OPEN_BIDS_PER_CLIENT
+    max_held_machine_hours: float = DEFAULT_MAX_HELD_MACHINE_HOURS
     accept_window_s: int = DEFAULT_AUCTION_ACCEPT_WINDOW_S
     mode: BidMode = BidMode.FUTURE
 
@@ -243,8 +250,9 @@ class RateLimits:
 class ApiConfig:
     """Where the HTTPS API listens (localhost by default: exposing it is a decision), the
     names it answers to (``public_names``: the ``host[:port]`` authorities buyers sign for; a
-    signature made for another is refused), the largest request it reads, and what one client
-    may ask of it."""
+    signature made for another is refused), the largest request it reads and how long it
+    waits for one, the connections one address may hold, and what one client may ask of
+    it."""
 
     listen: str
     port: int
@@ -252,6 +260,8 @@ class ApiConfig:
     public_names: Tuple[str, ...] = ()
     max_header_bytes: int = DEFAULT_MAX_HEADER_BYTES
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    request_timeout_s: float = DEFAULT_REQUEST_TIMEOUT_S
+    max_connections_per_address: int = DEFAULT_MAX_CONNECTIONS_PER_ADDRESS
     rate_limits: RateLimits = RateLimits()
     max_live_offers_per_client: int = DEFAULT_MAX_LIVE_OFFERS_PER_CLIENT
 
@@ -290,15 +300,23 @@ class LedgerConfig:
 
     ``siteagent ledger serve`` reads ``path`` too, listens on ``listen``:``port`` with the
     ``api.tls`` certificate, and opens accounts for the sites and clients of ``participants``.
+    ``database``, a PostgreSQL URL, replaces the SQLite file at ``path``: the database that
+    several bank processes share (docs/ledger.md).
     """
 
     path: Path
+    database: Optional[str] = None
     url: Optional[str] = None
     ca: Optional[Path] = None
     default_credit: Decimal = DEFAULT_CREDIT
     participants: Optional[Path] = None
     listen: str = "127.0.0.1"
     port: int = 8444
+
+    @property
+    def location(self) -> Union[str, Path]:
+        """The bank's database: the PostgreSQL URL if one is given, else the SQLite file."""
+        return self.database if self.database is not None else self.path
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,13 @@ DEFAULT_OFFER_VALID_S = 300
 DEFAULT_MAX_HEADER_BYTES = 16 * 1024
 DEFAULT_MAX_BODY_BYTES = 16 * 1024
 
+#: Seconds a client has to send a whole request once it began (or once its connection was
+#: made): a buyer's request is sent at once; a head sent a line every few seconds is not one.
+DEFAULT_REQUEST_TIMEOUT_S = 10.0
+#: Connections one address may hold open at once (each holds one of the service's file
+#: descriptors): a buyer uses one per site, an agent's bank client up to 40.
+DEFAULT_MAX_CONNECTIONS_PER_ADDRESS = 128
+
 #: Requests per second each client may make, and the burst it may save up: quotes (an auction
 #: round or a workflow's planning asks a site a few dozen at a time) and the state-changing
 #: reservation requests (accept, confirm, cancel: each runs batch-system commands).
@@ -76,6 +83,11 @@ DEFAULT_MAX_AUCTION_S = 6 * 3600
 
 #: Auctions one client may take the site into at once: each may hold capacity.
 DEFAULT_MAX_OPEN_BIDS_PER_CLIENT = 200
+
+#: What one client's open bids may hold together, in hours of the whole machine: a bid holds
+#: its job's cores for its walltime, for free, until its auction ends; a day of the machine
+#: (all of it for a day, a quarter of it for four) is far more than an auction's job needs.
+DEFAULT_MAX_HELD_MACHINE_HOURS = 24.0
 
 #: Seconds after an English auction closes that its winner has to accept the winning bid's
 #: offer; the bid's capacity is held until then. A minute, as a quote's buyer has to accept.

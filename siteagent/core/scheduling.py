@@ -13,7 +13,8 @@ they fit. EASY does the same, then protects the first task that does not fit wit
 reservation at its shadow time and starts any later task that fits now without touching that
 reservation. Conservative revisits queued tasks in queue order, moving each to its earliest fit
 if that is earlier than its reservation (never later); then gives the instant's arrivals
-reservations at their earliest fit; then starts the tasks whose reservation is now.
+reservations at their earliest fit; then starts the tasks whose reservation is now. Greedy
+(backfilling without any reservation) starts, in queue order, every queued task that fits now.
 
 Reservations (advance reservations, the agent's own or the batch system's) are rectangles in
 the profile that no task may use.
@@ -39,7 +40,7 @@ import enum
 import heapq
 import itertools
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from siteagent.core.machine import Machine, PooledMachine, Shape, Task, planned_hold
 from siteagent.core.model import (
@@ -59,6 +60,7 @@ class Policy(str, enum.Enum):
     FCFS = "fcfs"
     EASY = "easy"
     CONSERVATIVE = "conservative"
+    GREEDY = "greedy"
 
 
 class ReservationConflict(Exception):
@@ -128,6 +130,17 @@ class Engine(abc.ABC):
         self._arrivals.append(task)
         if task.priority:
             self._priorities = True
+
+    def insert(self, task: Task, position: int) -> None:
+        """Queue ``task`` ahead of the queued tasks from ``position`` on: a job of older
+        priority joining now (Slurm's ``--dependency`` job, queued early, eligible once its
+        parents end). The queue is planned again in its new order at once: under
+        conservative backfilling the tasks behind it may move later. Call it after a pass at
+        the engine's current instant (no arrivals waiting)."""
+        self._withdraw_plans()
+        self.queue.insert(position, task)
+        self._replan([(queued, self.now) for queued in self.queue])
+        self._dirty = True
 
     @property
     def waiting(self) -> int:
@@ -355,6 +368,32 @@ class Engine(abc.ABC):
             self.machine.take(task, start, start + hold)
             taken.append((task, start, start + hold))
 
+    def copy(self, task_copy: Callable[[Task], Task]) -> Engine:
+        """An independent engine in the same state, each task it holds replaced by
+        ``task_copy(task)`` (the caller keeps one copy per task, so that a task its driver
+        also holds stays one object), preemption state included. Pooled machines only
+        (ValueError otherwise): there the profile is all the machine knows."""
+        machine = self.machine
+        if not isinstance(machine, PooledMachine):
+            raise ValueError("only an engine on pooled units can be copied")
+        twin = make_engine(self.policy, self.capacity, self.now, None, self.preemptive,
+                           self.requeue)
+        twin_machine = twin.machine
+        assert isinstance(twin_machine, PooledMachine)
+        twin_machine.profile = machine.profile.copy()
+        twin.queue = [task_copy(task) for task in self.queue]
+        twin._arrivals = [task_copy(task) for task in self._arrivals]
+        twin._reservations = dict(self._reservations)
+        twin._reservation_tasks = {
+            key: task_copy(task) for key, task in self._reservation_tasks.items()
+        }
+        twin._dirty = self._dirty
+        twin.suspended = [task_copy(task) for task in self.suspended]
+        twin._priorities, twin._reorder = self._priorities, self._reorder
+        twin._resumed = [task_copy(task) for task in self._resumed]
+        twin._live = {task_copy(task): None for task in self._live}
+        return twin
+
     # -- policy hooks --------------------------------------------------------------------------
 
     @abc.abstractmethod
@@ -539,6 +578,43 @@ class EasyEngine(Engine):
         task.start = now
 
 
+class GreedyEngine(Engine):
+    """Backfilling without reservations: every queued task that fits now starts, in queue
+    order; a task that does not fit protects nothing (Aridor et al.'s "aggressive backfill",
+    docs/design.md §4.9). Without a completion since the last pass only arrivals can fit."""
+
+    policy = Policy.GREEDY
+
+    def _pass(self, now: int) -> List[Task]:
+        queue = self.queue
+        first = 0 if self._dirty else len(queue)
+        queue.extend(self._arrivals)
+        self._arrivals.clear()
+        self._dirty = False
+        machine = self.machine
+        free = machine.profile.free_at(now)
+        started: List[Task] = []
+        for i in range(first, len(queue)):
+            if free <= 0:
+                break
+            task = queue[i]
+            if machine.fits(task, now, task.estimate):
+                task.window_end = now + task.estimate
+                machine.take(task, now, task.window_end)
+                task.start = now
+                free -= task.size
+                started.append(task)
+        if started:
+            self.queue = [task for task in queue if task.start is None]
+        return started
+
+    def _blocked(
+        self, task: Task, now: int, first: bool, taken: List[Tuple[Task, int, int]]
+    ) -> bool:
+        """A task that cannot start protects nothing: later tasks may still push work out."""
+        return True
+
+
 class FitBound:
     """Lower bounds for earliest fits while a profile only loses capacity.
 
@@ -699,6 +775,8 @@ def make_engine(
         engine = FcfsEngine(capacity, now, machine)
     elif policy is Policy.EASY:
         engine = EasyEngine(capacity, now, machine)
+    elif policy is Policy.GREEDY:
+        engine = GreedyEngine(capacity, now, machine)
     else:
         engine = ConservativeEngine(capacity, now, machine)
     engine.preemptive = preemptive

@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import List, Optional, Sequence, Tuple
 
 from siteagent.core.model import Slot
-from siteagent.core.money import cost
+from siteagent.core.money import CENT, core_hours
 from siteagent.core.scheduling import Plan
 
 
@@ -58,26 +58,40 @@ def advertise(
 
 
 def subslot_cost(slot: Slot, cores: int, start: int, duration: int) -> Optional[Decimal]:
-    """Cost of using ``cores`` x [start, start + duration) of ``slot``, or None if not allowed."""
+    """Cost of using ``cores`` x [start, start + duration) of ``slot`` to the cent, or None if
+    not allowed."""
+    exact = _exact_cost(slot, cores, start, duration)
+    return None if exact is None else exact.quantize(CENT)
+
+
+def _exact_cost(slot: Slot, cores: int, start: int, duration: int) -> Optional[Decimal]:
+    """:func:`subslot_cost` before rounding: a plan adds its parts exactly, so that two
+    plans of the same core-hours cost the same however their tasks are cut into parts."""
     if cores <= 0 or duration <= 0 or not _allowed(slot, cores, start, start + duration):
         return None
     return _part_cost(cores, duration, slot.unit_price, slot.fee)
 
 
-#: :func:`~siteagent.core.money.cost`, remembered: fitting plans' tasks to slots prices the
-#: same few hundred parts over and over (a whole indivisible slot each time it could hold a
-#: task), some 650,000 times in one genetic search at the thesis' defaults, and a price in
-#: Decimal takes ten times as long as looking it up.
-_part_cost = functools.lru_cache(maxsize=4096)(cost)
+def _unrounded(size: int, duration_s: int, unit_price: Decimal, fee: Decimal) -> Decimal:
+    """``n·d·c + f`` as :func:`~siteagent.core.money.cost` has it, not rounded to the cent."""
+    return core_hours(size, duration_s) * unit_price + fee
+
+
+#: :func:`_unrounded`, remembered: fitting plans' tasks to slots prices the same few hundred
+#: parts over and over (a whole indivisible slot each time it could hold a task), some 650,000
+#: times in one genetic search at the thesis' defaults, and a price in Decimal takes ten times
+#: as long as looking it up.
+_part_cost = functools.lru_cache(maxsize=4096)(_unrounded)
 
 
 def _allowed(slot: Slot, cores: int, start: int, end: int) -> bool:
     """The thesis' Table 1: an indivisible slot is taken whole (longer only if extensible); a
     divisible one in any part from its start on (past its end only if extensible)."""
+    slot_end = slot.start + slot.duration  # (Slot.end is a Python property: slow here)
     if not slot.divisible:
         whole = cores == slot.cores and start == slot.start
-        return whole and (end == slot.end or (slot.extensible and end > slot.end))
-    return cores <= slot.cores and slot.start <= start and (end <= slot.end or slot.extensible)
+        return whole and (end == slot_end or (slot.extensible and end > slot_end))
+    return cores <= slot.cores and slot.start <= start and (end <= slot_end or slot.extensible)
 
 
 @dataclass(frozen=True)
@@ -123,7 +137,8 @@ def fit_request(
 
 def provision(slot: Slot, cores: int, start: int, duration: int) -> Optional[Tuple[int, Decimal]]:
     """What must be taken of ``slot`` to hold ``cores`` x [start, start + duration), and its
-    cost, by the thesis' Table 1; None if the slot cannot hold it.
+    cost by the thesis' Table 1 (exact: a plan's total is what is rounded); None if the slot
+    cannot hold it.
 
     A divisible slot gives just that. An indivisible one is taken whole, from its start to its
     end (past the end if extensible and the request runs longer): the thesis backfills a 2 h
@@ -138,7 +153,7 @@ def provision(slot: Slot, cores: int, start: int, duration: int) -> Optional[Tup
         taken, since, length = cores, start, duration
     else:
         taken, since, length = slot.cores, slot.start, max(end, slot.end) - slot.start
-    cost = subslot_cost(slot, taken, since, length)
+    cost = _exact_cost(slot, taken, since, length)
     return None if cost is None else (taken, cost)
 
 

@@ -1,4 +1,5 @@
-"""The bank of the marketplace paper: a double-entry ledger of confirmed deals, in SQLite.
+"""The bank of the marketplace paper: a double-entry ledger of confirmed deals, in SQLite or
+PostgreSQL (its storage: storage.py; docs/ledger.md).
 
 It books doubly signed receipts (:class:`~siteagent.security.Receipt`): it checks the buyer's
 signature over the deal and the site's countersignature with public keys it holds itself
@@ -7,14 +8,18 @@ accounts are opened), then moves the price from the buyer's account to the site'
 cancellation from the site moves the price back less the penalty the buyer agreed to.
 
 Double entry: every transaction is a set of entries that sum to zero, so the balances of all
-accounts (the ``bank`` account that issues deposits included) always sum to zero, and a
-balance is the sum of its account's entries, never a stored figure that could drift.
+accounts (the ``bank`` account that issues deposits included) always sum to zero. Each
+account's balance is kept beside its entries and moved in the same transaction, so a funds
+check reads one row whatever the account's history; ``siteagent ledger check`` (audit.py)
+verifies that every balance is still the sum of its entries.
 Amounts are Decimal to the cent at the interface and integer cents in the database, so no
 amount ever passes through a float.
 
 Booking is idempotent on the receipt id (the hash of the deal): the same receipt sent twice,
-by a retry or by two agents' relays, has one effect. Every operation is one SQLite transaction
-(``BEGIN IMMEDIATE``), so a crash leaves either all of it or none of it.
+by a retry or by two agents' relays, has one effect. Every operation is one transaction of the
+database, which first claims the receipt and the account it decides on (storage.py), so a
+crash leaves either all of it or none of it, and bank processes sharing the database book as
+if they took turns.
 
 **Funds.** A receipt is booked only if its buyer can pay: its balance less the price may not
 fall below minus its credit (0 unless the participants file grants one). The check and the
@@ -34,8 +39,6 @@ carry an HTTP status, so that ``siteagent ledger serve`` can be a thin HTTP laye
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 import time
 from dataclasses import dataclass
 from decimal import Decimal
@@ -44,94 +47,42 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Seque
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from siteagent.core.errors import SiteagentError
-from siteagent.core.files import make_database_private, make_private
 from siteagent.core.money import BadMoney, from_cents, to_cents, written_amount
+from siteagent.ledger.errors import (
+    InsufficientFunds,
+    LedgerConflict,
+    LedgerError,
+    LedgerForbidden,
+    LedgerNotFound,
+    LedgerRefused,
+    LedgerUnavailable,
+)
+from siteagent.ledger.schema import migrate
+from siteagent.ledger.storage import Database, Tx, open_database
 from siteagent.protocol.documents import Cancellation, Receipt, signature_valid
 from siteagent.protocol.keys import check_key_id, parse_public_key, public_key_text
 
+__all__ = [
+    "BANK",
+    "Bookkeeper",
+    "DealTerms",
+    "Entry",
+    "InsufficientFunds",
+    "Ledger",
+    "LedgerConflict",
+    "LedgerError",
+    "LedgerForbidden",
+    "LedgerNotFound",
+    "LedgerRefused",
+    "LedgerUnavailable",
+    "StatementLine",
+    "Transaction",
+    "deal_terms",
+    "parse_money",
+]
+
 #: The account deposits come from: the issuer of the virtual currency.
 BANK = "bank"
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS participants (
-    id TEXT PRIMARY KEY,
-    kind TEXT NOT NULL CHECK (kind IN ('user', 'site')),
-    public_key TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS receipts (
-    id TEXT PRIMARY KEY,
-    site TEXT NOT NULL,
-    reservation_id TEXT NOT NULL,
-    buyer TEXT NOT NULL,
-    price_cents INTEGER NOT NULL,
-    penalty_cents INTEGER NOT NULL,
-    document TEXT NOT NULL,
-    UNIQUE (site, reservation_id)
-);
-CREATE TABLE IF NOT EXISTS transactions (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    kind TEXT NOT NULL CHECK (kind IN ('deposit', 'deal', 'refund')),
-    receipt_id TEXT REFERENCES receipts (id),
-    at INTEGER NOT NULL,
-    memo TEXT NOT NULL,
-    document TEXT,
-    UNIQUE (kind, receipt_id)
-);
-CREATE TABLE IF NOT EXISTS entries (
-    transaction_id INTEGER NOT NULL REFERENCES transactions (id),
-    account TEXT NOT NULL,
-    amount_cents INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS entries_by_account ON entries (account, transaction_id);
-CREATE TABLE IF NOT EXISTS credit_limits (
-    account TEXT PRIMARY KEY REFERENCES participants (id),
-    credit_cents INTEGER NOT NULL CHECK (credit_cents >= 0)
-);
-CREATE TABLE IF NOT EXISTS voids (
-    receipt_id TEXT PRIMARY KEY,
-    site TEXT NOT NULL REFERENCES participants (id),
-    document TEXT NOT NULL
-);
-"""
-
-
-class LedgerError(SiteagentError):
-    """A refused operation: ``code`` stable for programs (the bank's codes and their HTTP
-    statuses are :data:`siteagent.protocol.errors.LEDGER_CODES`), ``field`` the document's
-    field at fault, if one is."""
-
-    def __init__(self, code: str, message: str, field: Optional[str] = None) -> None:
-        super().__init__(message, code=code, field=field)
-
-
-class LedgerRefused(LedgerError):
-    """422: the receipt or cancellation cannot be booked (bad signature, unknown signer,
-    malformed deal) — the paper's Banking Agent answers such a message with Refuse."""
-
-
-class LedgerConflict(LedgerError):
-    """409: it contradicts what is booked (another receipt for the same reservation, a
-    participant registered with another key, a second cancellation with another penalty)."""
-
-
-class LedgerNotFound(LedgerError):
-    """404: no such account or receipt."""
-
-
-class LedgerForbidden(LedgerError):
-    """403: the account is another participant's (its holder and the sites may read it)."""
-
-
-class InsufficientFunds(LedgerError):
-    """402: the buyer cannot pay the price: its balance less the price would fall below minus
-    its credit. Nothing was booked; a deposit (or a larger credit) makes the same receipt
-    bookable."""
-
-
-class LedgerUnavailable(LedgerError):
-    """503: a ledger service did not answer (or answered nonsense); nothing is known to be
-    booked, and booking the same receipt again later is safe (booking is idempotent)."""
 
 
 @dataclass(frozen=True)
@@ -232,14 +183,20 @@ def parse_money(value: Any, what: str) -> int:
 def deal_terms(deal: Mapping[str, Any]) -> DealTerms:
     """The terms of a deal, or LedgerRefused naming what is missing or malformed."""
     if deal.get("version") != 1:
-        raise LedgerRefused("malformed_receipt", "only deals of version 1 are understood")
+        raise LedgerRefused(
+            "malformed_receipt", "only deals of version 1 are understood", "deal.version"
+        )
     for key in ("site", "buyer", "reservation_id"):
         if not isinstance(deal.get(key), str) or not deal[key]:
-            raise LedgerRefused("malformed_receipt", f"the deal has no {key}")
+            raise LedgerRefused("malformed_receipt", f"the deal has no {key}", f"deal.{key}")
     price = parse_money(deal.get("price"), "price")
     penalty = parse_money(deal.get("cancellation_penalty"), "cancellation_penalty")
     if penalty > price:
-        raise LedgerRefused("malformed_receipt", "the cancellation penalty exceeds the price")
+        raise LedgerRefused(
+            "malformed_receipt",
+            "the cancellation penalty exceeds the price",
+            "deal.cancellation_penalty",
+        )
     return DealTerms(deal["site"], deal["buyer"], deal["reservation_id"], price, penalty)
 
 
@@ -255,28 +212,25 @@ class Bookkeeper(Protocol):
 
 
 class Ledger:
-    """Accounts, receipts and transactions in one SQLite database (``:memory:`` for tests),
-    private to its owner (0600, with SQLite's files beside it)."""
+    """Accounts, receipts and transactions in one database: an SQLite file's path
+    (``:memory:`` for tests), a PostgreSQL URL, or an open :class:`Database`; its schema is
+    migrated to the current version when it is opened (schema.py)."""
 
     def __init__(
-        self, path: Union[str, Path] = ":memory:", clock: Callable[[], float] = time.time
+        self,
+        path: Union[str, Path, Database] = ":memory:",
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        if str(path) != ":memory:":
-            make_private(Path(path).parent, directory=True)
-            make_database_private(path)
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA foreign_keys = ON")
-        self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.execute("PRAGMA synchronous = FULL")  # money: a booked deal survives power loss
-        self._db.executescript(SCHEMA)
+        self.database = open_database(path) if isinstance(path, (str, Path)) else path
+        try:
+            migrate(self.database)
+        except BaseException:
+            self.database.close()
+            raise
         self._clock = clock
-        self._lock = threading.Lock()
 
     def close(self) -> None:
-        self._db.close()
-
-    def _transaction(self) -> _Atomic:
-        return _Atomic(self._db, self._lock)
+        self.database.close()
 
     # ---- participants
 
@@ -301,44 +255,59 @@ class Ledger:
             raise LedgerConflict("reserved_account", f"{BANK!r} is the issuing account")
         key = public_key_text(public_key)
         credit_cents = to_cents(credit)
-        with self._transaction() as db:
-            row = db.execute(
+
+        def register(tx: Tx) -> None:
+            row = tx.one(
                 "SELECT kind, public_key FROM participants WHERE id = ?", (participant_id,)
-            ).fetchone()
+            )
             if row is None:
-                db.execute(
+                tx.run(
                     "INSERT INTO participants (id, kind, public_key) VALUES (?, ?, ?)",
                     (participant_id, kind, key),
                 )
-            elif tuple(row) != (kind, key):
+            elif row != (kind, key):
                 raise LedgerConflict(
                     "participant_conflict",
                     f"{participant_id!r} is already registered with another kind or key",
                 )
-            db.execute(
-                "INSERT INTO credit_limits (account, credit_cents) VALUES (?, ?) "
-                "ON CONFLICT (account) DO UPDATE SET credit_cents = excluded.credit_cents",
-                (participant_id, credit_cents),
+            current = tx.one(
+                "SELECT credit_cents FROM credit_limits WHERE account = ?", (participant_id,)
             )
+            if current is None:
+                tx.run(
+                    "INSERT INTO credit_limits (account, credit_cents) VALUES (?, ?)",
+                    (participant_id, credit_cents),
+                )
+            elif current[0] != credit_cents:  # unchanged: nothing written, nothing to conflict
+                tx.run(
+                    "UPDATE credit_limits SET credit_cents = ? WHERE account = ?",
+                    (credit_cents, participant_id),
+                )
+
+        self.database.run(register, idempotent=True)
 
     def participants(self) -> Dict[str, Tuple[str, Ed25519PublicKey]]:
         """Every account holder's kind ("user" or "site") and key, as the bank holds them."""
-        with self._transaction() as db:
-            rows = db.execute("SELECT id, kind, public_key FROM participants").fetchall()
+        rows = self.database.run(lambda tx: tx.all("SELECT id, kind, public_key FROM participants"))
         return {key_id: (kind, parse_public_key(key)) for key_id, kind, key in rows}
 
     def kind_of(self, key_id: str) -> Optional[str]:
-        """"user" or "site" for an account holder, None for anybody else."""
-        with self._transaction() as db:
-            row = db.execute("SELECT kind FROM participants WHERE id = ?", (key_id,)).fetchone()
+        """ "user" or "site" for an account holder, None for anybody else."""
+        row = self.database.run(
+            lambda tx: tx.one("SELECT kind FROM participants WHERE id = ?", (key_id,))
+        )
         return None if row is None else str(row[0])
 
-    def _participant(self, db: sqlite3.Connection, key_id: str, kind: str) -> Ed25519PublicKey:
-        row = db.execute(
+    def _participant(self, tx: Tx, key_id: str, kind: str, field: str) -> Ed25519PublicKey:
+        """The registered key of ``key_id`` as a ``kind``; the refusal names ``field``, where
+        the document named it."""
+        row = tx.one(
             "SELECT public_key FROM participants WHERE id = ? AND kind = ?", (key_id, kind)
-        ).fetchone()
+        )
         if row is None:
-            raise LedgerRefused("unknown_participant", f"no {kind} {key_id!r} is registered")
+            raise LedgerRefused(
+                "unknown_participant", f"no {kind} {key_id!r} is registered", field
+            )
         return parse_public_key(row[0])
 
     # ---- booking
@@ -349,9 +318,12 @@ class Ledger:
         cents = to_cents(amount)
         if cents <= 0:
             raise ValueError(f"a deposit must be positive, got {amount}")
-        with self._transaction() as db:
-            self._require_account(db, account)
-            return self._post(db, "deposit", memo, [(BANK, -cents), (account, cents)], None, None)
+
+        def deposit(tx: Tx) -> Transaction:
+            self._require_account(tx, account)
+            return self._post(tx, "deposit", memo, [(BANK, -cents), (account, cents)], None, None)
+
+        return self.database.run(deposit)
 
     def book(self, receipt: Receipt) -> Transaction:
         """Book a confirmed deal: the buyer pays the site the price.
@@ -361,52 +333,68 @@ class Ledger:
         """
         terms = deal_terms(receipt.deal)
         if receipt.user_signature.key_id != terms.buyer:
-            raise LedgerRefused("signer_mismatch", "the deal is not signed by its buyer")
-        if receipt.site_signature.key_id != terms.site:
-            raise LedgerRefused("signer_mismatch", "the receipt is not signed by the deal's site")
-        with self._transaction() as db:
-            buyer_key = self._participant(db, terms.buyer, "user")
-            site_key = self._participant(db, terms.site, "site")
-            if not signature_valid(receipt.deal, receipt.user_signature, buyer_key):
-                raise LedgerRefused("bad_user_signature", "the buyer's signature does not verify")
-            if not signature_valid(receipt.countersigned(), receipt.site_signature, site_key):
-                raise LedgerRefused("bad_site_signature", "the site's signature does not verify")
-            booked = self._find(db, "deal", receipt.id)
-            if booked is not None:
-                return booked
-            if self._voided(db, receipt.id, terms.site):
-                raise LedgerConflict(
-                    "receipt_voided",
-                    f"receipt {receipt.id} was voided by {terms.site} before it was booked "
-                    f"(reservation {terms.reservation_id} was not confirmed)",
-                )
-            clash = db.execute(
-                "SELECT id FROM receipts WHERE site = ? AND reservation_id = ?",
-                (terms.site, terms.reservation_id),
-            ).fetchone()
-            if clash is not None:
-                raise LedgerConflict(
-                    "reservation_already_booked",
-                    f"reservation {terms.reservation_id} at {terms.site} is booked by "
-                    f"receipt {clash[0]}",
-                )
-            self._check_funds(db, terms.buyer, terms.price_cents)
-            db.execute(
-                "INSERT INTO receipts (id, site, reservation_id, buyer, price_cents, "
-                "penalty_cents, document) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    receipt.id,
-                    terms.site,
-                    terms.reservation_id,
-                    terms.buyer,
-                    terms.price_cents,
-                    terms.penalty_cents,
-                    json.dumps(receipt.to_json(), sort_keys=True),
-                ),
+            raise LedgerRefused(
+                "signer_mismatch", "the deal is not signed by its buyer", "user_signature.keyid"
             )
-            memo = f"reservation {terms.reservation_id} at {terms.site}"
-            entries = [(terms.buyer, -terms.price_cents), (terms.site, terms.price_cents)]
-            return self._post(db, "deal", memo, entries, receipt.id, None)
+        if receipt.site_signature.key_id != terms.site:
+            raise LedgerRefused(
+                "signer_mismatch",
+                "the receipt is not signed by the deal's site",
+                "site_signature.keyid",
+            )
+        return self.database.run(lambda tx: self._book(tx, receipt, terms), idempotent=True)
+
+    def _book(self, tx: Tx, receipt: Receipt, terms: DealTerms) -> Transaction:
+        # what it decides on: whether the receipt is booked or voided, and the buyer's funds
+        tx.claim(f"receipt:{receipt.id}", f"account:{terms.buyer}")
+        buyer_key = self._participant(tx, terms.buyer, "user", "deal.buyer")
+        site_key = self._participant(tx, terms.site, "site", "deal.site")
+        if not signature_valid(receipt.deal, receipt.user_signature, buyer_key):
+            raise LedgerRefused(
+                "bad_user_signature", "the buyer's signature does not verify", "user_signature"
+            )
+        if not signature_valid(receipt.countersigned(), receipt.site_signature, site_key):
+            raise LedgerRefused(
+                "bad_site_signature", "the site's signature does not verify", "site_signature"
+            )
+        booked = self._find(tx, "deal", receipt.id)
+        if booked is not None:
+            return booked
+        if self._voided(tx, receipt.id, terms.site):
+            raise LedgerConflict(
+                "receipt_voided",
+                f"receipt {receipt.id} was voided by {terms.site} before it was booked "
+                f"(reservation {terms.reservation_id} was not confirmed)",
+                "deal.reservation_id",
+            )
+        clash = tx.one(
+            "SELECT id FROM receipts WHERE site = ? AND reservation_id = ?",
+            (terms.site, terms.reservation_id),
+        )
+        if clash is not None:
+            raise LedgerConflict(
+                "reservation_already_booked",
+                f"reservation {terms.reservation_id} at {terms.site} is booked by "
+                f"receipt {clash[0]}",
+                "deal.reservation_id",
+            )
+        self._check_funds(tx, terms.buyer, terms.price_cents)
+        tx.run(
+            "INSERT INTO receipts (id, site, reservation_id, buyer, price_cents, "
+            "penalty_cents, document) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                receipt.id,
+                terms.site,
+                terms.reservation_id,
+                terms.buyer,
+                terms.price_cents,
+                terms.penalty_cents,
+                json.dumps(receipt.to_json(), sort_keys=True),
+            ),
+        )
+        memo = f"reservation {terms.reservation_id} at {terms.site}"
+        entries = [(terms.buyer, -terms.price_cents), (terms.site, terms.price_cents)]
+        return self._post(tx, "deal", memo, entries, receipt.id, None)
 
     def refund(self, cancellation: Cancellation) -> Optional[Transaction]:
         """Book a cancellation signed by the site: the buyer gets the price back less the
@@ -419,62 +407,73 @@ class Ledger:
             penalty = to_cents(cancellation.penalty)
         except BadMoney as exc:
             raise LedgerRefused("malformed_cancellation", str(exc), "penalty") from None
-        with self._transaction() as db:
-            row = db.execute(
-                "SELECT site, reservation_id, buyer, price_cents, penalty_cents FROM receipts "
-                "WHERE id = ?",
-                (cancellation.receipt_id,),
-            ).fetchone()
-            if row is None and penalty == 0:
-                self._keep_void(db, cancellation)
-                return None
-            if row is None:
-                raise LedgerNotFound(
-                    "unknown_receipt", f"no receipt {cancellation.receipt_id} is booked"
-                )
-            site, reservation_id, buyer, price, agreed = row
-            if cancellation.site_signature.key_id != site:
-                raise LedgerRefused("signer_mismatch", "the cancellation is not signed by the site")
-            self._check_site_signature(db, cancellation, site)
-            if not 0 <= penalty <= agreed:
-                raise LedgerRefused(
-                    "penalty_not_agreed",
-                    f"the penalty must be between 0.00 and the agreed {from_cents(agreed)}",
-                )
-            document = json.dumps(cancellation.to_json(), sort_keys=True)
-            booked = self._find(db, "refund", cancellation.receipt_id)
-            if booked is not None:
-                same = db.execute(
-                    "SELECT document = ? FROM transactions WHERE id = ?", (document, booked.id)
-                ).fetchone()[0]
-                if not same:
-                    raise LedgerConflict(
-                        "already_refunded", f"reservation {reservation_id} was already refunded"
-                    )
-                return booked
-            refund = price - penalty
-            memo = (
-                f"refund of reservation {reservation_id} at {site} (penalty {from_cents(penalty)})"
-            )
-            entries = [(site, -refund), (buyer, refund)]
-            return self._post(db, "refund", memo, entries, cancellation.receipt_id, document)
+        return self.database.run(
+            lambda tx: self._refund(tx, cancellation, penalty), idempotent=True
+        )
 
-    def _check_site_signature(
-        self, db: sqlite3.Connection, cancellation: Cancellation, site: str
-    ) -> None:
-        site_key = self._participant(db, site, "site")
+    def _refund(self, tx: Tx, cancellation: Cancellation, penalty: int) -> Optional[Transaction]:
+        tx.claim(f"receipt:{cancellation.receipt_id}")  # booked, voided or refunded already?
+        row = tx.one(
+            "SELECT site, reservation_id, buyer, price_cents, penalty_cents FROM receipts "
+            "WHERE id = ?",
+            (cancellation.receipt_id,),
+        )
+        if row is None and penalty == 0:
+            self._keep_void(tx, cancellation)
+            return None
+        if row is None:
+            raise LedgerNotFound(
+                "unknown_receipt",
+                f"no receipt {cancellation.receipt_id} is booked",
+                "receipt_id",
+            )
+        site, reservation_id, buyer, price, agreed = row
+        if cancellation.site_signature.key_id != site:
+            raise LedgerRefused(
+                "signer_mismatch",
+                "the cancellation is not signed by the site",
+                "site_signature.keyid",
+            )
+        self._check_site_signature(tx, cancellation, site)
+        if not 0 <= penalty <= agreed:
+            raise LedgerRefused(
+                "penalty_not_agreed",
+                f"the penalty must be between 0.00 and the agreed {from_cents(agreed)}",
+                "penalty",
+            )
+        document = json.dumps(cancellation.to_json(), sort_keys=True)
+        booked = self._find(tx, "refund", cancellation.receipt_id)
+        if booked is not None:
+            same = tx.one("SELECT document FROM transactions WHERE id = ?", (booked.id,))
+            if same is None or same[0] != document:
+                raise LedgerConflict(
+                    "already_refunded",
+                    f"reservation {reservation_id} was already refunded",
+                    "receipt_id",
+                )
+            return booked
+        refund = price - penalty
+        memo = f"refund of reservation {reservation_id} at {site} (penalty {from_cents(penalty)})"
+        entries = [(site, -refund), (buyer, refund)]
+        return self._post(tx, "refund", memo, entries, cancellation.receipt_id, document)
+
+    def _check_site_signature(self, tx: Tx, cancellation: Cancellation, site: str) -> None:
+        site_key = self._participant(tx, site, "site", "site_signature.keyid")
         document = cancellation.signed_document()
         if not signature_valid(document, cancellation.site_signature, site_key):
-            raise LedgerRefused("bad_site_signature", "the site's signature does not verify")
+            raise LedgerRefused(
+                "bad_site_signature", "the site's signature does not verify", "site_signature"
+            )
 
-    def _keep_void(self, db: sqlite3.Connection, cancellation: Cancellation) -> None:
+    def _keep_void(self, tx: Tx, cancellation: Cancellation) -> None:
         """Remember that the signing site voided a receipt it never had booked: the bank
         knows no receipt to check the signer against, so it must be a registered site, and
         only a receipt of that site is refused for it."""
         site = cancellation.site_signature.key_id
-        self._check_site_signature(db, cancellation, site)
-        db.execute(
-            "INSERT OR IGNORE INTO voids (receipt_id, site, document) VALUES (?, ?, ?)",
+        self._check_site_signature(tx, cancellation, site)
+        tx.run(
+            "INSERT INTO voids (receipt_id, site, document) VALUES (?, ?, ?) "
+            "ON CONFLICT (receipt_id) DO NOTHING",
             (
                 cancellation.receipt_id,
                 site,
@@ -482,58 +481,61 @@ class Ledger:
             ),
         )
 
-    def _voided(self, db: sqlite3.Connection, receipt_id: str, site: str) -> bool:
-        row = db.execute(
-            "SELECT 1 FROM voids WHERE receipt_id = ? AND site = ?", (receipt_id, site)
-        ).fetchone()
+    def _voided(self, tx: Tx, receipt_id: str, site: str) -> bool:
+        row = tx.one("SELECT 1 FROM voids WHERE receipt_id = ? AND site = ?", (receipt_id, site))
         return row is not None
 
-    def _check_funds(self, db: sqlite3.Connection, buyer: str, price_cents: int) -> None:
+    def _check_funds(self, tx: Tx, buyer: str, price_cents: int) -> None:
         """InsufficientFunds unless ``buyer`` can pay ``price_cents`` within its credit."""
-        balance = self._balance_cents(db, buyer)
-        credit = self._credit_cents(db, buyer)
+        balance = self._balance_cents(tx, buyer)
+        credit = self._credit_cents(tx, buyer)
         if balance - price_cents < -credit:
             raise InsufficientFunds(
                 "insufficient_funds",
                 f"{buyer} cannot pay {from_cents(price_cents)}: its balance is "
                 f"{from_cents(balance)} and its credit {from_cents(credit)}; a deposit "
-                f"of {from_cents(price_cents - balance - credit)} would do"
+                f"of {from_cents(price_cents - balance - credit)} would do",
             )
 
-    def _balance_cents(self, db: sqlite3.Connection, account: str) -> int:
-        (cents,) = db.execute(
-            "SELECT COALESCE(SUM(amount_cents), 0) FROM entries WHERE account = ?", (account,)
-        ).fetchone()
-        return int(cents)
+    def _balance_cents(self, tx: Tx, account: str) -> int:
+        """The kept balance: one row, whatever the account's history."""
+        row = tx.one("SELECT balance_cents FROM balances WHERE account = ?", (account,))
+        return 0 if row is None else int(row[0])
 
-    def _credit_cents(self, db: sqlite3.Connection, account: str) -> int:
-        row = db.execute(
-            "SELECT credit_cents FROM credit_limits WHERE account = ?", (account,)
-        ).fetchone()
+    def _credit_cents(self, tx: Tx, account: str) -> int:
+        row = tx.one("SELECT credit_cents FROM credit_limits WHERE account = ?", (account,))
         return 0 if row is None else int(row[0])
 
     def _post(
         self,
-        db: sqlite3.Connection,
+        tx: Tx,
         kind: str,
         memo: str,
         entries: Sequence[Tuple[str, int]],
         receipt_id: Optional[str],
         document: Optional[str],
     ) -> Transaction:
+        """Write a balanced transaction: its entries, and each account's kept balance."""
         if sum(cents for _, cents in entries) != 0:
             raise AssertionError(f"unbalanced {kind} transaction: {entries}")
         at = int(self._clock())
-        cursor = db.execute(
+        transaction_id = tx.insert(
             "INSERT INTO transactions (kind, receipt_id, at, memo, document) "
             "VALUES (?, ?, ?, ?, ?)",
             (kind, receipt_id, at, memo, document),
         )
-        transaction_id = int(cursor.lastrowid or 0)
-        db.executemany(
-            "INSERT INTO entries (transaction_id, account, amount_cents) VALUES (?, ?, ?)",
-            [(transaction_id, account, cents) for account, cents in entries],
-        )
+        for account, cents in entries:
+            tx.run(
+                "INSERT INTO entries (transaction_id, account, amount_cents) VALUES (?, ?, ?)",
+                (transaction_id, account, cents),
+            )
+        for account, cents in sorted(entries):  # rows locked in one order: no deadlocks
+            tx.run(
+                "INSERT INTO balances (account, balance_cents) VALUES (?, ?) "
+                "ON CONFLICT (account) DO UPDATE "
+                "SET balance_cents = balances.balance_cents + excluded.balance_cents",
+                (account, cents),
+            )
         return Transaction(
             transaction_id,
             kind,
@@ -543,115 +545,100 @@ class Ledger:
             receipt_id,
         )
 
-    def _find(self, db: sqlite3.Connection, kind: str, receipt_id: str) -> Optional[Transaction]:
-        row = db.execute(
+    def _find(self, tx: Tx, kind: str, receipt_id: str) -> Optional[Transaction]:
+        row = tx.one(
             "SELECT id FROM transactions WHERE kind = ? AND receipt_id = ?", (kind, receipt_id)
-        ).fetchone()
-        return None if row is None else self._load(db, int(row[0]))
+        )
+        return None if row is None else self._load(tx, int(row[0]))
 
-    def _load(self, db: sqlite3.Connection, transaction_id: int) -> Transaction:
-        kind, at, memo, receipt_id = db.execute(
+    def _load(self, tx: Tx, transaction_id: int) -> Transaction:
+        found = tx.one(
             "SELECT kind, at, memo, receipt_id FROM transactions WHERE id = ?", (transaction_id,)
-        ).fetchone()
-        entries = db.execute(
-            "SELECT account, amount_cents FROM entries WHERE transaction_id = ? ORDER BY rowid",
+        )
+        assert found is not None
+        kind, at, memo, receipt_id = found
+        entries = tx.all(
+            "SELECT account, amount_cents FROM entries WHERE transaction_id = ? ORDER BY id",
             (transaction_id,),
-        ).fetchall()
+        )
         return Transaction(
             transaction_id,
             kind,
-            at,
+            int(at),
             memo,
-            tuple(Entry(account, from_cents(cents)) for account, cents in entries),
+            tuple(Entry(account, from_cents(int(cents))) for account, cents in entries),
             receipt_id,
         )
 
     # ---- reading
 
-    def _require_account(self, db: sqlite3.Connection, account: str) -> None:
+    def _require_account(self, tx: Tx, account: str) -> None:
         if account == BANK:
             return
-        row = db.execute("SELECT 1 FROM participants WHERE id = ?", (account,)).fetchone()
-        if row is None:
+        if tx.one("SELECT 1 FROM participants WHERE id = ?", (account,)) is None:
             raise LedgerNotFound("unknown_account", f"no account {account!r}")
 
     def balance(self, account: str) -> Decimal:
-        with self._transaction() as db:
-            self._require_account(db, account)
-            return from_cents(self._balance_cents(db, account))
+        def balance(tx: Tx) -> int:
+            self._require_account(tx, account)
+            return self._balance_cents(tx, account)
+
+        return from_cents(self.database.run(balance))
 
     def credit(self, account: str) -> Decimal:
         """How far below zero ``account`` may go to pay for a deal."""
-        with self._transaction() as db:
-            self._require_account(db, account)
-            return from_cents(self._credit_cents(db, account))
+
+        def credit(tx: Tx) -> int:
+            self._require_account(tx, account)
+            return self._credit_cents(tx, account)
+
+        return from_cents(self.database.run(credit))
 
     def balances(self) -> Dict[str, Decimal]:
         """Every account's balance (accounts with no movement show 0.00); they sum to zero."""
-        with self._transaction() as db:
-            rows = db.execute(
-                "SELECT id, COALESCE((SELECT SUM(amount_cents) FROM entries "
-                "WHERE account = participants.id), 0) FROM participants "
-                "UNION ALL SELECT ?, COALESCE(SUM(amount_cents), 0) FROM entries "
-                "WHERE account = ? ORDER BY 1",
-                (BANK, BANK),
-            ).fetchall()
-        return {account: from_cents(int(cents)) for account, cents in rows}
+
+        def balances(tx: Tx) -> Dict[str, int]:
+            rows = tx.all("SELECT account, balance_cents FROM balances")
+            kept: Dict[str, int] = {str(account): int(cents) for account, cents in rows}
+            holders = [str(row[0]) for row in tx.all("SELECT id FROM participants")]
+            return {account: int(kept.get(account, 0)) for account in [BANK, *holders]}
+
+        found = self.database.run(balances)
+        return {account: from_cents(found[account]) for account in sorted(found)}
 
     def statement(self, account: str) -> List[StatementLine]:
         """An account's movements in booking order, each with the running balance."""
-        with self._transaction() as db:
-            self._require_account(db, account)
-            rows = db.execute(
+
+        def rows(tx: Tx) -> List[Tuple[Any, ...]]:
+            self._require_account(tx, account)
+            return tx.all(
                 "SELECT t.id, t.at, t.kind, t.memo, e.amount_cents, t.receipt_id FROM entries e "
                 "JOIN transactions t ON t.id = e.transaction_id WHERE e.account = ? "
-                "ORDER BY t.id, e.rowid",
+                "ORDER BY t.id, e.id",
                 (account,),
-            ).fetchall()
+            )
+
         lines, balance = [], 0
-        for transaction_id, at, kind, memo, cents, receipt_id in rows:
-            balance += cents
-            amount, after = from_cents(cents), from_cents(balance)
-            lines.append(StatementLine(transaction_id, at, kind, memo, amount, after, receipt_id))
+        for transaction_id, at, kind, memo, cents, receipt_id in self.database.run(rows):
+            balance += int(cents)
+            amount, after = from_cents(int(cents)), from_cents(balance)
+            lines.append(
+                StatementLine(int(transaction_id), int(at), kind, memo, amount, after, receipt_id)
+            )
         return lines
 
     def movements(self, receipt_id: str) -> List[Transaction]:
         """What was booked for a receipt: its deal, then its refund (none if never booked)."""
-        with self._transaction() as db:
-            found = [self._find(db, kind, receipt_id) for kind in ("deal", "refund")]
+        found = self.database.run(
+            lambda tx: [self._find(tx, kind, receipt_id) for kind in ("deal", "refund")]
+        )
         return [transaction for transaction in found if transaction is not None]
 
     def receipt(self, receipt_id: str) -> Receipt:
         """A booked receipt as it was received."""
-        with self._transaction() as db:
-            row = db.execute("SELECT document FROM receipts WHERE id = ?", (receipt_id,)).fetchone()
+        row = self.database.run(
+            lambda tx: tx.one("SELECT document FROM receipts WHERE id = ?", (receipt_id,))
+        )
         if row is None:
             raise LedgerNotFound("unknown_receipt", f"no receipt {receipt_id} is booked")
         return Receipt.from_json(json.loads(row[0]))
-
-
-class _Atomic:
-    """``with`` block = one ``BEGIN IMMEDIATE`` transaction, committed unless it raises.
-
-    IMMEDIATE takes the write lock at the start, so that two processes sharing the file
-    cannot both read "not booked yet" and then both book.
-    """
-
-    def __init__(self, db: sqlite3.Connection, lock: threading.Lock) -> None:
-        self._db = db
-        self._lock = lock
-
-    def __enter__(self) -> sqlite3.Connection:
-        self._lock.acquire()
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-        except BaseException:
-            self._lock.release()
-            raise
-        return self._db
-
-    def __exit__(self, kind: Optional[type], *_: object) -> None:
-        try:
-            self._db.execute("COMMIT" if kind is None else "ROLLBACK")
-        finally:
-            self._lock.release()

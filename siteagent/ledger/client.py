@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Type, TypeVar
+from typing import Any, Callable, Dict, Optional, Tuple, Type, TypeVar
 
 import requests
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from requests.adapters import HTTPAdapter
 
 from siteagent.ledger.bank import (
@@ -34,6 +35,7 @@ from siteagent.ledger.bank import (
     LedgerUnavailable,
     Transaction,
 )
+from siteagent.protocol import signing
 from siteagent.protocol.documents import Cancellation, Receipt
 from siteagent.protocol.sessions import NoNetrc, proxies_for
 
@@ -57,9 +59,16 @@ REFUSALS: Dict[int, Type[LedgerError]] = {
 
 class RemoteLedger:
     """A client of a ledger service at ``url``, trusting ``ca`` for its TLS certificate (the
-    system's trusted CAs when None)."""
+    system's trusted CAs when None), signing each booking with ``signer`` (the site's key and
+    key id: the service refuses an unsigned one)."""
 
-    def __init__(self, url: str, ca: Optional[Path] = None, timeout: float = TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        url: str,
+        ca: Optional[Path] = None,
+        timeout: float = TIMEOUT_S,
+        signer: Optional[Tuple[Ed25519PrivateKey, str]] = None,
+    ) -> None:
         if not url.startswith("https://"):
             raise ValueError(f"a ledger service is reached over HTTPS only, not {url!r}")
         self.url = url.rstrip("/")
@@ -70,6 +79,8 @@ class RemoteLedger:
         self._session.verify = True if ca is None else str(ca)
         self._session.headers.update({"Accept": "application/json"})
         self._proxies = proxies_for(self._session, self.url)
+        #: The site's key and key id: the bank takes a booking signed by a site only.
+        self.signer = signer
 
     def book(self, receipt: Receipt) -> Transaction:
         """Book a doubly signed receipt (the service checks both signatures)."""
@@ -85,10 +96,18 @@ class RemoteLedger:
         self._session.close()
 
     def _post(self, path: str, document: Dict[str, Any], answer: Callable[[Any], T]) -> T:
+        url = self.url + path
+        body = json.dumps(document, separators=(",", ":")).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.signer is not None:
+            headers.update(signing.sign_request("POST", url, body, *self.signer))
         try:
-            request = requests.Request("POST", self.url + path, json=document)
+            request = requests.Request("POST", url, data=body, headers=headers)
             reply = self._session.send(
-                self._session.prepare_request(request), timeout=self.timeout, proxies=self._proxies
+                self._session.prepare_request(request),
+                timeout=self.timeout,
+                proxies=self._proxies,
+                allow_redirects=False,  # a receipt goes to the bank named, or nowhere
             )
         except requests.RequestException as exc:  # refused, timed out, TLS failure
             raise LedgerUnavailable(

@@ -11,14 +11,17 @@ thin HTTP layer over :class:`~siteagent.ledger.Ledger`, which does all the check
 - ``GET /v1/accounts/{id}`` and ``GET /v1/accounts/{id}/statement``, ``GET /healthz``.
 
 Who has an account, and with which key, is the administrator's file (``ledger.participants``),
-not something a request can change. Bookings take no credential, since a receipt proves itself
-by its two signatures and the bank trusts nobody's word for a payment. Reading an account does:
-a balance and the deals it paid for are its holder's business, so a read is signed (RFC 9421,
-as the agent's state-changing requests are; its body is empty) by the account's own key or by
-a site's (sites book the deals), checked by the agent's own
-:class:`~siteagent.security.authentication.Authenticator` against the keys the bank holds.
+not something a request can change. Every request but the health check is signed (RFC 9421, as
+the agent's are), checked by the agent's own gate and
+:class:`~siteagent.security.authentication.Authenticator` against the keys the bank holds
+*before* its body is parsed, and its body read within ``api.max_body_bytes``: a booking by a
+site (a receipt still proves itself by its two signatures, and the bank trusts nobody's word
+for a payment; the request's signature only keeps strangers from making the bank parse
+anything), a read of an account by its holder or a site (a balance and the deals it paid for
+are its holder's business).
 Errors are the agent's JSON errors, with the ledger's codes: 422 refused (bad signature,
-unknown signer), 402 a buyer who cannot pay, 401 an unsigned read, 403 another's account, 409
+unknown signer), 402 a buyer who cannot pay, 401 an unsigned request, 403 another's account
+(or a booking sent by a buyer, ``not_a_site``), 413 a body past the limit, 409
 conflicting with what is booked, 404 unknown account or receipt.
 """
 
@@ -33,14 +36,19 @@ import fastapi
 from siteagent.config.loading import default_public_names
 from siteagent.config.reading import ConfigError
 from siteagent.config.schema import Config, LedgerConfig
+from siteagent.core.defaults import DEFAULT_MAX_BODY_BYTES
 from siteagent.ledger.bank import Ledger, LedgerForbidden, LedgerRefused
 from siteagent.ledger.participants import load_participants, register_all
+from siteagent.ledger.storage import DatabaseError
 from siteagent.protocol.documents import Cancellation, MalformedDocument, Receipt
 from siteagent.protocol.httpsig import authority
 from siteagent.protocol.models import AccountBalance, AccountStatement
 from siteagent.security.authentication import Authenticator, NonceCache
 from siteagent.security.clients import AuthorizedClient
+from siteagent.security.errors import Unauthenticated
+from siteagent.security.replay import NONCES_FILE, SavedNonces
 from siteagent.serving import errors
+from siteagent.serving.gate import Gate
 from siteagent.serving.server import ServiceError, run
 
 log = logging.getLogger("siteagent.ledger")
@@ -52,9 +60,12 @@ T = TypeVar("T")
 RETRY_AFTER_S = 5
 
 
-def create_app(ledger: Ledger, readers: Authenticator) -> fastapi.FastAPI:
-    """The ASGI application serving ``ledger``; ``readers`` authenticates account reads
-    (its clients are the participants, see :func:`participant_keys`)."""
+def create_app(
+    ledger: Ledger, readers: Authenticator, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+) -> fastapi.FastAPI:
+    """The ASGI application serving ``ledger``; ``readers`` authenticates every request but
+    the health check and the OpenAPI (its clients are the participants, see
+    :func:`participant_keys`), before its body (at most ``max_body_bytes``) is parsed."""
     app = fastapi.FastAPI(
         title="siteagent ledger",
         description="The bank of a federation of site agents: books doubly signed receipts "
@@ -64,12 +75,21 @@ def create_app(ledger: Ledger, readers: Authenticator) -> fastapi.FastAPI:
         redoc_url=None,
     )
     errors.install(app, lambda: RETRY_AFTER_S)
+    app.add_middleware(
+        Gate,
+        authenticate=lambda *request: readers.authenticate(*request),
+        must_sign=signed_at_the_bank,
+        max_body_bytes=max_body_bytes,
+        retry_after_s=lambda: RETRY_AFTER_S,
+        admit=lambda who, method, path: admit_booking(ledger, who, method),
+    )
 
     async def reader(request: fastapi.Request) -> AuthorizedClient:
-        """The participant that signed this read, or a 401 SecurityError."""
-        body = await request.body()
-        headers = list(request.headers.items())
-        return readers.authenticate(request.method, str(request.url), headers, body)
+        """The participant whose signature the gate checked (siteagent.serving.gate)."""
+        client = getattr(request.state, "client", None)
+        if not isinstance(client, AuthorizedClient):  # the gate signs every account read
+            raise Unauthenticated("unsigned", "this request must be signed (RFC 9421)")
+        return client
 
     signed = fastapi.Depends(reader)
 
@@ -129,6 +149,26 @@ def create_app(ledger: Ledger, readers: Authenticator) -> fastapi.FastAPI:
     return app
 
 
+#: What the bank answers without a signature: its health, and the description of its routes.
+UNSIGNED = frozenset({("GET", "/healthz"), ("GET", "/v1/openapi.json")})
+
+
+def signed_at_the_bank(method: str, path: str) -> bool:
+    """The bank's policy: every request is signed by a participant (a booking by a site, an
+    account read by its holder or a site), but the health check and the OpenAPI."""
+    return (method, path) not in UNSIGNED
+
+
+def admit_booking(ledger: Ledger, who: AuthorizedClient, method: str) -> None:
+    """A booking (any POST) is sent by a site: a buyer posts no receipt or refund itself."""
+    if method == "POST" and ledger.kind_of(who.key_id) != "site":
+        raise LedgerForbidden(
+            "not_a_site",
+            f"{who.key_id!r} is not a site of the participants file: receipts and refunds are "
+            "booked by the sites that signed them",
+        )
+
+
 def parsed(parse: Callable[[Any], T], document: Any, code: str) -> T:
     """``parse(document)``, or the 422 refusal that says what is malformed."""
     try:
@@ -165,11 +205,18 @@ def open_ledger(config: Config) -> Ledger:
             "clients that hold accounts (see `siteagent ledger serve --help`)"
         )
     participants = load_participants(config.ledger.participants)
-    ledger = Ledger(config.ledger.path)
-    register_all(ledger, participants)
+    try:
+        ledger = Ledger(config.ledger.location)
+    except DatabaseError as exc:
+        raise ServiceError(str(exc)) from None
+    try:
+        register_all(ledger, participants)
+    except BaseException:
+        ledger.close()
+        raise
     log.info(
         "ledger %s: %d participant(s) from %s",
-        config.ledger.path,
+        ledger.database.describe(),
         len(participants),
         config.ledger.participants,
     )
@@ -213,9 +260,12 @@ def serve(config: Config) -> None:
             participant_keys(ledger),
             ledger_authorities(settings),
             max_age_s=config.security.signature_max_age_s,
-            nonces=NonceCache(config.security.nonces_per_client),
+            nonces=NonceCache(
+                config.security.nonces_per_client,
+                saved=SavedNonces(config.state_dir / NONCES_FILE),
+            ),
         )
-        app = create_app(ledger, readers)
+        app = create_app(ledger, readers, config.api.max_body_bytes)
         server = NotifyingServer(https_config(app, settings.listen, settings.port, config.api))
         log.info(
             "ledger service on %s", url_of(settings.listen, settings.port, config.api.tls.enabled)

@@ -154,6 +154,7 @@ class Bidding:
             known = self.store.bid(client, call.auction_id)
             if known is None:
                 self._admit(call, client, now)
+                self._within_allowance(call, client, view, now)
             elif known.job != job or known.closes_at != call.closes_at:
                 raise AuctionConflict(
                     f"auction {call.auction_id} was announced with another job or closing "
@@ -196,6 +197,38 @@ class Bidding:
             raise TooManyBids(
                 f"{client} takes this site into {count} auctions at once, the most it may; "
                 f"retry in {wait} s, when the first of them ends",
+                retry_after_s=wait,
+            )
+
+    def _within_allowance(
+        self, call: BidRequest, client: str, view: MarketView, now: int
+    ) -> None:
+        """A new bid's job, with what the client's open bids hold already, within what one
+        client's bids may hold (``auctions.max_held_machine_hours`` of the whole machine):
+        InvalidRequest if the job alone is more (it never could be), TooManyBids until the
+        first of the others is released if together they are."""
+        rfq = QuoteRequest.model_validate({"walltime": call.job.walltime, "cores": call.job.cores})
+        request = requested(rfq, view.snapshot, self.site, view.now)
+        if isinstance(request, Refusal):
+            return  # wider than the machine: the valuation says so
+        hours = self.settings.max_held_machine_hours
+        allowance = view.snapshot.capacity * hours * 3600
+        needs = request.cores * request.duration
+        if needs > allowance:
+            raise InvalidRequest(
+                f"the job's {request.cores} {view.snapshot.unit.value}s for {request.duration} s "
+                f"are {needs / 3600 / view.snapshot.capacity:.1f} hours of this whole machine; "
+                f"one buyer's bids may hold {hours:g} (auctions.max_held_machine_hours)",
+                field="job.walltime",
+            )
+        held, first = self.store.held_by(client, call.auction_id)
+        if held + needs > allowance:
+            wait = max(1, (first or now) - now)
+            raise TooManyBids(
+                f"{client}'s open bids hold {held / 3600 / view.snapshot.capacity:.1f} hours of "
+                f"this whole machine already, and this job would make it more than the "
+                f"{hours:g} one buyer's bids may hold; retry in {wait} s, when the first of "
+                "them is released",
                 retry_after_s=wait,
             )
 

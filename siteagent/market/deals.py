@@ -366,18 +366,20 @@ def open_deals(
     its bank (embedded, or the client of the bank service ``ledger.url`` names), with accounts
     opened in an embedded bank for the site and ``clients`` (with ``ledger.default_credit``)."""
     site_key = load_or_create_site_key(config.security.site_key)
-    ledger = open_ledger(config)
+    ledger = open_ledger(config, site_key)
     deals = Deals(manager, site_key, config.site.name, ledger, config.ledger.default_credit)
     deals.open_accounts(clients)
     return deals
 
 
-def open_ledger(config: Config) -> Bookkeeper:
-    """The embedded ledger, or the client of the ledger service the configuration names."""
+def open_ledger(config: Config, site_key: Ed25519PrivateKey) -> Bookkeeper:
+    """The embedded ledger, or the client of the ledger service the configuration names
+    (bookings signed with the site's key)."""
     if config.ledger.url is not None:
         log.info("ledger: receipts are booked by the ledger service at %s", config.ledger.url)
-        return RemoteLedger(config.ledger.url, config.ledger.ca)
-    return Ledger(config.ledger.path)
+        signer = (site_key, config.site.name)
+        return RemoteLedger(config.ledger.url, config.ledger.ca, signer=signer)
+    return Ledger(config.ledger.location)
 
 
 def countersign(

@@ -31,7 +31,9 @@ from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
 from siteagent.core.errors import InvalidRequest
 from siteagent.core.model import CapacityUnit, ClusterSnapshot, Offer, Request
 from siteagent.market.view import MarketView
-from siteagent.pricing import Price, Pricing, Refused, choose
+from siteagent.pricing import LoadBasedPrice, Price, Pricing, Refused, choose
+from siteagent.pricing.bids import Hold, around_holds
+from siteagent.pricing.load import LoadOffer
 from siteagent.protocol.models import QuoteRequest, offer_json
 
 #: How far ahead of the quote the earliest offered window starts (seconds). The past cannot be
@@ -84,6 +86,15 @@ class Quote:
 Record = Callable[[Sequence[Offer]], None]
 
 
+def around_bids(view: MarketView, holds: Sequence[Tuple[int, int, int]]) -> MarketView:
+    """``view`` as a quote sees it: without the capacity open English-auction bids hold
+    (``holds``: their start, end and size), which an accept would refuse."""
+    if not holds:
+        return view
+    context = around_holds(view.context, [Hold(*held) for held in holds])
+    return dataclasses.replace(view, context=context)
+
+
 def quote(
     rfq: QuoteRequest,
     view: MarketView,
@@ -114,6 +125,14 @@ def requested(
     buyer's time to accept; or the refusal of the first field the site cannot satisfy.
     Raises InvalidRequest for a request that says neither cores nor nodes, or both
     inconsistently."""
+    size_unknown = rfq.cores_per_node is None and cores_per_node(site, snapshot) is None
+    if rfq.nodes is not None and size_unknown:  # a node's size is unknown here
+        return Refusal(
+            "unsatisfiable",
+            f"{rfq.nodes} nodes asked without cores_per_node, and this site does not "
+            "advertise its cores per node: give cores (or cores_per_node)",
+            "cores_per_node",
+        )
     request = _in_site_units(rfq, snapshot, site)
     problem = _unsatisfied(rfq, request, snapshot, site)
     if problem is not None:
@@ -164,6 +183,17 @@ def answered(
     cheapest)."""
     snapshot = view.snapshot
     return Quote(now, snapshot.now, snapshot.unit, tuple(offers), choose(prices, alpha))
+
+
+def load_offer(view: MarketView, request: Request, prices: Sequence[Price]) -> Optional[LoadOffer]:
+    """How the cheapest of ``prices`` (the earliest of equal ones) was priced, when the site
+    prices by load: the decrement and offer an auction round got from it (docs/design.md
+    §4.4); None for other pricing, or no price."""
+    unit = view.pricing.unit
+    if not isinstance(unit, LoadBasedPrice) or not prices:
+        return None
+    cheapest = min(prices, key=lambda price: (price.unit_price, price.window.start))
+    return unit.explain(view.context, cheapest.window, request)
 
 
 def refused(view: MarketView, now: int, refusal: Refusal) -> Quote:

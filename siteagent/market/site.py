@@ -96,6 +96,7 @@ def replay_options(config: Config) -> ReplayOptions:
         options.speed if "backend.swf.speed" in explicit else None,
         options.offset if "backend.swf.offset" in explicit else None,
         options.cores if "backend.swf.cores" in explicit else None,
+        options.origin,
     )
 
 

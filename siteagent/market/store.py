@@ -510,6 +510,9 @@ class Store:
         self._lock = threading.RLock()
         self._exclusive_lock = threading.Lock()
         self._lock_fd: Optional[int] = None
+        #: What open bids hold, as last read (None: read it again), for quotes on the event
+        #: loop: refreshed by this store's own writes to the bids.
+        self._open_holds: Optional[Tuple[Tuple[int, int, int], ...]] = None
         try:
             if path != ":memory:":
                 make_private(os.path.dirname(os.path.abspath(path)), directory=True)
@@ -661,15 +664,17 @@ class Store:
             with self._write() as db:
                 _insert_reservation(db, record)
                 _insert_transition(db, record.id, record.created, actor, None, record.state, reason)
-                db.execute(
+                won = db.execute(
                     "UPDATE bids SET state = ?, updated = ? WHERE offer_id = ? AND state = ?",
                     (BidState.WON.value, record.created, record.offer_id, BidState.OPEN.value),
-                )
+                ).rowcount
                 db.execute(
                     "INSERT INTO idempotency (client, key, operation, result, created) "
                     "VALUES (?,?,?,NULL,?)",
                     (remember.client, remember.key, remember.operation, record.created),
                 )
+            if won:
+                self._refresh_holds()  # the reservation holds its capacity now
         except StoreError as exc:
             if isinstance(exc.__cause__, sqlite3.IntegrityError):
                 raise ValueError(
@@ -984,6 +989,7 @@ class Store:
                 f"VALUES ({', '.join('?' for _ in _BID_FIELDS)})",
                 _bid_row(record),
             )
+        self._refresh_holds()
 
     def release_bid(
         self, client: str, auction_id: str, code: str, reason: str, at: float
@@ -999,15 +1005,43 @@ class Store:
                 f"SELECT {_BID_COLUMNS} FROM bids WHERE client = ? AND auction_id = ?",
                 (client, auction_id),
             ).fetchone()
+        self._refresh_holds()
         return None if row is None else _bid(row)
 
     def release_due_bids(self, now: float) -> int:
         """Release the bids whose auction ended and whose offer was not accepted in time (and
         those that took part without a bid); how many."""
         with self._write() as db:
-            return _release_bids(
+            released = _release_bids(
                 db, "held_until <= ?", [now], "auction_ended", "the auction ended", now
             )
+        if released:
+            self._refresh_holds()
+        return released
+
+    def open_holds(self) -> Tuple[Tuple[int, int, int], ...]:
+        """(start, end, size) of what every open bid holds, as this store last wrote or read
+        it: no read of the database unless a bid changed since (quotes ask it on the event
+        loop; see docs/protocol.md, "English auctions")."""
+        holds = self._open_holds
+        if holds is None:
+            holds = self._refresh_holds()
+        return holds
+
+    def _refresh_holds(self) -> Tuple[Tuple[int, int, int], ...]:
+        holds = tuple(self.bid_holds())
+        self._open_holds = holds
+        return holds
+
+    def held_by(self, client: str, except_auction: str) -> Tuple[int, Optional[int]]:
+        """What ``client``'s open bids hold together, in unit-seconds (size x window), its bid
+        in ``except_auction`` left out; and when the first of them is released."""
+        ((held, first),) = self._read(
+            "SELECT COALESCE(SUM(size * (end_time - start_time)), 0), MIN(held_until) "
+            "FROM bids WHERE client = ? AND state = ? AND auction_id != ?",
+            (client, BidState.OPEN.value, except_auction),
+        )
+        return int(held), first
 
     def bid_holds(self, except_offer: Optional[str] = None) -> List[Tuple[int, int, int]]:
         """(start, end, size) of the capacity open bids hold, the bid of ``except_offer`` left

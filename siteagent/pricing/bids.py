@@ -41,6 +41,7 @@ the queue. With no such capacity the site does not bid.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -140,6 +141,19 @@ def holding(context: Context, holds: Sequence[Hold]) -> Context:
     )
     reserved = dataclasses.replace(snapshot, reservations=snapshot.reservations + held)
     return Context(reserved, context.policy)
+
+
+def around_holds(context: Context, holds: Sequence[Hold]) -> Context:
+    """``context`` with ``holds`` taken out of the capacity a window may use (those that still
+    fit): what a quote may offer, so that it never offers what an open bid holds. Unlike
+    :func:`holding`, the queue is not planned again (a quote on the event loop cannot wait for
+    that): the fee is the one of the plan without the holds, which can only be lower."""
+    held, kept = held_profile(context.hard, holds)
+    if not kept:
+        return context
+    around = copy.copy(context)
+    around.hard = held
+    return around
 
 
 def valuation(context: Context, job: AuctionedJob, earliest: int) -> Union[Valuation, NoBid]:

@@ -14,12 +14,25 @@ keeping each stated behaviour (see docs/design.md §4.4).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Optional
 
 from siteagent.core.model import Request
 from siteagent.core.money import CENT
 from siteagent.pricing.base import Context, Refused, UnitPricePolicy, Window
+
+
+@dataclass(frozen=True)
+class LoadOffer:
+    """How one offer was priced: the request's price ``current`` (P), the allocated fraction
+    ``load`` (L), the decrement Δ and the unit price offered. Δ is what the paper plots as a
+    resource's attractiveness (its Fig. 8(b)), so the agent logs it and exports it."""
+
+    current: Decimal
+    load: float
+    decrement: Decimal
+    offer: Decimal
 
 
 class LoadBasedPrice(UnitPricePolicy):
@@ -51,6 +64,10 @@ class LoadBasedPrice(UnitPricePolicy):
         return max(lowered, self.min_price).quantize(CENT)
 
     def unit_price(self, context: Context, window: Window, request: Optional[Request]) -> Decimal:
+        return self.explain(context, window, request).offer
+
+    def explain(self, context: Context, window: Window, request: Optional[Request]) -> LoadOffer:
+        """The unit price of ``window`` with the figures it came from, or Refused."""
         load = context.load(window)
         if load >= 1.0:
             raise Refused("the machine is fully allocated throughout that window")
@@ -60,7 +77,7 @@ class LoadBasedPrice(UnitPricePolicy):
                 current = request.best_price
             elif request.max_price is not None:
                 current = request.max_price
-        return self.offer(current, load)
+        return LoadOffer(current, load, self.decrement(load), self.offer(current, load))
 
     def describe(self) -> dict:  # type: ignore[type-arg]
         return {

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Dict, Mapping, Optional
@@ -173,18 +174,48 @@ class Receipt:
 
     @classmethod
     def from_json(cls, data: Any) -> Receipt:
-        """Parse a receipt; raises ValueError naming what is malformed (the id is derived)."""
-        if not isinstance(data, Mapping) or not isinstance(data.get("deal"), Mapping):
-            raise ValueError("a receipt is a JSON object with a deal")
+        """Parse a receipt; MalformedDocument (a ValueError) names the field at fault (the id
+        is derived)."""
+        if not isinstance(data, Mapping):
+            raise MalformedDocument("a receipt is a JSON object with a deal")
+        if not isinstance(data.get("deal"), Mapping):
+            raise MalformedDocument("a receipt's deal is a JSON object", "deal")
         confirmed_at = data.get("confirmed_at")
         if not isinstance(confirmed_at, int) or isinstance(confirmed_at, bool):
-            raise ValueError("a receipt needs confirmed_at (epoch seconds)")
+            raise MalformedDocument("a receipt needs confirmed_at (epoch seconds)", "confirmed_at")
+        bad = not_a_json_number(data["deal"], "deal")
+        if bad is not None:
+            raise MalformedDocument(f"{bad}: not a number JSON can write", bad)
         return cls(
             deal=dict(data["deal"]),
-            user_signature=Signed.from_json(data.get("user_signature")),
+            user_signature=signature_at(data, "user_signature"),
             confirmed_at=confirmed_at,
-            site_signature=Signed.from_json(data.get("site_signature")),
+            site_signature=signature_at(data, "site_signature"),
         )
+
+
+def signature_at(data: Mapping[str, Any], field: str) -> Signed:
+    """The signature in ``data[field]``; MalformedDocument naming the field otherwise."""
+    try:
+        return Signed.from_json(data.get(field))
+    except ValueError as exc:
+        raise MalformedDocument(f"{field}: {exc}", field) from None
+
+
+def not_a_json_number(document: Any, where: str) -> Optional[str]:
+    """The path of the first number in ``document`` that JSON cannot write (infinite, not a
+    number: what ``1e999999`` or ``NaN`` parse to), None if there is none; walked without
+    recursion."""
+    stack = [(document, where)]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return path
+        if isinstance(value, Mapping):
+            stack.extend((item, f"{path}.{key}") for key, item in value.items())
+        elif isinstance(value, list):
+            stack.extend((item, f"{path}[{index}]") for index, item in enumerate(value))
+    return None
 
 
 def countersigned_document(
@@ -236,7 +267,7 @@ class Cancellation:
             str(data["receipt_id"]),
             penalty,
             cancelled_at,
-            Signed.from_json(data.get("site_signature")),
+            signature_at(data, "site_signature"),
         )
 
 

@@ -2,7 +2,7 @@
 
 Errors are ``{"error": {"code", "message", "field"?, "problems"?}}``. The status says what kind
 of failure it is; the code says which, and never changes meaning, so that a buyer written in
-any language can act on it (the README lists the same table). A code that is not here is a bug
+any language can act on it (docs/protocol.md lists the same table). A code that is not here is a bug
 of the server, answered 500 ``internal_error``.
 """
 
@@ -16,6 +16,7 @@ from typing import Dict, Mapping, Tuple
 LEDGER_CODES: Mapping[str, int] = {
     "insufficient_funds": 402,
     "not_account_holder": 403,
+    "not_a_site": 403,
     "unknown_account": 404,
     "unknown_receipt": 404,
     "reserved_account": 409,
@@ -33,7 +34,7 @@ LEDGER_CODES: Mapping[str, int] = {
     "unavailable": 503,
 }
 
-#: (status, codes) in the order the README shows them.
+#: (status, codes) in the order docs/protocol.md shows them.
 _BY_STATUS: Tuple[Tuple[int, Tuple[str, ...]], ...] = (
     (
         401,

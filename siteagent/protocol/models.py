@@ -399,8 +399,8 @@ class OfferDocument(Answer):
 
 
 class DealDocument(Answer):
-    """What a buyer signs to confirm: Ed25519 over its RFC 8785 canonical JSON (see the
-    README's "Signed documents")."""
+    """What a buyer signs to confirm: Ed25519 over its RFC 8785 canonical JSON (see
+    docs/protocol.md, "The deal, the confirm, the receipt and the refund")."""
 
     version: Literal[1]
     site: str = Field(description="the site's key id")

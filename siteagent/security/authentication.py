@@ -17,6 +17,7 @@ from siteagent.core.defaults import DEFAULT_NONCES_PER_CLIENT
 from siteagent.protocol import httpsig
 from siteagent.security.clients import AuthorizedClient
 from siteagent.security.errors import ReplayCacheFull, Unauthenticated
+from siteagent.security.replay import SavedNonces
 
 #: Components a state-changing request must sign: the method, the body (by its digest), and
 #: where it goes (the whole target URI, or authority + path + query: a proxy that rewrites the
@@ -39,11 +40,26 @@ class NonceCache:
     let its request be replayed.
     """
 
-    def __init__(self, per_client: int, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        per_client: int,
+        clock: Callable[[], float] = time.time,
+        saved: Optional[SavedNonces] = None,
+    ) -> None:
         self.per_client = per_client
         self._clock = clock
         self._clients: Dict[str, _ClientNonces] = {}
         self._lock = threading.Lock()
+        #: Where the nonces a restart must not forget are kept (security/replay.py).
+        self.saved = saved
+        #: The last second a signature was accepted in, before this start (None: unknown).
+        self.used_before = None if saved is None else saved.last_used()
+        self._second = -1
+        if saved is not None:
+            for key_id, nonce, until in saved.live(clock()):
+                nonces = self._clients.setdefault(key_id, _ClientNonces())
+                nonces.until[nonce] = until
+                heapq.heappush(nonces.expiry, (until, nonce))
 
     def __len__(self) -> int:
         """The nonces remembered now (a client's lapsed ones are dropped when it next signs)."""
@@ -52,9 +68,10 @@ class NonceCache:
             live = (u for nonces in self._clients.values() for u in nonces.until.values())
             return sum(1 for until in live if until > now)
 
-    def remember(self, key_id: str, nonce: str, until: float) -> bool:
+    def remember(self, key_id: str, nonce: str, until: float, durable: bool = False) -> bool:
         """Record ``key_id``'s nonce as used until ``until``; False if it was already used.
-        Raises ReplayCacheFull when that client's nonces fill its bound."""
+        Raises ReplayCacheFull when that client's nonces fill its bound. ``durable``: a
+        restart must not forget it either (written to ``saved``, if there is one)."""
         with self._lock:
             nonces = self._clients.setdefault(key_id, _ClientNonces())
             now = self._clock()
@@ -71,6 +88,12 @@ class NonceCache:
                 )
             nonces.until[nonce] = until
             heapq.heappush(nonces.expiry, (until, nonce))
+            if self.saved is not None:
+                if durable:
+                    self.saved.add(key_id, nonce, until, now)
+                if math.floor(now) != self._second:
+                    self._second = math.floor(now)
+                    self.saved.used_in(self._second)
             return True
 
 
@@ -96,8 +119,9 @@ class Authenticator:
     ``@authority`` writes them): a signature made for another site is refused, even if a client
     sends it here with that site's name in ``Host``. No signature is accepted twice, across
     restarts and reloads too: signatures created before this authenticator started are refused
-    (its nonces are in memory), and widening ``max_age_s`` never reopens the window for
-    signatures whose nonces were already forgotten.
+    (its nonces are in memory), those dated ahead of the clock have their nonces kept across
+    restarts (the nonce cache's ``saved``), and widening ``max_age_s`` never reopens the window
+    for signatures whose nonces were already forgotten.
     """
 
     def __init__(
@@ -116,7 +140,10 @@ class Authenticator:
         #: nonces are kept this long after their signature was made: the widest window ever
         self._retention_s = max_age_s
         #: no signature created before this is accepted: its nonce may have been forgotten
-        self._valid_from = math.floor(clock())
+        #: (nor one of the start second, if the last run accepted signatures in it)
+        started = math.floor(clock())
+        used = self.nonces.used_before
+        self._valid_from = started + 1 if used is not None and used >= started else started
 
     @property
     def max_age_s(self) -> int:
@@ -168,7 +195,10 @@ class Authenticator:
         assert isinstance(created, int)  # checked by _check_params
         nonce = str(entry.param("nonce"))
         until = created + self._retention_s + CLOCK_SKEW_S
-        if not self.nonces.remember(client.key_id, nonce, until):
+        # dated past the second it is used in: a restart's "signed before start" rule does
+        # not cover it, so its nonce must outlive the process (security/replay.py)
+        ahead = created > math.floor(self._clock())
+        if not self.nonces.remember(client.key_id, nonce, until, durable=ahead):
             raise Unauthenticated(
                 "replayed_signature",
                 "this signature was already used; sign the request again with a new nonce",

@@ -19,6 +19,7 @@ import enum
 import json
 import os
 import re
+import socket as stdlib_socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,7 +148,12 @@ def plan(
             ),
         ]
     if config.backend.type is BackendType.PBS:
-        hook_config = {"socket": socket, "prefix": prefix, "agent_user": AGENT_USER}
+        hook_config = {
+            "socket": socket,
+            "prefix": prefix,
+            "agent_user": AGENT_USER,
+            "agent_host": agent_host(),
+        }
         files += [
             _copy(
                 sources,
@@ -164,6 +170,12 @@ def plan(
             ),
         ]
     return files
+
+
+def agent_host() -> str:
+    """The host the agent submits its PBS reservations from: this one, where install-service
+    runs (the PBS hook refuses the agent's prefix from any other)."""
+    return stdlib_socket.getfqdn()
 
 
 #: The unit's command line as the repository ships it (the administrator's guide's paths).

@@ -45,9 +45,16 @@ class HeadMeter:
     def __init__(self, max_header_bytes: int, max_body_bytes: int) -> None:
         self.max_header_bytes = max_header_bytes
         self.max_body_bytes = max_body_bytes
+        #: Requests (head and body) received whole on this connection.
+        self.requests = 0
         self._head = b""
         self._skip = 0  # body bytes of the current request still to pass
         self._chunked_tail: Optional[bytes] = None  # a chunked body: the last bytes seen
+
+    @property
+    def receiving(self) -> bool:
+        """Whether part of a request has arrived and its end has not."""
+        return bool(self._head) or self._skip > 0 or self._chunked_tail is not None
 
     def feed(self, data: bytes) -> None:
         while data:
@@ -55,6 +62,8 @@ class HeadMeter:
                 passed = min(self._skip, len(data))
                 self._skip -= passed
                 data = data[passed:]
+                if self._skip == 0:
+                    self.requests += 1
             elif self._chunked_tail is not None:
                 data = self._through_chunks(data)
             else:
@@ -91,6 +100,8 @@ class HeadMeter:
                 )
         elif _CHUNKED.search(head):
             self._chunked_tail = b""
+        if not self._skip and self._chunked_tail is None:
+            self.requests += 1  # a request without a body is whole with its head
         return rest
 
     def _through_chunks(self, data: bytes) -> bytes:
@@ -101,6 +112,7 @@ class HeadMeter:
             self._chunked_tail = joined[-(len(_LAST_CHUNK) - 1) :]
             return b""
         self._chunked_tail = None
+        self.requests += 1
         return joined[end + len(_LAST_CHUNK) :]
 
 
@@ -113,19 +125,30 @@ def refusal_bytes(error: TooLarge) -> bytes:
     return head + b"connection: close\r\n\r\n" + body
 
 
-def guarded(protocol: Type[asyncio.Protocol], meter: Callable[[], HeadMeter]) -> Type[Any]:
+def guarded(
+    protocol: Type[asyncio.Protocol],
+    meter: Callable[[], HeadMeter],
+    request_timeout_s: Optional[float] = None,
+) -> Type[Any]:
     """``protocol`` (uvicorn's HTTP protocol class) with every connection's incoming bytes
-    measured by a fresh ``meter()`` before the HTTP parser sees them."""
+    measured by a fresh ``meter()`` before the HTTP parser sees them; with
+    ``request_timeout_s``, a connection whose request (head and body) has not all arrived
+    that long after it began, or after the connection was made, is dropped: a head sent a
+    line every few seconds would otherwise hold the connection, and its file descriptor, for
+    ever (an idle kept-alive connection is uvicorn's to close, after 5 s)."""
 
     class Guarded(protocol):  # type: ignore[valid-type, misc]
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             self._meter = meter()
             self._refused = False
+            self._request_timer: Optional[asyncio.TimerHandle] = None
             super().connection_made(transport)
+            self._time_the_request()
 
         def data_received(self, data: bytes) -> None:
             if self._refused:
                 return
+            requests = self._meter.requests
             try:
                 self._meter.feed(data)
             except TooLarge as error:
@@ -134,7 +157,31 @@ def guarded(protocol: Type[asyncio.Protocol], meter: Callable[[], HeadMeter]) ->
                 transport.write(refusal_bytes(error))
                 transport.close()
                 return
+            if self._meter.requests != requests:
+                self._stop_timing()
+            if self._meter.receiving:
+                self._time_the_request()
             super().data_received(data)
+
+        def connection_lost(self, exc: Optional[Exception]) -> None:
+            self._stop_timing()
+            super().connection_lost(exc)
+
+        def _time_the_request(self) -> None:
+            if request_timeout_s is not None and self._request_timer is None:
+                loop = asyncio.get_running_loop()
+                self._request_timer = loop.call_later(request_timeout_s, self._too_slow)
+
+        def _stop_timing(self) -> None:
+            if self._request_timer is not None:
+                self._request_timer.cancel()
+                self._request_timer = None
+
+        def _too_slow(self) -> None:
+            self._request_timer = None
+            if self._meter.requests == 0 or self._meter.receiving:
+                self._refused = True
+                self.transport.abort()
 
     Guarded.__name__ = Guarded.__qualname__ = f"Guarded{protocol.__name__}"
     return Guarded

@@ -11,8 +11,11 @@ the batch system's user must be able to connect.
 The exchange is one line of JSON each way: ``{"event": "begin" | "end", "reservation": NAME}``,
 answered ``{"ok": true, "state": STATE}`` or ``{"ok": false, "error": WHY}``. A notice is a hint
 to act now, never the only way: the agent's polls reconcile whatever a lost notice missed. So
-the programs give up after a second or two, and a slow or silent client costs the agent one
-thread for at most :data:`READ_TIMEOUT_S`.
+the programs give up after a second or two. Any local user may connect, so a connection costs
+the agent as little as it can: the peer's uid is checked as the connection is accepted (anyone
+else is answered and hung up on at once, before a thread or a read), at most
+:data:`MAX_CONNECTIONS` are served at once (more are refused as they come), and each has
+:data:`READ_TIMEOUT_S` in all to send its line, however it drips it.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import socketserver
 import stat
 import struct
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, FrozenSet, Optional
@@ -41,8 +45,15 @@ EVENTS = frozenset({"begin", "end"})
 #: not a notice.
 MAX_NOTICE_BYTES = 512
 
-#: Seconds a client has to send its line: the programs send at once or not at all.
+#: Seconds a client has to send its whole line: the programs send at once or not at all.
 READ_TIMEOUT_S = 2.0
+
+#: Connections served at once: many reservations may start in the same second, each with its
+#: program; past this, a connection is refused as it is accepted.
+MAX_CONNECTIONS = 64
+
+#: Seconds between two log lines about refused connections (a flood must not flood the log).
+REFUSALS_LOGGED_EVERY_S = 60.0
 
 #: ``struct ucred`` (pid, uid, gid) as ``SO_PEERCRED`` returns it.
 _UCRED = struct.Struct("3i")
@@ -109,7 +120,10 @@ class NoticeListener:
         server.listener = self
         os.chmod(self.path, 0o666)
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="notices", daemon=True)
+        # close() waits for serve_forever's next poll: 0.1 s, not its 0.5 s default, per stop
+        self._thread = threading.Thread(
+            target=server.serve_forever, args=(0.1,), name="notices", daemon=True
+        )
         self._thread.start()
         log.info(
             "listening for the batch system's notices on %s (uids %s)",
@@ -162,21 +176,92 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     request_queue_size = 128
     listener: NoticeListener
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._serving = 0
+        self._lock = threading.Lock()
+        self._logged_at = -REFUSALS_LOGGED_EVERY_S
+        self._unlogged = 0
 
-class _Connection(socketserver.StreamRequestHandler):
-    """One client: read its line (with a deadline), answer it, hang up."""
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        """At accept, before a thread or a read: a peer that may not notify is answered and
+        hung up on, and so is any connection past :data:`MAX_CONNECTIONS`."""
+        uid = peer_uid(request)
+        allowed = self.listener.allowed_uids
+        if uid not in allowed:
+            who = ", ".join(str(a) for a in sorted(allowed))
+            self._refuse(request, f"uid {uid} may not notify this agent", f"only uids {who} may")
+            return False
+        with self._lock:
+            if self._serving >= MAX_CONNECTIONS:
+                busy = True
+            else:
+                busy = False
+                self._serving += 1
+        if busy:
+            self._refuse(request, "the agent is busy with other notices", "too many at once")
+        return not busy
 
-    timeout = READ_TIMEOUT_S
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._lock:
+                self._serving -= 1
+
+    def _refuse(self, request: socket.socket, error: str, why: str) -> None:
+        """Answer ``error`` without waiting (the reply fits the socket's buffer, or is lost),
+        and log it, at most once a minute with how many more there were."""
+        with contextlib.suppress(OSError):
+            request.setblocking(False)
+            request.send(json.dumps({"ok": False, "error": error}).encode("utf-8") + b"\n")
+        now = time.monotonic()
+        if now - self._logged_at < REFUSALS_LOGGED_EVERY_S:
+            self._unlogged += 1
+            return
+        more = (
+            f" (and {self._unlogged} more refused since the last such line)"
+            if self._unlogged
+            else ""
+        )
+        log.warning("refused a connection to the notice socket: %s: %s%s", error, why, more)
+        self._logged_at, self._unlogged = now, 0
+
+
+class _Connection(socketserver.BaseRequestHandler):
+    """One client: read its line (all of it within the deadline), answer it, hang up."""
+
     server: _Server
 
     def handle(self) -> None:
-        try:
-            line = self.rfile.readline(MAX_NOTICE_BYTES + 1)
-        except OSError:  # the deadline passed, or the client went away
+        line = read_line(self.request, READ_TIMEOUT_S)
+        if line is None:  # the deadline passed, or the client went away
             return
         reply = self.server.listener.answer(line, peer_uid(self.request))
         with contextlib.suppress(OSError):  # the client gave up: the polls carry on without it
-            self.wfile.write(json.dumps(reply).encode("utf-8") + b"\n")
+            self.request.sendall(json.dumps(reply).encode("utf-8") + b"\n")
+
+
+def read_line(connection: socket.socket, deadline_s: float) -> Optional[bytes]:
+    """The bytes up to and including the first newline (at most MAX_NOTICE_BYTES + 1: a longer
+    one is answered as too long), all within ``deadline_s`` of now; None if the deadline
+    passes or the peer hangs up first with nothing."""
+    until = time.monotonic() + deadline_s
+    line = b""
+    while b"\n" not in line and len(line) <= MAX_NOTICE_BYTES:
+        left = until - time.monotonic()
+        if left <= 0:
+            return None
+        try:
+            connection.settimeout(left)
+            piece = connection.recv(MAX_NOTICE_BYTES + 1 - len(line))
+        except OSError:
+            return None
+        if not piece:
+            break
+        line += piece
+    end = line.find(b"\n")
+    return (line[: end + 1] if end >= 0 else line) or None
 
 
 def _clear_stale_socket(path: Path) -> None:

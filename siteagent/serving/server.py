@@ -23,6 +23,7 @@ from siteagent.config.schema import ApiConfig
 from siteagent.core.errors import SiteagentError
 from siteagent.security import tls as tls_policy
 from siteagent.serving import sdnotify
+from siteagent.serving.connections import capped_per_address
 from siteagent.serving.limits import HeadMeter, guarded
 
 log = logging.getLogger("siteagent.serving")
@@ -59,8 +60,9 @@ class NotifyingServer(uvicorn.Server):
 def https_config(app: Any, listen: str, port: int, api: ApiConfig) -> uvicorn.Config:
     """uvicorn's settings for ``app`` (the agent's API, or the ledger service): the address,
     TLS with the configured certificate (a self-signed one for localhost made on first start),
-    the request size limits enforced on the bytes as they arrive (see
-    :mod:`siteagent.serving.limits`), and our logging left alone."""
+    the request size and time limits enforced on the bytes as they arrive (see
+    :mod:`siteagent.serving.limits`), the connections one address may hold
+    (:mod:`siteagent.serving.connections`), and our logging left alone."""
     tls = api.tls
     if tls.enabled and tls.self_signed and tls_policy.ensure_self_signed(tls.cert, tls.key):
         log.info("made a self-signed TLS certificate for localhost: %s", tls.cert)
@@ -78,9 +80,13 @@ def https_config(app: Any, listen: str, port: int, api: ApiConfig) -> uvicorn.Co
     )
     server.load()
     server.http_protocol_class = dropped_when_closed(
-        guarded(
-            server.http_protocol_class,
-            lambda: HeadMeter(api.max_header_bytes, api.max_body_bytes),
+        capped_per_address(
+            guarded(
+                server.http_protocol_class,
+                lambda: HeadMeter(api.max_header_bytes, api.max_body_bytes),
+                api.request_timeout_s,
+            ),
+            api.max_connections_per_address,
         )
     )
     if tls.enabled:

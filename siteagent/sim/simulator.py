@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import gc
 import heapq
+import itertools
 import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
-from siteagent.core.machine import Task
+from siteagent.core.machine import Machine, Task
 from siteagent.core.scheduling import Engine, Policy, make_engine
 
 BOUNDED_SLOWDOWN_TAU_S = 10
@@ -69,6 +70,13 @@ class _Accumulator:
         self.first_submit: Optional[int] = None
         self.last_end = 0
 
+    def copy(self) -> _Accumulator:
+        twin = _Accumulator()
+        twin.jobs, twin.sum_wait, twin.sum_bsld = self.jobs, self.sum_wait, self.sum_bsld
+        twin.core_seconds, twin.first_submit = self.core_seconds, self.first_submit
+        twin.last_end = self.last_end
+        return twin
+
     def add(self, task: Task) -> None:
         start = task.start
         assert start is not None
@@ -87,6 +95,19 @@ class _Accumulator:
             self.last_end = end
 
 
+def _task_copy(task: Task) -> Task:
+    """A task in the same state, sharing nothing mutable with ``task``."""
+    twin = Task(
+        task.key, task.size, task.estimate, task.submit, task.run, task.payload, task.priority
+    )
+    twin.start = task.start
+    twin.planned = task.planned
+    twin.window_end = task.window_end
+    twin.shape = task.shape
+    twin.placement = task.placement
+    return twin
+
+
 class Simulator:
     """Replays ``tasks`` (in arrival order) on ``cores`` cores under ``policy``.
 
@@ -99,6 +120,8 @@ class Simulator:
     ``add_reservation``). ``start_time`` is where the clock begins (default: the first arrival).
     ``preemptive``: tasks of higher ``priority`` suspend lower-priority running ones; then
     ``on_start`` is called at every start and resume, ``on_suspend`` at every suspension.
+    ``machine`` is where tasks go (default: ``cores`` pooled; a topology machine's clock must
+    start at ``start_time``).
     """
 
     def __init__(
@@ -112,6 +135,7 @@ class Simulator:
         on_arrival: Optional[ArrivalCallback] = None,
         preemptive: bool = False,
         on_suspend: Optional[TaskCallback] = None,
+        machine: Optional[Machine] = None,
     ) -> None:
         self._tasks = tasks
         self._next: Optional[Task] = next(tasks, None)
@@ -120,7 +144,9 @@ class Simulator:
         self.cores = cores
         self.policy = Policy(policy)
         self.now = start_time
-        self.engine: Engine = make_engine(self.policy, cores, start_time, preemptive=preemptive)
+        self.engine: Engine = make_engine(
+            self.policy, cores, start_time, machine, preemptive=preemptive
+        )
         self.preemptive = preemptive
         # each running task's whole run, as it was at its first start (a suspended task's
         # ``run`` is what remains of it)
@@ -159,13 +185,65 @@ class Simulator:
 
     # -- work injected while it runs ---------------------------------------------------------------
 
-    def submit(self, task: Task) -> None:
+    def submit(self, task: Task, since: Optional[int] = None) -> None:
         """Inject ``task`` now, behind the instant's arrivals: one more pass at ``now`` considers
         it at once. Its ``submit`` becomes now; it counts in the summary like any task. For
-        work that appears while a replay runs: a workflow's ready tasks, a VAR job."""
-        task.submit = self.now
-        self.engine.submit(task)
+        work that appears while a replay runs: a workflow's ready tasks, a VAR job.
+
+        With ``since``, the task was queued then and held until now (a job submitted with a
+        dependency, eligible now): it joins the queue ahead of every task that arrived after
+        ``since``, as a first-come-first-served priority places it, and its wait counts from
+        ``since``."""
+        self.advance_to(self.now)  # an instant not processed yet (a replay just begun) first
+        if since is None:
+            task.submit = self.now
+            self.engine.submit(task)
+        else:
+            self._start(self.engine.schedule(self.now), self.now)  # the engine's clock to now
+            task.submit = since
+            queue = self.engine.queue
+            position = next(
+                (i for i, queued in enumerate(queue) if queued.submit > since), len(queue)
+            )
+            self.engine.insert(task, position)
         self._start(self.engine.schedule(self.now), self.now)
+
+    def fork(
+        self,
+        on_start: Optional[TaskCallback] = None,
+        on_finish: Optional[TaskCallback] = None,
+        on_arrival: Optional[ArrivalCallback] = None,
+    ) -> Simulator:
+        """An independent replay in this one's state, with callbacks of its own: it goes on
+        from ``now`` with copies of every task (running, queued, still to arrive), so that
+        what is done to one (a task submitted, a reservation) never touches the other. Both
+        read the rest of the workload through ``itertools.tee``. For experiments that try
+        several things from one instant (thesis ch. 4, 6, 7). Pooled machines only; a
+        preemptive replay's twin preempts too (with no ``on_suspend``)."""
+        copies: Dict[int, Task] = {}
+
+        def copy(task: Task) -> Task:
+            twin = copies.get(id(task))
+            if twin is None:
+                twin = _task_copy(task)
+                copies[id(task)] = twin
+            return twin
+
+        self._tasks, rest = itertools.tee(self._tasks)
+        twin = Simulator(
+            iter(()), self.cores, self.policy, self.now, on_start, on_finish,
+            preemptive=self.preemptive,
+        )
+        twin._on_arrival = on_arrival
+        twin._tasks = map(_task_copy, rest)
+        twin._next = None if self._next is None else copy(self._next)
+        twin.engine = self.engine.copy(copy)
+        twin._running = [(end, seq, copy(task)) for end, seq, task in self._running]
+        twin._whole_run = {copy(task): run for task, run in self._whole_run.items()}
+        twin._reservation_ends = list(self._reservation_ends)
+        twin._seq = self._seq
+        twin._stats = self._stats.copy()
+        return twin
 
     # -- reservations ------------------------------------------------------------------------------
 

@@ -68,6 +68,8 @@ def schedule_plan(simulator: Simulator, horizon_s: int) -> Plan:
         raise ValueError(f"the {simulator.policy.value} engine plans no start for its queue")
     engine = simulator.engine
     now = simulator.now
+    # between events the engine's profile still starts at its last pass: the plan starts now
+    engine.machine.advance(now)
     last_end = max(
         [task.window_end for task in engine.queue] + [t.window_end for t in simulator.running],
         default=now,

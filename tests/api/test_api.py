@@ -4,6 +4,7 @@ the signed two-phase commit down to the ledger, and every refusal with its statu
 from __future__ import annotations
 
 import base64
+import dataclasses
 import inspect
 import json
 import threading
@@ -165,6 +166,24 @@ def test_matching_attributes_and_nodes_are_satisfied(world: World) -> None:
         memory_per_core_mb=1024,
     )
     assert answer["status"] == "offered" and answer["offers"][0]["cores"] == 16
+
+
+def test_nodes_without_their_size_take_the_sites_cores_per_node_or_are_refused(
+    world: World,
+) -> None:
+    """A node count alone means the site's nodes: 2 nodes of this site's 16 cores are 32
+    cores, never 2; a site that does not advertise its cores per node (a replayed trace
+    without nodes) refuses, naming cores_per_node, rather than selling 2 cores."""
+    answer = quote(world, world.alice, cores=None, nodes=2)
+    assert answer["status"] == "offered" and answer["offers"][0]["cores"] == 32
+    config = world.site.config
+    world.site.config = dataclasses.replace(
+        config, site=dataclasses.replace(config.site, cores_per_node=None)
+    )
+    answer = quote(world, world.alice, cores=None, nodes=2)
+    assert answer["status"] == "refused", answer
+    assert answer["refusal"]["field"] == "cores_per_node"
+    assert "does not advertise its cores per node" in answer["refusal"]["reason"]
 
 
 # --------------------------------------------------------------------------- the deal

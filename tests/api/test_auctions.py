@@ -361,3 +361,33 @@ def test_time_is_the_sites_clock(world: World) -> None:
     """The replayed cluster runs on the wall clock at speed 1: auctions close in epoch
     seconds the auctioneer and the site share."""
     assert abs(now(world) - time.time()) < 5
+
+
+def test_a_quote_never_offers_what_an_open_bid_holds(world: World) -> None:
+    """Bob's accept of the soonest window Alice's open bid leaves is taken, not refused
+    (409 offer_capacity_gone): the quote was priced around the held cores."""
+    held = bid(world, world.alice, cores=12, closes_in=0)
+    quoted = world.signed(world.bob, "POST", "/v1/quotes", {"cores": 16, "walltime": 3600})
+    assert quoted.status_code == 200, quoted.text
+    offers = quoted.json()["offers"]
+    start, end, _ = window(held)
+    assert all(offer["end"] <= start or offer["start"] >= end for offer in offers)
+    soonest = min(offers, key=lambda offer: offer["start"])
+    taking = {"offer_id": soonest["offer_id"]}
+    assert world.signed(world.bob, "POST", "/v1/reservations", taking).status_code == 201
+
+
+def test_what_a_bid_may_hold_is_bounded_and_counted_against_its_buyer(world: World) -> None:
+    """The default allowance: 24 hours of the whole machine (64 cores here) per buyer."""
+    hoard = call(world, world.alice, "hoard", cores=64, walltime=30 * 86400, closes_in=6 * 3600)
+    assert hoard.status_code == 422, hoard.text
+    assert hoard.json()["error"]["field"] == "job.walltime"
+    assert "auctions.max_held_machine_hours" in hoard.json()["error"]["message"]
+    first = bid(world, world.alice, cores=16, walltime=20 * 3600, closes_in=60)  # 5 h of 64
+    assert first["state"] == "open"
+    more = call(world, world.alice, "more", cores=16, walltime=80 * 3600, closes_in=60)
+    assert more.status_code == 429, more.text  # 5 + 20 hours of the machine: more than 24
+    assert more.json()["error"]["code"] == "too_many_bids"
+    assert int(more.headers["retry-after"]) >= 1
+    other = call(world, world.bob, "bobs", cores=16, walltime=80 * 3600, closes_in=60)
+    assert other.status_code == 200, other.text  # bob's own allowance

@@ -12,6 +12,7 @@ testbed/clientrun.py, i.e. exactly between the steps of the commit.
 from __future__ import annotations
 
 import json
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Dict, Iterator, List
@@ -99,6 +100,25 @@ def test_the_auction_confirms_at_the_winner_and_leaves_nothing_at_the_losers(
     assert bought["deal"]["request"]["round"] == bought["bid"]["round"]
     # the receipt was booked once, for the deal's price
     assert buyer.deals_booked([bought["receipt"]["id"]]) == {bought["receipt"]["id"]: 1}
+    assert_settled(buyer, before)
+
+
+def test_paced_rounds_report_each_site_s_price_and_the_time_it_took(buyer: Market) -> None:
+    """--round-interval: each round lasts at least the interval (the paper's round timer);
+    each round's summary names every site's lowest price, of which the winner's, and how
+    long the sites took to answer (the processing time, without the wait)."""
+    before = buyer.ids()
+    began = time.monotonic()
+    result = auction(buyer, *ONE_PART[:-2], "--rounds", "2", "--round-interval", "2")
+    assert time.monotonic() - began >= 4
+    assert result["state"] == "done" and len(result["rounds"]) == 2
+    assert all(summary["answered_s"] > 0 for summary in result["rounds"])
+    (bought,) = result["confirmed"]
+    prices = result["rounds"][bought["bid"]["round"] - 1]["prices"]
+    assert prices[bought["site"]] == [bought["bid"]["unit_price"]]
+    assert min(Decimal(price) for (price,) in prices.values()) == Decimal(
+        bought["bid"]["unit_price"]
+    )
     assert_settled(buyer, before)
 
 

@@ -15,6 +15,7 @@ from typing import Any, Dict, Iterator, List
 import pytest
 import yaml
 
+from bench.provision import RAISED_LIMITS
 from siteagent.market.store import ReservationState
 from testbed.market import Market, flat_priced
 
@@ -46,8 +47,12 @@ def layered_workflow(path: Path, levels: int = LEVELS, width: int = WIDTH) -> Pa
 @pytest.fixture
 def buyer(tmp_path: Path) -> Iterator[Market]:
     """Three sites at a flat price and the bank, for this test alone: a plan of 100 tasks
-    leaves more reservations than the sites' rate limits let a test cancel quickly."""
-    made = Market(tmp_path / "market", flat_priced(), credit="100000.00")
+    leaves more reservations than the sites' rate limits let a test cancel quickly. The
+    limits are raised as for a provisioning buyer (bench/provision.py): these tests are not
+    about them, and the defaults (2 reservation requests a second) cost a minute a plan."""
+    made = Market(
+        tmp_path / "market", flat_priced(), credit="100000.00", rate_limits=RAISED_LIMITS
+    )
     made.start()
     yield made
     made.stop()

@@ -1,7 +1,7 @@
-"""The README's "Setting up a federation", run as written: a bank and three agents on the
-replay backend, set up by a new administrator's commands in the README's order.
+"""docs/federation.md, run as written: a bank and three agents on the
+replay backend, set up by a new administrator's commands in its order.
 
-Every block the README marks ``<!-- federation: KIND -->`` is taken from the README itself,
+Every block the page marks ``<!-- federation: KIND -->`` is taken from the page itself,
 so that the documentation and this test cannot drift apart:
 
 - ``run``: a shell script, run with bash in the federation's directory; it must succeed;
@@ -11,10 +11,10 @@ so that the documentation and this test cannot drift apart:
   until its ``/healthz`` answers over HTTPS (its address and certificate read from the
   configuration the line names);
 - ``after a deal``: run once the test, as the buyer, has quoted, accepted and confirmed at
-  hpc1 with the key the README made, signing as the protocol says.
+  hpc1 with the key the page made, signing as the protocol says.
 
 The directory is ``fed/`` beside a ``traces/`` that is the repository's, as in a checkout.
-Ports are the README's, each replaced by a free one.
+Ports are the page's, each replaced by a free one.
 """
 
 from __future__ import annotations
@@ -40,11 +40,11 @@ from testbed.processes import free_port, require_programs, stop, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
-#: A marked block of the README: its kind and its text.
+#: A marked block of the page: its kind and its text.
 BLOCK = re.compile(r"<!-- federation: (?P<kind>[^>]+?) -->\n```[a-z]*\n(?P<text>.*?)\n```", re.S)
 
-#: The ports the README uses: the bank's and the agents'.
-README_PORTS = ("8443", "8444", "8445", "8446")
+#: The ports the page uses: the bank's and the agents'.
+PAGE_PORTS = ("8443", "8444", "8445", "8446")
 
 #: What `siteagent keys` prints for a site or a client: its entry's name and public key.
 PRINTED_KEY = re.compile(r"^  (?P<name>\S+):\n    public_key: (?P<key>\S+)$", re.M)
@@ -60,11 +60,9 @@ class Step:
 
 
 def federation_steps() -> List[Step]:
-    """The marked blocks of the README's federation section, in order."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = readme.index("\n## Setting up a federation\n")
-    end = readme.index("\n## ", start + 1)
-    return [Step(m["kind"], m["text"]) for m in BLOCK.finditer(readme[start:end])]
+    """The marked blocks of docs/federation.md, in order."""
+    page = (ROOT / "docs/federation.md").read_text(encoding="utf-8")
+    return [Step(m["kind"], m["text"]) for m in BLOCK.finditer(page)]
 
 
 class Administrator:
@@ -72,7 +70,7 @@ class Administrator:
 
     def __init__(self, fed: Path) -> None:
         self.fed = fed
-        self.ports = {port: str(free_port()) for port in README_PORTS}
+        self.ports = {port: str(free_port()) for port in PAGE_PORTS}
         self.printed_keys: Dict[str, str] = {}
         self.services: List[subprocess.Popen[bytes]] = []
         bin_dir = str(Path(sys.executable).parent)

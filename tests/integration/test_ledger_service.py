@@ -23,10 +23,13 @@ import pytest
 import yaml
 
 from siteagent.protocol import documents, keys
+from testbed import raw_http
 from testbed.agents import BUSY_JOBS, Buyer, Service
 from testbed.parties import Party
 from testbed.processes import free_port, wait_until
 from testbed.traces import write_trace
+
+MB = 1024 * 1024
 
 #: What alice may owe the bank (the participants file); carol has no credit.
 CREDIT = Decimal("500.00")
@@ -68,6 +71,7 @@ class Federation:
             {
                 "state_dir": str(tmp_path / "bank"),
                 "ledger": {"participants": str(participants), "port": self.ledger_port},
+                "api": {"request_timeout_s": 2},
             },
         )
         bank_url = f"https://127.0.0.1:{self.ledger_port}"
@@ -275,10 +279,10 @@ def test_a_buyer_without_credit_is_refused_until_the_bank_grants_it(
     federation.ledger.process.send_signal(signal.SIGHUP)
     wait_until(
         "the bank to grant carol's credit",
-        lambda: federation.bank.request("GET", "/v1/accounts/carol@lab", signed=True)[1].get(
-            "credit"
-        )
-        == price,
+        lambda: (
+            federation.bank.request("GET", "/v1/accounts/carol@lab", signed=True)[1].get("credit")
+            == price
+        ),
     )
     status, confirmed = federation.confirm(reservation, carol)
     assert status == 200 and confirmed["state"] == "CONFIRMED", confirmed
@@ -332,3 +336,26 @@ def test_sighup_opens_the_accounts_of_new_participants(federation: Federation) -
         lambda: federation.bank.request("GET", "/v1/accounts/hpc2", signed=True)[0] == 200,
     )
     assert federation.ledger.process.poll() is None
+
+
+def test_the_bank_refuses_oversized_and_unsigned_bookings_unread(federation: Federation) -> None:
+    """What the agent's gate does, the bank does too: a 64 MB body sent chunked (announced by
+    nothing) is 413 once it passes api.max_body_bytes, an unsigned booking 401 before its
+    body is parsed, and the bank's memory stays where it was."""
+    bank = federation.bank
+    process = psutil.Process(federation.ledger.process.pid)
+    idle_mb = process.memory_info().rss / MB
+    head = b"POST /v1/receipts HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+    chunk = b"1000\r\n" + b"[{}," * 1024 + b"\r\n"
+    statuses = [
+        raw_http.status_after_sending(bank.url, bank.cert, head, raw_http.repeated(chunk, 64 * MB))
+        for _ in range(2)
+    ]
+    assert statuses == [413, 413]
+    junk = b"POST /v1/refunds HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 9\r\n\r\n"
+    assert raw_http.status_after_sending(bank.url, bank.cert, junk, iter([b"{not json"])) == 401
+    assert process.memory_info().rss / MB <= idle_mb + 20
+    with raw_http.connect(bank.url, bank.cert, timeout=30) as slow:  # a head never ended
+        slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        assert slow.recv(1) == b""  # dropped once api.request_timeout_s (2 s) is up
+    assert federation.confirm(federation.buyer.reserve())[0] == 200  # the agent signs its own

@@ -9,7 +9,10 @@ benchmark, not asserted here.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import ssl
 import threading
 from pathlib import Path
 from typing import Iterator, List
@@ -81,3 +84,70 @@ def test_oversized_and_unsigned_traffic_is_refused_unread(agent: RunningAgent) -
     assert "Traceback" not in agent.log_text()
     health = agent.buyer.call("GET", "/healthz")
     assert health.status == 200 and json.loads(health.body)["status"] == "ok"
+
+
+#: The slow attacker's own loopback address: the buyers (127.0.0.1) are another address.
+ATTACKER = "127.0.0.2"
+
+
+@pytest.fixture
+def strict_agent(tmp_path: Path) -> Iterator[RunningAgent]:
+    """An agent giving a request 2 s to arrive whole, and an address 8 connections."""
+    api = {"request_timeout_s": 2, "max_connections_per_address": 8}
+    yield from run_agent(tmp_path, ReplayBatch(BUSY_JOBS), {"api": api})
+
+
+def closed_by_the_agent(tls: ssl.SSLSocket) -> bool:
+    """Whether the agent hung up on ``tls`` (waiting up to its socket timeout)."""
+    try:
+        return tls.recv(1) == b""
+    except (ConnectionResetError, ssl.SSLError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+
+
+def test_slow_heads_and_many_connections_cannot_keep_buyers_out(
+    strict_agent: RunningAgent,
+) -> None:
+    """Eight connections from one address each send a header line every half second and never
+    end their head: a ninth from that address is dropped as it is made, buyers from another
+    address are served meanwhile, the eight are dropped once their 2 s are up, and the
+    address may connect again."""
+    agent = strict_agent
+    url, cert = agent.buyer.url, agent.buyer.cert
+    slow = [raw_http.connect(url, cert, timeout=30, source=ATTACKER) for _ in range(8)]
+    stop = threading.Event()
+
+    def drip() -> None:
+        for tls in slow:
+            tls.sendall(b"GET /v1/info HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        while not stop.wait(0.5):
+            for tls in slow:
+                with contextlib.suppress(OSError):
+                    tls.sendall(b"X-Slow: 1\r\n")
+
+    dripping = threading.Thread(target=drip, daemon=True)
+    dripping.start()
+    try:
+        ninth = raw_http.connect(url, cert, timeout=30, source=ATTACKER)
+        assert closed_by_the_agent(ninth)
+        ninth.close()
+        assert agent.buyer.call("GET", "/healthz").status == 200  # another address is served
+        quote = {"cores": 8, "walltime": 3600, "limit": 1}
+        assert agent.buyer.request("POST", "/v1/quotes", quote)[0] == 200
+        assert all(closed_by_the_agent(tls) for tls in slow)  # their 2 s were up long ago
+    finally:
+        stop.set()
+        dripping.join(10)
+        for tls in slow:
+            tls.close()
+    head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+
+    def served_again() -> bool:
+        with raw_http.connect(url, cert, timeout=30, source=ATTACKER) as tls:
+            tls.sendall(head)
+            return tls.recv(64).startswith(b"HTTP/1.1 200")
+
+    wait_until("the address served again once its connections are gone", served_again, 30)
+    assert agent.alive() and "Traceback" not in agent.log_text()

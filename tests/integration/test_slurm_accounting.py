@@ -20,6 +20,7 @@ from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 import pytest
 
 from siteagent.backends.slurm import SlurmBackend
+from siteagent.backends.slurm.arguments import reservation_ids_args
 from siteagent.backends.slurm.sacct import sacct_waits
 from siteagent.cli.main import main
 from siteagent.core.waits import wait_table
@@ -180,7 +181,14 @@ def test_the_jobs_of_a_reservation_come_from_accounting(acct: SlurmTestCluster) 
             j.job_id for j in sacct_text(acct) if j.state == "COMPLETED"}, timeout=90)
         reference = {j.job_id: j for j in sacct_text(acct)}[inside]
         backend = SlurmBackend(acct.slurm_config(partition="batch"))
+        # slurmdbd files a job under its reservation apart from its completion (late on
+        # 24.11 under load): wait for the reservation's record, then compare it whole
+        wait_for("the reservation's jobs in accounting", lambda: bool(
+            backend.reservation_jobs(name, start, int(time.time()) + 1)), timeout=60)
         jobs = backend.reservation_jobs(name, start, int(time.time()) + 1)
+        # what a job started in the reservation's first second is matched by (§6.8)
+        ids = acct.run(reservation_ids_args(name, start, int(time.time()) + 1)).stdout.split()
+        job_resv = acct.run(["sacct", "-X", "-n", "-P", "-j", inside, "-o", "ReservationId"])
     finally:
         acct.cancel_all()
         acct.run(["scontrol", "delete", f"ReservationName={name}"], check=False)
@@ -189,6 +197,7 @@ def test_the_jobs_of_a_reservation_come_from_accounting(acct: SlurmTestCluster) 
         (inside, "root", 2, reference.start)
     ]
     assert jobs[0].end == sacct_end(acct, inside)
+    assert job_resv.stdout.split() == ids and len(ids) == 1
 
 
 # ----------------------------------------------------------------------------- admin level

@@ -98,6 +98,52 @@ def test_rounds_run_until_the_count_or_the_stop() -> None:
     assert asked == [1, 2]
 
 
+class FakeClock:
+    """A clock that moves only when slept on (or when a round takes ``round_s``)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.mark.parametrize(
+    ("round_s", "starts", "closed"), [(2.0, [0, 15, 30], 45), (20, [0, 20, 40], 60)]
+)
+def test_a_round_interval_paces_the_rounds_like_a_timer(
+    round_s: float, starts: List[float], closed: float
+) -> None:
+    """Rounds start an interval apart (later when a round overruns it), and bidding closes
+    an interval after the last round began: the paper's duration is rounds x its timer."""
+    clock = FakeClock()
+    began: List[float] = []
+
+    def ask(_: Auction, round: int) -> None:
+        began.append(clock())
+        clock.now += round_s
+
+    assert run_rounds(auction(), 3, ask, lambda: False, 15.0, clock, clock.sleep) == 3
+    assert began == starts
+    assert clock() == closed
+
+
+def test_a_paced_auction_stops_while_it_waits() -> None:
+    clock = FakeClock()
+    asked: List[int] = []
+
+    def stop() -> bool:  # interrupted 5 s into the first wait
+        return clock() >= 5
+
+    done = run_rounds(auction(), 3, lambda _, r: asked.append(r), stop, 15.0, clock, clock.sleep)
+    assert done == 1
+    assert asked == [1]
+    assert clock() < 15
+
+
 def test_rounds_stop_when_every_site_dropped_out() -> None:
     bidding = auction()
 

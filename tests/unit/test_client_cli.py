@@ -240,7 +240,8 @@ def test_without_a_ledger_section_balance_says_how_to_add_one(
     del document["ledger"]
     market[0].write_text(yaml.safe_dump(document))
     code, _, err = run_client(capsys, "balance", "--sites", str(market[0]))
-    assert code == EXIT_BAD_INPUT and "no ledger section: add `ledger:" in " ".join(err.split())
+    said = " ".join(err.split())
+    assert code == EXIT_BAD_INPUT and "no ledger section: `siteagent-client sites add" in said
 
 
 PLANNER_LIBRARIES_HIDDEN = """

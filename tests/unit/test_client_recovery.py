@@ -156,3 +156,15 @@ def test_settle_cancels_a_confirmed_part_only_when_asked(journal: Journal) -> No
     cancelled = settle(entry, a, journal, cancel_confirmed=True)
     assert cancelled.state is State.CANCELLED
     assert "penalty 0.10" in cancelled.message
+
+
+def test_a_cancel_the_site_refuses_says_why_and_keeps_the_part(journal: Journal) -> None:
+    """A reservation whose window began cannot be cancelled: the entry stays confirmed, with
+    the site's reason, rather than a cancel said to be pending with nothing to say."""
+    a = FakeSeller("a")
+    auction_id = crashed_auction(journal, parts=1)
+    entry = confirmed(journal, auction_id, a, 0)
+    a.reservations[entry.reservation_id or ""].state = "ACTIVE"
+    kept = settle(entry, a, journal, cancel_confirmed=True)
+    assert kept.state is State.CONFIRMED and kept.settled
+    assert "the site refused to cancel it" in kept.message and "illegal_transition" in kept.message

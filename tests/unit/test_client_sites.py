@@ -91,7 +91,7 @@ def test_without_a_ledger_section_the_bank_is_refused_saying_how_to_add_it(
     tmp_path: Path,
 ) -> None:
     registry = load_registry(write(tmp_path, registry_document()))
-    with pytest.raises(RegistryError, match=r"no ledger section: add `ledger: \{url"):
+    with pytest.raises(RegistryError, match=r"no ledger section: `siteagent-client sites add ledger https://HOST:8444"):
         registry.bank()
 
 
@@ -246,9 +246,10 @@ def test_a_missing_or_foreign_key_file_is_refused_naming_it(tmp_path: Path) -> N
         load_buyer_key(path)
 
 
-def test_the_readmes_sites_file_is_one(tmp_path: Path) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("**2. The sites file**") :]
+def test_the_docs_sites_file_is_one(tmp_path: Path) -> None:
+    guide = Path(__file__).resolve().parents[2] / "docs/client.md"
+    section = guide.read_text(encoding="utf-8")
+    section = section[section.index("**The sites file**") :]
     start = section.index("```yaml\n") + len("```yaml\n")
     example = section[start : section.index("\n```", start)]
     for name in ("hpc1-ca.pem", "bank-ca.pem"):
@@ -259,5 +260,5 @@ def test_the_readmes_sites_file_is_one(tmp_path: Path) -> None:
     hpc1, hpc2 = registry.sites
     assert hpc1.ca == tmp_path / "hpc1-ca.pem"
     assert hpc2.pin == "a90e59bb5064e233276e120c2e9c4a5a303bcabdca0e202fb03e2ed0d988baf4"
-    assert hpc2.key_id == "alice@hpc2" and hpc2.timeouts == Timeouts(connect=3, read=30)
+    assert hpc2.key_id == "alice@hpc2" and hpc2.timeouts == Timeouts(connect=3, read=30, total=60)
     assert registry.bank().url == "https://bank.example.org:8444"

@@ -310,8 +310,8 @@ def test_unknown_keys_are_refused_with_a_hint(tmp_path: Path) -> None:
 
 def test_an_unknown_key_far_from_any_lists_the_keys(tmp_path: Path) -> None:
     assert problems(tmp_path, "ledger: {zzz: 1}") == [
-        "ledger.zzz: unknown key; expected one of: path, url, ca, default_credit, participants, "
-        "listen, port"
+        "ledger.zzz: unknown key; expected one of: path, database, url, ca, default_credit, "
+        "participants, listen, port"
     ]
 
 

@@ -227,3 +227,10 @@ def test_the_checks_catch_what_they_are_for() -> None:
         ("docs/design.md", "4.3"),
     ]
     assert OUTSIDE.search("see DESIGN.md §5") and OUTSIDE.search("notes/slurm-cli.md §6.1")
+
+
+def test_the_readme_stays_short() -> None:
+    """The README is the way in (what it is, the two commands, the map); reference material
+    goes to docs/ and benchmark figures to bench/results/ (issue 28)."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
+    assert lines <= 300, f"README.md has {lines} lines: move reference material to docs/"

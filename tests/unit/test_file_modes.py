@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import stat
 from pathlib import Path
 from typing import Callable, Dict, Iterator
@@ -102,6 +103,41 @@ def test_a_trusted_file_is_read_only_while_nobody_else_may_write_it(
         assert str(path) in message and f"mode {writable:04o}" in message
         assert f"so {who} may change it" in message
         assert f"chmod go-w {path}" in message
+
+
+NOBODY = pwd.getpwnam("nobody").pw_uid
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="gives files to nobody, which needs root")
+@pytest.mark.parametrize("kind", sorted(TRUSTED))
+def test_a_trusted_file_another_user_owns_or_could_replace_is_refused(
+    tmp_path: Path, kind: str
+) -> None:
+    """As ssh's StrictModes: the file's owner, and each directory it is in."""
+    place = tmp_path / "etc"
+    place.mkdir(mode=0o755)
+    path = MAKERS[kind](place / "trusted.key")
+    os.chmod(path, 0o600)
+    TRUSTED[kind](path)
+    os.chown(path, NOBODY, -1)
+    with pytest.raises((UnsafeFile, ConfigError)) as caught:
+        TRUSTED[kind](path)
+    assert "the " in str(caught.value) and "is owned by nobody, not by root" in str(caught.value)
+    assert f"chown root {path}" in str(caught.value)
+    os.chown(path, 0, -1)
+    for writable in (0o777, 0o775):
+        os.chmod(place, writable)
+        with pytest.raises((UnsafeFile, ConfigError)) as caught:
+            TRUSTED[kind](path)
+        assert f"its directory {place} is mode {writable:04o}" in str(caught.value)
+        assert f"chmod go-w {place}" in str(caught.value)
+    os.chmod(place, 0o1777)  # sticky and root's, as /tmp: nobody may replace root's file
+    TRUSTED[kind](path)
+    os.chmod(place, 0o755)
+    os.chown(place, NOBODY, -1)
+    with pytest.raises((UnsafeFile, ConfigError)) as caught:
+        TRUSTED[kind](path)
+    assert f"its directory {place} is owned by nobody" in str(caught.value)
 
 
 def test_check_config_reports_every_trusted_file_others_may_write(

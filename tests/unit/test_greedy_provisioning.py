@@ -3,6 +3,7 @@ as a property: every plan respects the workflow's dependencies and its data's ar
 
 from __future__ import annotations
 
+import random
 from decimal import Decimal
 from typing import Dict, List, Sequence, Tuple
 
@@ -13,8 +14,16 @@ from hypothesis import strategies as st
 from siteagent.client.greedy import Alternative, data_ready, provision
 from siteagent.client.heft import rank_order, upward_ranks
 from siteagent.client.plans import Network, PlanningError
-from siteagent.client.tasks import Task, TaskGraph, edge_bytes, task_graph, task_of
+from siteagent.client.tasks import (
+    Requirements,
+    Task,
+    TaskGraph,
+    edge_bytes,
+    task_graph,
+    task_of,
+)
 from siteagent.client.workflow import ensemble
+from siteagent.core.scheduling import plan as plan_afresh
 from testbed.provisioning import T0, MarketSites, attributes, busy_site, layered_workflow
 
 GB = 10**9
@@ -116,6 +125,14 @@ def test_a_refused_hold_falls_back_to_the_next_best() -> None:
         provision(one_task(), sites, Fixed(OFFERS), NET, 1.5, now=0)
 
 
+def test_a_task_no_site_can_run_says_what_it_needs_rather_than_no_window() -> None:
+    needs = Requirements(architecture="aarch64")
+    graph = task_graph([(Task("t", 2, runtime_s=100, requirements=needs), [])], "one")
+    sites = [attributes("A"), attributes("B")]
+    with pytest.raises(PlanningError, match=r"no site can run it: .* architecture aarch64"):
+        provision(graph, sites, Fixed(OFFERS), NET, 0.5, now=0)
+
+
 def test_children_are_asked_from_when_their_parents_data_can_arrive() -> None:
     """a runs on A until 100; b reads its 2 GB: on A from 100, on B from 112."""
     graph = task_graph(
@@ -137,9 +154,7 @@ sites_and_workflows = st.tuples(
 )
 
 
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sites_and_workflows)
 def test_every_greedy_plan_respects_dependencies_and_data_arrival(
     case: Tuple[int, int, int, float],
@@ -161,3 +176,24 @@ def test_every_greedy_plan_respects_dependencies_and_data_arrival(
         assert p.start >= max((T0, *data_ready(graph, node, p.site, placed, NET)))
     assert plan.makespan == max(p.finish for p in plan.placements) - T0
     assert len(market.held) == len(placed)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), holds=st.integers(1, 12))
+def test_sites_in_memory_keep_the_plan_a_fresh_one_would_make(seed: int, holds: int) -> None:
+    """Holding windows one after another (the greedy planner's way), the sites in memory
+    update their plan instead of planning again: it is the plan ``plan()`` makes of the
+    snapshot with every window held, start for start and in its free capacity."""
+    site = busy_site(seed, 64, running=8, queued=25)
+    sites = MarketSites({"s": site}, limit=20)
+    rng = random.Random(seed)
+    for _ in range(holds):
+        cores = rng.randint(1, 32)
+        offers = sites.alternatives("s", cores, rng.randint(60, 7200), T0 + rng.randint(0, 20_000))
+        if offers:
+            assert sites.hold("s", cores, rng.choice(offers))
+    fresh = plan_afresh(sites.snapshots["s"])
+    kept = sites.context("s").plan
+    assert kept.starts == fresh.starts
+    assert list(kept.profile.segments()) == list(fresh.profile.segments())
+    assert kept.horizon == fresh.horizon

@@ -4,6 +4,7 @@ into them, and that an administrator's own files are kept unless forced."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 from typing import Any, Dict
 
@@ -86,6 +87,7 @@ def test_a_pbs_site_gets_the_hook_and_its_configuration() -> None:
         "socket": "/run/a.sock",
         "prefix": "sa-",
         "agent_user": "siteagent",
+        "agent_host": socket.getfqdn(),  # the agent's: install-service runs beside it
     }
     assert not any(target.parent == installation.LIBEXEC for target in files)
 

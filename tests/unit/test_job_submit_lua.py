@@ -113,3 +113,37 @@ def test_a_modify_that_names_no_reservation_changes_nothing() -> None:
 def test_the_tag_is_added_once() -> None:
     done = submit({"reservation": "sa-0123456789ab", "time_limit": 10, "admin_comment": TAG})
     assert done.job["admin_comment"] == TAG
+
+
+OTHER = "siteagent:reservation=sa-ffffffffffff"
+#: Two reservations of the agent's, and somebody else's.
+MOVES = {
+    **RESERVATIONS,
+    "sa-ffffffffffff": {"start_time": START, "end_time": START + 3600},
+}
+
+
+def test_a_job_moved_between_the_agents_reservations_carries_only_the_new_tag() -> None:
+    record = {"time_limit": 120, "admin_comment": f"ops {OTHER}"}
+    done = submit(
+        {"reservation": "sa-0123456789ab", "time_limit": NO_VAL}, reservations=MOVES, record=record
+    )
+    assert (done.job["time_limit"], done.job["admin_comment"]) == (30, f"ops {TAG}")
+
+
+@pytest.mark.parametrize("elsewhere", ["maintenance", ""])
+def test_a_job_moved_out_of_the_agents_reservations_loses_its_tag(elsewhere: str) -> None:
+    record = {"time_limit": 120, "admin_comment": f"ops {TAG}"}
+    done = submit(
+        {"reservation": elsewhere, "time_limit": NO_VAL}, reservations=MOVES, record=record
+    )
+    assert (done.job["time_limit"], done.job["admin_comment"]) == (NO_VAL, "ops")
+    assert done.errors == []
+
+
+@pytest.mark.parametrize(
+    "named", ["sa-0123456789ab,sa-0123456789ab", "sa-0123456789ab, sa-0123456789ab"]
+)
+def test_a_reservation_named_twice_is_that_reservation(named: str) -> None:
+    done = submit({"reservation": named, "time_limit": 120})
+    assert (done.job["time_limit"], done.job["admin_comment"]) == (30, TAG)

@@ -9,13 +9,13 @@ import json
 import threading
 from dataclasses import replace
 from decimal import Decimal
-from pathlib import Path
 from typing import Dict, Iterator, List
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from siteagent.ledger.audit import check
 from siteagent.ledger.bank import (
     BANK,
     InsufficientFunds,
@@ -30,6 +30,7 @@ from siteagent.protocol import documents
 from siteagent.protocol.documents import Cancellation, Receipt, Signed
 from siteagent.protocol.errors import status_of
 from testbed.parties import NOW, Party, deal, receipt
+from testbed.postgres import PostgresTestServer
 
 PRICE = Decimal("43.40")  # 16 cores x 2 h x 1.25 + fee 3.4 (testbed.parties.offer)
 #: What alice may owe: enough for the few deals a test books without a deposit.
@@ -54,12 +55,15 @@ def alice() -> Party:
 
 
 @pytest.fixture
-def ledger(site: Party, alice: Party) -> Iterator[Ledger]:
-    book = Ledger(clock=Clock())
+def ledger(site: Party, alice: Party, ledger_location: str) -> Iterator[Ledger]:
+    """A bank on each database; whatever the test did, its books must pass `ledger check`."""
+    book = Ledger(ledger_location, clock=Clock())
     book.register(site.key_id, "site", site.key.public_key())
     book.register(alice.key_id, "user", alice.key.public_key(), CREDIT)
     yield book
+    audit = check(book.database)
     book.close()
+    assert audit.ok, audit.to_json()
 
 
 def snapshot(ledger: Ledger) -> Dict[str, object]:
@@ -339,10 +343,10 @@ def test_registering_again_sets_the_credit(ledger: Ledger, alice: Party) -> None
     assert ledger.credit(alice.key_id) == 0
 
 
-def test_parallel_bookings_cannot_overdraw(tmp_path: Path, site: Party) -> None:
-    """Two processes' worth of connections booking at once: the funds check and the booking
+def test_parallel_bookings_cannot_overdraw(ledger_location: str, site: Party) -> None:
+    """Four processes' worth of connections booking at once: the funds check and the booking
     are one transaction, so at most what the credit allows is booked."""
-    path = tmp_path / "ledger.sqlite3"
+    path = ledger_location
     bob = Party("bob@desk")
     setup = Ledger(path)
     setup.register(site.key_id, "site", site.key.public_key())
@@ -370,6 +374,7 @@ def test_parallel_bookings_cannot_overdraw(tmp_path: Path, site: Party) -> None:
         thread.join()
     assert outcomes.count("booked") == 3 and outcomes.count("refused") == 17
     assert banks[0].balance(bob.key_id) == -3 * PRICE
+    assert check(banks[0].database).ok
     for bank in banks:
         bank.close()
 
@@ -432,8 +437,8 @@ def test_registration_is_idempotent_and_a_new_key_conflicts(ledger: Ledger, alic
         ledger.register(BANK, "user", alice.key.public_key())
 
 
-def test_the_ledger_survives_a_restart(tmp_path: Path, site: Party, alice: Party) -> None:
-    path = tmp_path / "state" / "ledger.sqlite3"
+def test_the_ledger_survives_a_restart(ledger_location: str, site: Party, alice: Party) -> None:
+    path = ledger_location
     first = Ledger(path)
     first.register(site.key_id, "site", site.key.public_key())
     first.register(alice.key_id, "user", alice.key.public_key(), CREDIT)
@@ -473,9 +478,25 @@ operations = st.lists(
 def test_balances_always_add_up(steps: List[tuple], credits: List[int]) -> None:  # type: ignore[type-arg]
     """Whatever is deposited, booked (when it can be paid) and refunded, the accounts sum to
     zero, every statement runs to its balance, and no buyer goes below minus its credit."""
+    balances_add_up(Ledger(), steps, credits)
+
+
+@pytest.mark.postgres
+def test_balances_always_add_up_on_postgresql(postgres_server: PostgresTestServer) -> None:
+    """The same on PostgreSQL, each example in a fresh schema (fewer: each costs a schema)."""
+
+    @settings(max_examples=12, deadline=None)
+    @given(operations, st.lists(st.integers(0, 100), min_size=3, max_size=3))
+    def add_up(steps: List[tuple], credits: List[int]) -> None:  # type: ignore[type-arg]
+        balances_add_up(Ledger(postgres_server.schema()), steps, credits)
+
+    add_up()
+
+
+def balances_add_up(ledger: Ledger, steps: List[tuple], credits: List[int]) -> None:  # type: ignore[type-arg]
+    """Run ``steps`` on ``ledger`` and check what must hold whatever they were."""
     site = Party("hpc1")
     users = [Party(f"user{index}") for index in range(3)]
-    ledger = Ledger()
     ledger.register(site.key_id, "site", site.key.public_key())
     for user, credit in zip(users, credits):
         ledger.register(user.key_id, "user", user.key.public_key(), Decimal(credit))
@@ -502,6 +523,7 @@ def test_balances_always_add_up(steps: List[tuple], credits: List[int]) -> None:
         lines = ledger.statement(account)
         assert sum((line.amount for line in lines), Decimal(0)) == balance
         assert not lines or lines[-1].balance == balance
+    assert check(ledger.database).ok
     ledger.close()
 
 

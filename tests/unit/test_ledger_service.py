@@ -5,6 +5,7 @@ client's view of a service that is not there, and the `siteagent ledger` command
 from __future__ import annotations
 
 import json
+import json as _json
 import textwrap
 from dataclasses import replace
 from decimal import Decimal
@@ -37,7 +38,7 @@ from siteagent.ledger.service import (
 )
 from siteagent.market import deals
 from siteagent.protocol import documents, keys, signing
-from siteagent.protocol.documents import Signed
+from siteagent.protocol.documents import Cancellation, Signed
 from siteagent.security.authentication import Authenticator
 from testbed.parties import NOW, Party, deal, receipt
 from testbed.processes import free_port
@@ -74,11 +75,17 @@ def participants_file(path: Path, site: Party, alice: Party) -> Path:
 
 
 @pytest.fixture
-def service_config(tmp_path: Path, site: Party, alice: Party) -> Path:
+def service_config(tmp_path: Path, site: Party, alice: Party, ledger_location: str) -> Path:
+    """The bank's configuration, on each database (ledger.path, or ledger.database)."""
     participants = participants_file(tmp_path / "participants.yaml", site, alice)
+    books = (
+        {"path": ledger_location.removeprefix("sqlite:")}
+        if ledger_location.startswith("sqlite:")
+        else {"database": ledger_location}
+    )
     document = {
         "state_dir": str(tmp_path / "state"),
-        "ledger": {"path": str(tmp_path / "bank.sqlite3"), "participants": str(participants)},
+        "ledger": {**books, "participants": str(participants)},
     }
     path = tmp_path / "ledger.yaml"
     path.write_text(yaml.safe_dump(document), encoding="utf-8")
@@ -92,9 +99,42 @@ def ledger(service_config: Path) -> Iterator[Ledger]:
     opened.close()
 
 
+class SiteClient(TestClient):
+    """The bank as a site talks to it: every POST signed with the site's key (the bank takes
+    bookings from its sites only)."""
+
+    def __init__(self, app: Any, signer: Party) -> None:
+        super().__init__(app)
+        self.signer = signer
+
+    def post(self, url: Any, json: Any = None, **kwargs: Any) -> Any:  # type: ignore[override]
+        body = _json.dumps(json).encode()
+        headers = signing.sign_request(
+            "POST", BASE + url, body, self.signer.key, self.signer.key_id
+        )
+        headers["Content-Type"] = "application/json"
+        return self.request("POST", url, content=body, headers=headers)
+
+
 @pytest.fixture
-def http(ledger: Ledger) -> TestClient:
-    return TestClient(create_app(ledger, Authenticator(participant_keys(ledger), ["testserver"])))
+def http(ledger: Ledger, site: Party) -> TestClient:
+    readers = Authenticator(participant_keys(ledger), ["testserver"])
+    return SiteClient(create_app(ledger, readers), site)
+
+
+def test_a_booking_must_be_signed_by_a_site_before_its_body_is_read(
+    http: TestClient, site: Party, alice: Party
+) -> None:
+    document = receipt(site, alice).to_json()
+    unsigned = TestClient.post(http, "/v1/receipts", json=document)
+    assert error(unsigned, 401)["code"] == "unsigned"
+    malformed = TestClient.post(http, "/v1/refunds", content=b"{not json")
+    assert error(malformed, 401)["code"] == "unsigned"  # refused before it is parsed
+    body = _json.dumps(document).encode()
+    by_buyer = signing.sign_request("POST", BASE + "/v1/receipts", body, alice.key, alice.key_id)
+    answer = http.request("POST", "/v1/receipts", content=body, headers=by_buyer)
+    assert error(answer, 403)["code"] == "not_a_site"
+    assert balance(http, alice.key_id, site) == 0
 
 
 def read(http: TestClient, path: str, reader: Party) -> Any:
@@ -472,6 +512,60 @@ def test_an_agent_with_a_ledger_url_books_at_the_service(tmp_path: Path) -> None
     from siteagent.market.deals import open_ledger as agent_ledger
 
     url = "https://bank.example.org:8444/"
-    opened = agent_ledger(loading.parse({"state_dir": str(tmp_path), "ledger": {"url": url}}))
+    site = Party("hpc1")
+    config = loading.parse({"state_dir": str(tmp_path), "ledger": {"url": url}})
+    opened = agent_ledger(config, site.key)
     assert isinstance(opened, RemoteLedger) and opened.url == url.rstrip("/")
+    assert opened.signer == (site.key, config.site.name)  # the bank takes signed bookings
     assert not (tmp_path / "ledger.sqlite3").exists()
+
+
+def _raw(http: TestClient, path: str, text: str, signer: Party) -> Any:
+    """A booking of ``text`` exactly as written (JSON Python would not write: 1e999999)."""
+    body = text.encode()
+    headers = signing.sign_request("POST", BASE + path, body, signer.key, signer.key_id)
+    headers["Content-Type"] = "application/json"
+    return http.request("POST", path, content=body, headers=headers)
+
+
+def test_every_refusal_of_a_document_names_its_field(
+    http: TestClient, site: Party, alice: Party
+) -> None:
+    """What a site sends wrong, the bank says where: each 422 (and each conflict of a
+    document with the books) carries the field at fault."""
+    good = receipt(site, alice).to_json()
+    text = json.dumps(good)
+    cases = [
+        (text.replace(f'"confirmed_at": {good["confirmed_at"]}', '"confirmed_at": 1e999999'),
+         "confirmed_at"),
+        (text.replace('"size": 16', '"size": 1e999999'), "deal.offer.size"),
+        (text.replace('"size": 16', '"size": NaN'), "deal.offer.size"),
+        (json.dumps({**good, "user_signature": {"keyid": "x"}}), "user_signature"),
+        (json.dumps({**good, "site_signature": 7}), "site_signature"),
+        (json.dumps({**good, "deal": {**good["deal"], "version": 2}}), "deal.version"),
+        (json.dumps({**good, "deal": {**good["deal"], "buyer": ""}}), "deal.buyer"),
+        (json.dumps({**good, "deal": "no"}), "deal"),
+    ]  # fmt: skip
+    for body, field in cases:
+        detail = error(_raw(http, "/v1/receipts", body, site), 422)
+        assert detail.get("field") == field, (field, detail)
+    forged = receipt(site, alice).to_json()
+    forged["user_signature"] = receipt(site, Party("alice@laptop")).to_json()["user_signature"]
+    assert error(http.post("/v1/receipts", json=forged), 422)["field"] == "user_signature"
+    stranger = Party("mallory")
+    unknown = receipt(site, stranger).to_json()
+    detail = error(http.post("/v1/receipts", json=unknown), 422)
+    assert (detail["code"], detail["field"]) == ("unknown_participant", "deal.buyer")
+    booked = receipt(site, alice)
+    http.post("/v1/receipts", json=booked.to_json())
+    clash = receipt(site, alice, offer_id="o-2").to_json()  # the same reservation again
+    detail = error(http.post("/v1/receipts", json=clash), 409)
+    assert detail["field"] == "deal.reservation_id"
+    penalty = Cancellation(booked.id, Decimal("999.00"), NOW, site_signature(site, booked.id))
+    detail = error(http.post("/v1/refunds", json=penalty.to_json()), 422)
+    assert (detail["code"], detail["field"]) == ("penalty_not_agreed", "penalty")
+
+
+def site_signature(site: Party, receipt_id: str) -> Signed:
+    signed = documents.cancellation_document(receipt_id, Decimal("999.00"), NOW)
+    return documents.sign_document(signed, site.key, site.key_id)

@@ -28,7 +28,7 @@ else:  # mypy, a dev dependency, brings tomli
 
 PROJECT: Dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 #: What users install: the dependencies and the optional extras that run something.
-RUNTIME_EXTRAS = ("client",)
+RUNTIME_EXTRAS = ("client", "postgres")
 RUNTIME = [Requirement(line) for line in PROJECT["dependencies"]] + [
     Requirement(line)
     for extra in RUNTIME_EXTRAS
@@ -82,13 +82,16 @@ def test_the_client_extra_is_pinned_and_installed_by_the_lowest_stage() -> None:
     """The workflow planners' dependencies are an extra, not in the base install; ./test
     installs it in both environments, so its lower bounds are tested like the others."""
     pinned = pins(run_script().stdout)
-    for line in PROJECT["optional-dependencies"]["client"]:
+    for line in [
+        *PROJECT["optional-dependencies"]["client"],
+        *PROJECT["optional-dependencies"]["postgres"],
+    ]:
         requirement = Requirement(line)
         assert pinned_version(pinned[canonicalize_name(requirement.name)]) == lower_bound(
             requirement
         )
     test_script = (ROOT / "test").read_text()
-    assert test_script.count("-e '.[dev,client]'") == 2
+    assert test_script.count("-e '.[dev,client,postgres]'") == 2
 
 
 def test_the_other_pins_are_dev_dependencies_within_their_ranges() -> None:

@@ -179,6 +179,34 @@ def test_the_prefix_is_the_agents_alone(
         )
 
 
+@pytest.mark.parametrize(
+    ("requestor", "host", "decision"),
+    [
+        ("siteagent@login1.example.org", None, "accept"),
+        ("siteagent@login1", None, "accept"),
+        ("siteagent", "login1.example.org", "accept"),
+        ("siteagent@evil.example.org", None, "reject"),
+        ("siteagent@evil", None, "reject"),
+        ("siteagent", "evil.example.org", "reject"),
+    ],
+)
+def test_the_prefix_is_the_agents_from_its_own_host(
+    pbs: Pbs, tmp_path: Path, requestor: str, host: Optional[str], decision: str
+) -> None:
+    """A pbs_rsub by the service user's name from another host is not the agent's."""
+    configure(pbs, tmp_path, tmp_path / "unused.sock", agent_host="login1.example.org")
+    event = pbs.event_type(
+        pbs.RESVSUB, requestor=requestor, resv=our_reservation(pbs), requestor_host=host
+    )
+    found = run(pbs, event)
+    assert found[0] == decision
+    if decision == "reject":
+        assert found[1] == (
+            "reservation names starting with 'sa-' are the site agent's "
+            "(siteagent's on login1.example.org) alone"
+        )
+
+
 # --------------------------------------------------------------------------- queuejob
 
 
@@ -231,6 +259,20 @@ def test_other_jobs_are_left_as_submitted(pbs: Pbs, tmp_path: Path, queue: Optio
         36000,
         {"PBS_O_HOME": "/home/alice"},
     )
+
+
+@pytest.mark.parametrize("queue", [None, "workq", "R3"])
+def test_a_tag_its_owner_set_is_taken_off_a_job_outside_the_agents_reservations(
+    pbs: Pbs, tmp_path: Path, queue: Optional[str]
+) -> None:
+    """qsub -v SITEAGENT_RESERVATION=sa-... must not count a job's usage in the sale."""
+    configure(pbs, tmp_path, tmp_path / "unused.sock")
+    pbs.RESERVATIONS.append(our_reservation(pbs))
+    job = submitted(pbs, queue)
+    job.Variable_List["SITEAGENT_RESERVATION"] = NAME
+    assert run(pbs, pbs.event_type(pbs.QUEUEJOB, job=job)) == ("accept", None)
+    assert job.Variable_List == {"PBS_O_HOME": "/home/alice"}
+    assert job.Resource_List["walltime"] == 36000
 
 
 # --------------------------------------------------------------------------- malformed events

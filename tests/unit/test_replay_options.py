@@ -7,7 +7,7 @@ The trace: 4 cores by its header; job 1 (4 cores) runs over [0, 100), job 2 (2 c
 
 from __future__ import annotations
 
-import logging
+import time
 from pathlib import Path
 
 import pytest
@@ -42,14 +42,13 @@ def test_the_cluster_is_as_large_as_the_header_says_unless_told(
 
 
 def test_a_smaller_cluster_skips_the_jobs_wider_than_it_and_says_so(
-    trace: str, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    trace: str, clock: FakeClock, workload_log: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING)
     smaller = SwfReplayBackend(trace, offset_s=20, cores=2, clock=clock)
     snapshot = smaller.snapshot()
     assert snapshot.capacity == 2
     assert [job.cores for job in snapshot.running] == [2]  # job 2 only
-    [warning] = caplog.records
+    [warning] = workload_log.records
     assert warning.getMessage() == (
         f"{trace}: 1 line(s) skipped as they cannot be simulated (1 more processors than the "
         "cluster's 2); the first is line 4: job 1: more processors than the cluster's 2"
@@ -57,7 +56,7 @@ def test_a_smaller_cluster_skips_the_jobs_wider_than_it_and_says_so(
 
 
 def test_invalid_lines_are_reported_once_when_the_replay_starts(
-    tmp_path: Path, clock: FakeClock, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, clock: FakeClock, workload_log: pytest.LogCaptureFixture
 ) -> None:
     """Not one warning per line, and not only once the first pass has run out (days later)."""
     rows = [swf_row(job, job, 100, 1, req_time=100) for job in range(1, 5)]
@@ -66,9 +65,8 @@ def test_invalid_lines_are_reported_once_when_the_replay_starts(
     lines[4] = " ".join(map(str, swf_row(4, 4, -1, 1)))  # line 5: a negative run time
     path = tmp_path / "bad.swf"
     path.write_text("\n".join(lines) + "\n", encoding="latin-1")
-    caplog.set_level(logging.WARNING)
     SwfReplayBackend(str(path), offset_s=0, clock=clock).snapshot()
-    [warning] = caplog.records
+    [warning] = workload_log.records
     message = warning.getMessage()
     assert message.startswith(f"{path}: 2 line(s) skipped as they cannot be simulated")
     assert message.endswith("the first is line 3: malformed line: expected 18 fields, found 3")
@@ -105,5 +103,37 @@ def test_the_configuration_sets_trace_offset_and_cores(tmp_path: Path, trace: st
         assert snapshot.capacity == 6
         assert sorted(job.cores for job in snapshot.running) == [2, 4]
         assert isinstance(backend, SwfReplayBackend) and backend.speed == 60
+    finally:
+        backend.close()
+
+
+def test_sites_given_one_origin_share_one_clock(tmp_path: Path, trace: str) -> None:
+    """Two sites started minutes apart, at different offsets, at 15 times the wall clock,
+    show the same time once told the same origin (a federation of replayed sites that a
+    buyer's absolute start times mean the same thing to), and a saved cluster keeps its own."""
+    clock = FakeClock(float(T0))
+    first = SwfReplayBackend(trace, speed=15, offset_s=20, clock=clock, origin=T0 - 60)
+    clock.advance(300)
+    second = SwfReplayBackend(trace, speed=15, offset_s=40, clock=clock, origin=T0 - 60)
+    alone = SwfReplayBackend(trace, speed=15, offset_s=40, clock=clock)
+    clock.advance(2)
+    assert first.now() == second.now() == T0 - 60 + 15 * 362
+    assert alone.now() == T0 + 300 + 15 * 2
+    state = str(tmp_path / REPLAY_STATE_FILE)
+    SwfReplayBackend.open(state, trace, speed=15, clock=clock, origin=T0 - 60).close()
+    again = SwfReplayBackend.open(state, trace, speed=15, clock=clock, origin=T0)
+    assert again.now() == first.now()
+    for backend in (first, second, alone, again):
+        backend.close()
+
+
+def test_the_configuration_sets_the_origin(tmp_path: Path, trace: str) -> None:
+    """An origin 100 s ago at speed 15: the cluster is already 1,500 s on."""
+    origin = int(time.time()) - 100
+    swf = {"trace": trace, "speed": 15, "origin": origin}
+    settings = {"state_dir": str(tmp_path / "state"), "backend": {"type": "swf", "swf": swf}}
+    backend = open_backend(loading.parse(settings))
+    try:
+        assert backend.now() >= origin + 15 * 100
     finally:
         backend.close()

@@ -61,8 +61,8 @@ def test_the_sample_shows_every_key(sample: Path) -> None:
 
 
 def test_the_administrators_guide_installs_the_sample() -> None:
-    readme = (SAMPLE.parents[1] / "README.md").read_text(encoding="utf-8")
-    assert "\nsiteagent install-service " in readme
+    guide = (SAMPLE.parents[1] / "docs/admin.md").read_text(encoding="utf-8")
+    assert "\nsiteagent install-service " in guide
     config_file = Path("/etc/siteagent/siteagent.yaml")
     files = installation.plan(loading.load(None), config_file, Path("/usr/bin/siteagent"), Path())
     [sample] = [file for file in files if file.target == config_file]

@@ -42,7 +42,8 @@ from siteagent.security.authentication import (
     NonceCache,
 )
 from siteagent.security.clients import AuthorizedClient, load_authorized_clients
-from siteagent.security.errors import ConfirmRefused, ReplayCacheFull
+from siteagent.security.errors import ConfirmRefused, ReplayCacheFull, Unauthenticated
+from siteagent.security.replay import SavedNonces
 from siteagent.security.tls import ensure_self_signed, server_ssl_context
 from testbed.parties import NOW, Party, deal
 
@@ -864,3 +865,45 @@ def test_processes_starting_at_once_share_one_site_key(tmp_path: Path) -> None:
     texts = {public_key_text(key.public_key()) for key in keys}
     assert texts == {public_key_text(load_private_key(path).public_key())}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["site.key"]
+
+
+# --------------------------------------------------------------------------- across restarts
+
+
+ALICE = Party("alice@laptop")
+
+
+def restarted(path: Path, now: float) -> Authenticator:
+    """An authenticator as a service starting at ``now`` makes it, on the saved nonces."""
+
+    def clock() -> float:
+        return now
+
+    nonces = NonceCache(100, clock, saved=SavedNonces(path))
+    clients = {ALICE.key_id: ALICE.client("alice")}
+    return Authenticator(clients, ["hpc1.example.org"], 300, nonces, clock)
+
+
+def test_a_signature_dated_ahead_survives_a_restart_as_used(tmp_path: Path) -> None:
+    path = tmp_path / "nonces.sqlite3"
+    body, url = b"{}", "https://hpc1.example.org/v1/quotes"
+    signed = signing.sign_request("POST", url, body, ALICE.key, ALICE.key_id, created=NOW + 20)
+    first = restarted(path, NOW)
+    first.authenticate("POST", url, list(signed.items()), body)
+    again = restarted(path, NOW + 2)
+    with pytest.raises(Unauthenticated, match="already used"):
+        again.authenticate("POST", url, list(signed.items()), body)
+
+
+def test_a_restart_within_a_second_of_a_use_refuses_that_seconds_signatures(
+    tmp_path: Path,
+) -> None:
+    """Signed in the second it was used, by a service that restarts within that second."""
+    path = tmp_path / "nonces.sqlite3"
+    body, url = b"{}", "https://hpc1.example.org/v1/quotes"
+    signed = signing.sign_request("POST", url, body, ALICE.key, ALICE.key_id, created=NOW)
+    restarted(path, NOW + 0.2).authenticate("POST", url, list(signed.items()), body)
+    with pytest.raises(Unauthenticated, match="before the agent last started"):
+        restarted(path, NOW + 0.7).authenticate("POST", url, list(signed.items()), body)
+    later = signing.sign_request("POST", url, body, ALICE.key, ALICE.key_id, created=NOW + 1)
+    restarted(path, NOW + 1.1).authenticate("POST", url, list(later.items()), body)

@@ -87,6 +87,20 @@ def test_a_reload_reaches_every_running_object(running: Tuple[Site, Parts], tmp_
     assert alice.key_id in ledger.balances()
 
 
+def test_new_prices_apply_to_the_next_quote_not_the_next_poll(
+    running: Tuple[Site, Parts], tmp_path: Path
+) -> None:
+    site, parts = running
+    parts.agent.cycle()
+    assert parts.agent.state is not None
+    before = parts.agent.state.taken_at
+    apply(site, parts, settings(tmp_path, pricing={"flat": {"price": "3"}}), {})
+    state = parts.agent.state
+    assert state is not None and state.taken_at == before  # no poll: the same snapshot
+    assert state.market.pricing is site.pricing
+    assert {slot.unit_price for slot in state.market.slots} == {Decimal("3")}
+
+
 def test_the_site_key_is_made_once_and_kept(running: Tuple[Site, Parts]) -> None:
     site, parts = running
     again = keys.load_or_create_site_key(site.config.security.site_key)

@@ -59,6 +59,18 @@ def test_the_engine_plan_is_the_plan_of_the_snapshot() -> None:
     assert advertise(held) == advertise(again)
 
 
+def test_the_engine_plan_starts_now_between_events() -> None:
+    """Long after the last event (everything ended at T0 + 3,606, the reservation at 9,000)
+    the plan still starts now: the free machine is one slot from now, not from the last
+    event."""
+    simulator = busy()
+    simulator.advance_to(T0 + 20_000)
+    held = schedule_plan(simulator, 48 * 3600)
+    assert [(s.start, s.cores) for s in advertise(held)] == [(T0 + 20_000, 8)]
+    again = plan(snapshot_of(simulator), Policy.CONSERVATIVE, horizon=held.horizon - held.now)
+    assert advertise(held) == advertise(again)
+
+
 def test_only_the_conservative_engine_has_a_plan() -> None:
     with pytest.raises(ValueError, match="easy"):
         schedule_plan(busy(Policy.EASY), 3600)

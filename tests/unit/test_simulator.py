@@ -17,6 +17,7 @@ estimate). At each instant: completions first, then the pass.
 * Conservative: queued jobs are revisited in queue order and each moves to its earliest fit if
   that is earlier than its reservation (never later); then the instant's arrivals, in trace
   order, get reservations at their earliest fit; jobs whose reservation is now start.
+* Greedy: every queued job, in queue order, starts if it fits now; nobody is protected.
 
 Injected advance reservations are fixed rectangles no job may overlap.
 
@@ -59,6 +60,7 @@ from siteagent.sim.workload import Workload
 from testbed.traces import swf_row, trace_prefix, write_swf
 
 FCFS, EASY, CONSERVATIVE = Policy.FCFS, Policy.EASY, Policy.CONSERVATIVE
+GREEDY = Policy.GREEDY
 ALL_POLICIES = (FCFS, EASY, CONSERVATIVE)
 
 Rect = Tuple[int, int, int]  # [start, end) x size
@@ -195,6 +197,8 @@ def ref_simulate(
                 queue.extend(arrivals)
                 if policy is FCFS:
                     started = _fcfs_pass(t, cores, queue, running, reservations)
+                elif policy is GREEDY:
+                    started = _greedy_pass(t, cores, queue, running, reservations)
                 elif easy == "counters":
                     assert not reservations
                     started = _easy_pass_counters(t, cores, queue, running)
@@ -235,6 +239,15 @@ def _fcfs_pass(t, cores, queue, running, reservations) -> List[RefJob]:  # type:
         if earliest_fit(segments, head.size, head.est) != t:
             break
         _start(head, t, queue, started)
+    return started
+
+
+def _greedy_pass(t, cores, queue, running, reservations) -> List[RefJob]:  # type: ignore[no-untyped-def]
+    started: List[RefJob] = []
+    for job in list(queue):
+        segments = free_segments(cores, _rects(running + started, reservations), t)
+        if earliest_fit(segments, job.size, job.est) == t:
+            _start(job, t, queue, started)
     return started
 
 
@@ -541,6 +554,15 @@ def test_simulator_matches_reference(policy: Policy, data: st.DataObject) -> Non
     _compare(cores, rows, policy, reservations, "rectangles" if reservations else "counters")
 
 
+@AGREEMENT
+@given(data=st.data())
+def test_greedy_matches_reference(data: st.DataObject) -> None:
+    """Backfilling without reservations (Aridor et al.'s), open or around reservations."""
+    cores, rows = data.draw(workloads())
+    reservations = data.draw(st.one_of(st.just([]), reservation_sets(cores)))
+    _compare(cores, rows, GREEDY, reservations)
+
+
 @settings(AGREEMENT, max_examples=300)
 @given(workload=same_shape_workloads())
 def test_conservative_matches_reference_on_queues_of_few_shapes(
@@ -550,7 +572,7 @@ def test_conservative_matches_reference_on_queues_of_few_shapes(
     _compare(cores, rows, CONSERVATIVE, ())
 
 
-@pytest.mark.parametrize("policy", [EASY, CONSERVATIVE, FCFS], ids=lambda p: p.value)
+@pytest.mark.parametrize("policy", [EASY, CONSERVATIVE, FCFS, GREEDY], ids=lambda p: p.value)
 def test_simulator_matches_reference_on_kth_prefix(policy: Policy, tmp_path: Path) -> None:
     path = trace_prefix("KTH-SP2-1996-2.1-cln.swf.gz", 3000, tmp_path / "kth.swf")
     real = real_simulate(path, policy)

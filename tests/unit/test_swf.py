@@ -430,7 +430,7 @@ def test_workload_skip_invalid_also_counts_malformed_lines(tmp_path: Path) -> No
 
 
 def test_workload_reports_what_it_skipped_in_one_warning_once_read_through(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, workload_log: pytest.LogCaptureFixture
 ) -> None:
     records = [
         GOOD,
@@ -444,9 +444,9 @@ def test_workload_reports_what_it_skipped_in_one_warning_once_read_through(
     workload = Workload(str(path), skip_invalid=True)
     tasks = workload.tasks()
     next(tasks)
-    assert not caplog.records  # not before the whole trace is read
+    assert not workload_log.records  # not before the whole trace is read
     assert len(list(tasks)) == 1
-    [warning] = caplog.records
+    [warning] = workload_log.records
     assert warning.levelname == "WARNING"
     assert warning.getMessage() == (
         f"{path}: 3 line(s) skipped as they cannot be simulated (1 bad field, 1 more processors "
@@ -469,11 +469,11 @@ def test_workload_first_skipped_is_the_first_in_the_file(tmp_path: Path) -> None
 
 
 def test_a_clean_trace_reads_without_a_warning(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, workload_log: pytest.LogCaptureFixture
 ) -> None:
     path = write_swf(tmp_path / "w.swf", [swf_row(1, 0, 10, 1)], max_procs=4)
     assert len(list(Workload(str(path), skip_invalid=True).tasks())) == 1
-    assert not caplog.records
+    assert not workload_log.records
 
 
 def test_workload_skips_a_negative_submit_time_even_first(tmp_path: Path) -> None:

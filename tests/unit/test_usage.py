@@ -4,14 +4,15 @@ keeps it each cycle and makes it final, and Slurm accounting read for it."""
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Optional
+import subprocess
+from typing import List, Optional, Sequence
 
 import pytest
 
 from siteagent.backends.base import Backend, BackendError, BackendUnavailable
 from siteagent.backends.slurm import SlurmBackend
-from siteagent.backends.slurm.arguments import sacct_usage_args
-from siteagent.backends.slurm.sacct import reservation_jobs_from_sacct
+from siteagent.backends.slurm.arguments import reservation_ids_args, sacct_usage_args
+from siteagent.backends.slurm.sacct import reservation_jobs_from_sacct, unnamed_reservation_ids
 from siteagent.core.model import (
     BatchReservation,
     CapacityUnit,
@@ -215,14 +216,17 @@ def test_a_lost_reservation_is_settled_at_the_moment_it_was_lost(db: Store) -> N
 
 # --------------------------------------------------------------------------- Slurm accounting
 
-#: ``sacct -n -P -o JobID,User,AllocCPUS,NNodes,Start,End,Reservation,AdminComment`` (TZ=UTC),
-#: as the test cluster with slurmdbd prints it: a job in sa-r1, one tagged by job_submit.lua
-#: whose reservation accounting lost, a job still running, one elsewhere, one that never ran.
-SACCT = """41|root|2|1|2027-01-15T08:00:05|2027-01-15T08:10:05|sa-r1|
-42|alice|16|1|2027-01-15T08:01:00|2027-01-15T08:02:00||siteagent:reservation=sa-r1
-43|root|1|1|2027-01-15T08:03:00|Unknown|sa-r1|note | with a bar
-44|root|1|1|2027-01-15T08:00:00|2027-01-15T08:00:09|other|
-45|root|1|0|Unknown|2027-01-15T08:00:09|sa-r1|
+#: ``sacct -n -P -o JobID,User,AllocCPUS,NNodes,Start,End,Reservation,ReservationId,AdminComment``
+#: (TZ=UTC), as the test cluster with slurmdbd prints it: a job in sa-r1 (id 7), one tagged by
+#: job_submit.lua whose reservation accounting lost, a job still running, one elsewhere, one
+#: that never ran, one that started in sa-r1's first second (so unnamed), one in no reservation.
+SACCT = """41|root|2|1|2027-01-15T08:00:05|2027-01-15T08:10:05|sa-r1|7|
+42|alice|16|1|2027-01-15T08:01:00|2027-01-15T08:02:00|||siteagent:reservation=sa-r1
+43|root|1|1|2027-01-15T08:03:00|Unknown|sa-r1|7|note | with a bar
+44|root|1|0|2027-01-15T08:00:00|2027-01-15T08:00:09|other|8|
+45|root|1|0|Unknown|2027-01-15T08:00:09|sa-r1|7|
+46|bob|4|1|2027-01-15T08:00:00|2027-01-15T08:05:00||7|
+47|bob|1|1|2027-01-15T08:00:00|2027-01-15T08:05:00||0|
 """
 T = 1_800_000_000  # 2027-01-15T08:00:00Z
 
@@ -236,25 +240,45 @@ def test_sacct_gives_the_jobs_of_one_reservation() -> None:
     assert reservation_jobs_from_sacct(SACCT, "sa-r2") == []
 
 
+def test_a_job_started_in_the_reservations_first_second_is_found_by_its_id() -> None:
+    """slurmdbd names a job's reservation only if the job started after the reservation's
+    first second: the unnamed job 46 is sa-r1's by its id, job 47 (id 0) is nobody's."""
+    assert unnamed_reservation_ids(SACCT) == {"7"}
+    found = reservation_jobs_from_sacct(SACCT, "sa-r1", ["7"])
+    assert [job.job_id for job in found] == ["41", "42", "43", "46"]
+    assert found[-1] == JobUsage("46", "bob", 4, 1, T, T + 300)
+    assert [job.job_id for job in reservation_jobs_from_sacct(SACCT, "other", ["8"])] == ["44"]
+
+
 def test_garbage_from_sacct_is_no_answer() -> None:
     with pytest.raises(BackendUnavailable, match="line 1"):
         reservation_jobs_from_sacct("sacct: something else\n", "sa-r1")
     with pytest.raises(BackendUnavailable, match="not a job"):
-        reservation_jobs_from_sacct("41|root|two|1|2027-01-15T08:00:05|Unknown|sa-r1|\n", "sa-r1")
+        reservation_jobs_from_sacct("41|root|two|1|2027-01-15T08:00:05|Unknown|sa-r1|7|\n", "sa-r1")
 
 
 def test_the_slurm_backend_reads_accounting_or_says_there_is_none(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     backend = SlurmBackend()
-    fake = FakeRun(0, SACCT)
-    monkeypatch.setattr(backend, "_run", fake)
+    calls: List[List[str]] = []
+
+    def run(args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        calls.append(list(args))
+        out = "7\n" if args[0] == "sacctmgr" else SACCT
+        return subprocess.CompletedProcess(list(args), 0, out, "")
+
+    monkeypatch.setattr(backend, "_run", run)
     assert [job.job_id for job in backend.reservation_jobs("sa-r1", T, T + 3600) or []] == [
         "41",
         "42",
         "43",
+        "46",
     ]
-    assert fake.calls == [sacct_usage_args(T, T + 3600)]
+    assert calls == [sacct_usage_args(T, T + 3600), reservation_ids_args("sa-r1", T, T + 3600)]
+    named = "\n".join(line for line in SACCT.splitlines() if "||" not in line)
+    monkeypatch.setattr(backend, "_run", FakeRun(0, named))
+    assert len(backend.reservation_jobs("sa-r1", T, T + 3600) or []) == 2  # no sacctmgr asked
     disabled = "sacct: error: Slurm accounting storage is disabled\n"
     monkeypatch.setattr(backend, "_run", FakeRun(1, stderr=disabled))
     assert backend.reservation_jobs("sa-r1", T, T + 3600) is None

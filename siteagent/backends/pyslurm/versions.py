@@ -76,8 +76,9 @@ def install_hint(slurm: Optional[Series]) -> str:
     where = f"Slurm {_slurm_name(slurm)}" if slurm else "Slurm X.Y"
     return (
         f"Install the pyslurm release for {where}: pip install 'pyslurm=={wanted}.*' where "
-        f"PyPI has it, else built from its source tag v{wanted}.* of PySlurm/pyslurm (the "
-        "README's 'pyslurm' section shows how for Slurm 22.05); or use backend.type slurm"
+        f"PyPI has it, else built from its source tag v{wanted}.* of PySlurm/pyslurm "
+        "(docs/admin.md, 'The pyslurm backend', shows how for Slurm 22.05); or use "
+        "backend.type slurm"
     )
 
 

@@ -118,7 +118,9 @@ def sacct_args(since: int, until: int) -> List[str]:
 
 #: The fields of ``sacct_usage_args``' lines, in order: the admin comment last, since it is
 #: free text that may hold the separator.
-SACCT_USAGE_FIELDS = ("JobID", "User", "AllocCPUS", "NNodes", "Start", "End", "Reservation")
+SACCT_USAGE_FIELDS = (
+    "JobID", "User", "AllocCPUS", "NNodes", "Start", "End", "Reservation", "ReservationId"
+)
 
 
 def sacct_usage_args(since: int, until: int) -> List[str]:
@@ -127,6 +129,14 @@ def sacct_usage_args(since: int, until: int) -> List[str]:
     ``reservation.name`` (docs/slurm.md §6.7)."""
     fields = ",".join((*SACCT_USAGE_FIELDS, "AdminComment"))
     return ["sacct", "-n", "-P", "-o", fields, *_sacct_selection(since, until)]
+
+
+def reservation_ids_args(name: str, since: int, until: int) -> List[str]:
+    """``sacctmgr`` arguments for the accounting ids of reservation ``name`` in the window:
+    what a job that started in the reservation's first second is matched by, since sacct
+    leaves its reservation name empty (docs/slurm.md §6.8)."""
+    return ["sacctmgr", "-n", "-P", "show", "reservation", "where", f"names={name}",
+            f"start={utc_text(since)}", f"end={utc_text(until)}", "format=ID"]
 
 
 def _sacct_selection(since: int, until: int) -> List[str]:

@@ -18,6 +18,7 @@ from siteagent.backends.checks import check_ours
 from siteagent.backends.command import PINNED_ENV, CommandBackend, json_object, run_command
 from siteagent.backends.slurm.arguments import (
     reservation_args,
+    reservation_ids_args,
     sacct_args,
     sacct_usage_args,
     same_window,
@@ -42,7 +43,7 @@ from siteagent.backends.slurm.layout import check_errors, detect_layout
 from siteagent.backends.slurm.nodes import parse_nodes
 from siteagent.backends.slurm.reservations import parse_reservations
 from siteagent.backends.slurm.running import RunningJobs
-from siteagent.backends.slurm.sacct import reservation_jobs_from_sacct
+from siteagent.backends.slurm.sacct import reservation_jobs_from_sacct, unnamed_reservation_ids
 from siteagent.backends.slurm.scheduler import SchedulerSettings, parse_scheduler_config
 from siteagent.backends.slurm.snapshot import build_snapshot, node_cores
 from siteagent.core import names
@@ -193,14 +194,23 @@ class SlurmBackend(CommandBackend):
 
     def reservation_jobs(self, name: str, start: int, end: int) -> Optional[List[JobUsage]]:
         """The jobs accounting saw in reservation ``name``; None on a cluster without
-        accounting (sacct's own error says so; any other failure is raised)."""
-        proc = self._run(sacct_usage_args(start, max(end, start + 1)))
+        accounting (sacct's own error says so; any other failure is raised). Jobs accounting
+        files under no reservation name are matched by the reservation's ids (sacctmgr),
+        asked only when there are such jobs (docs/slurm.md §6.8)."""
+        end = max(end, start + 1)
+        proc = self._run(sacct_usage_args(start, end))
         if proc.returncode != 0:
             message = self._message(proc)
             if ACCOUNTING_DISABLED in message:
                 return None
             raise self._failure("sacct", message, BackendError)
-        return reservation_jobs_from_sacct(proc.stdout, name)
+        ids: List[str] = []
+        if unnamed_reservation_ids(proc.stdout):
+            found = self._run(reservation_ids_args(name, start, end))
+            if found.returncode != 0:
+                raise self._failure("sacctmgr", self._message(found), BackendError)
+            ids = found.stdout.split()
+        return reservation_jobs_from_sacct(proc.stdout, name, ids)
 
     # ---- writing
 

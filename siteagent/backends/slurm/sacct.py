@@ -8,7 +8,7 @@ agent's polls, and when each ended to the second. The document layouts are 22.05
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, List, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Collection, List, Mapping, Optional, Set, Tuple
 
 from siteagent.backends.base import BackendUnavailable
 from siteagent.backends.slurm.arguments import SACCT_USAGE_FIELDS
@@ -100,21 +100,21 @@ def waits_from_sacct(document: Mapping[str, Any]) -> List[QueueWait]:
 RESERVATION_TAG = "siteagent:reservation="
 
 
-def reservation_jobs_from_sacct(text: str, reservation: str) -> List[JobUsage]:
+def reservation_jobs_from_sacct(
+    text: str, reservation: str, ids: Collection[str] = ()
+) -> List[JobUsage]:
     """The jobs of ``sacct_usage_args``' output that ran in ``reservation``: by the
-    reservation accounting names, or by the tag job_submit.lua gave the job (kept in the admin
-    comment even where the reservation's record is not). Times are UTC text; a job still
-    running has no end; jobs that never started are left out."""
+    reservation accounting names, by its accounting ``ids`` where the name is empty (a job
+    that started in the reservation's first second, docs/slurm.md §6.8), or by the tag
+    job_submit.lua gave the job (kept in the admin comment even where the reservation's record
+    is not). Times are UTC text; a job still running has no end; jobs that never started are
+    left out."""
     tag = RESERVATION_TAG + reservation
     out = []
-    for number_, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        fields = line.split("|", len(SACCT_USAGE_FIELDS))
-        if len(fields) != len(SACCT_USAGE_FIELDS) + 1:
-            raise BackendUnavailable(f"sacct line {number_}: unexpected fields in {line!r}")
-        job_id, user, cores, nodes, start, end, name, comment = fields
-        if name != reservation and tag not in comment.split():
+    for number_, fields in _usage_lines(text):
+        job_id, user, cores, nodes, start, end, name, resv_id, comment = fields
+        unnamed = not name and resv_id in ids
+        if name != reservation and not unnamed and tag not in comment.split():
             continue
         started = parse_slurm_time(start)
         if started is None:
@@ -124,7 +124,31 @@ def reservation_jobs_from_sacct(text: str, reservation: str) -> List[JobUsage]:
                 JobUsage(job_id, user, int(cores), int(nodes), started, parse_slurm_time(end))
             )
         except ValueError:
-            raise BackendUnavailable(f"sacct line {number_}: not a job: {line!r}") from None
+            raise BackendUnavailable(f"sacct line {number_}: not a job: {fields!r}") from None
+    return out
+
+
+def unnamed_reservation_ids(text: str) -> Set[str]:
+    """The reservation ids of jobs in ``sacct_usage_args``' output whose reservation accounting
+    does not name (docs/slurm.md §6.8): if none, the name alone finds every job."""
+    ids = set()
+    for _number, fields in _usage_lines(text):
+        name, resv_id = fields[-3], fields[-2]
+        if not name and resv_id not in ("", "0"):
+            ids.add(resv_id)
+    return ids
+
+
+def _usage_lines(text: str) -> List[Tuple[int, List[str]]]:
+    """The non-empty lines of ``sacct_usage_args``' output split into their fields, numbered."""
+    out = []
+    for number_, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.split("|", len(SACCT_USAGE_FIELDS))
+        if len(fields) != len(SACCT_USAGE_FIELDS) + 1:
+            raise BackendUnavailable(f"sacct line {number_}: unexpected fields in {line!r}")
+        out.append((number_, fields))
     return out
 
 

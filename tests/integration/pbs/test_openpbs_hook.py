@@ -34,7 +34,7 @@ from siteagent.market.store import ReservationState, Store
 from siteagent.serving import installation
 from testbed.agents import SITEAGENT, spawn_agent
 from testbed.offers import record_offer
-from testbed.pbs_cluster import PbsTestCluster, text_blocks
+from testbed.pbs_cluster import SERVER, PbsTestCluster, text_blocks
 from testbed.processes import free_port, stop, wait_until
 from testbed.sites import authorize_buyer
 
@@ -86,7 +86,7 @@ def hooked(
     # the qmgr lines `siteagent install-service` prints for the administrator, as printed
     for command in pbs_hook_commands(site.staged("siteagent_hook.py").parent):
         cluster.run(shlex.split(command))
-    site.import_config(agent_user="root")
+    site.import_config(agent_user="root", agent_host=SERVER)
     cluster.reset()
     try:
         yield site
@@ -122,12 +122,21 @@ def test_the_prefix_is_the_agents_alone(hooked: Hooked) -> None:
             check=False,
         )
         assert refused.returncode != 0
-        assert "are the site agent's (siteagent's) alone" in refused.stderr
+        assert "are the site agent's (siteagent's on " in refused.stderr
         assert rsub(cluster, "byhand", 3600, 600)  # any other name is left alone
         assert [b["Reserve_Name"] for b in text_blocks(
             cluster.run(["pbs_rstat", "-f"]).stdout).values()] == ["byhand"]
-    finally:
+        # the agent's account, but from another host than the one installed (this machine's
+        # name; pbs_rsub runs on the cluster's head, SERVER)
         hooked.import_config(agent_user="root")
+        elsewhere = cluster.run(
+            ["pbs_rsub", "-R", stamp, "-D", "600", "-N", "sa-away", "-l", "select=1:ncpus=1"],
+            check=False,
+        )
+        assert elsewhere.returncode != 0
+        assert "are the site agent's (root's on " in elsewhere.stderr
+    finally:
+        hooked.import_config(agent_user="root", agent_host=SERVER)
         cluster.reset()
     assert rsub(cluster, "sa-byagent", 3600, 600)  # the agent's own account may
     cluster.reset()
@@ -146,6 +155,8 @@ def test_jobs_in_the_agents_reservations_are_clamped_and_tagged(hooked: Hooked) 
         short_in = cluster.submit("-q", ours, "-l", "walltime=00:10:00")
         outside = cluster.submit("-h", "-l", "walltime=02:00:00")
         foreign = cluster.submit("-q", other, "-l", "walltime=02:00:00")
+        # a tag its owner set by hand on a job outside the agent's reservations is taken off
+        forged = cluster.submit("-h", "-v", "SITEAGENT_RESERVATION=sa-clamp")
         jobs = text_blocks(cluster.run(["qstat", "-f"]).stdout)
         tag = "SITEAGENT_RESERVATION=sa-clamp"
         for job in (long_in, unlimited_in):
@@ -156,6 +167,7 @@ def test_jobs_in_the_agents_reservations_are_clamped_and_tagged(hooked: Hooked) 
         for job in (outside, foreign):
             assert jobs[job]["Resource_List.walltime"] == "02:00:00", job
             assert "SITEAGENT_RESERVATION" not in jobs[job]["Variable_List"], job
+        assert "SITEAGENT_RESERVATION" not in jobs[forged]["Variable_List"]
     finally:
         cluster.reset()
 

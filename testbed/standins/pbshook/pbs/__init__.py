@@ -8,8 +8,9 @@ handles:
 
 * ``pbs.event()`` is the event being hooked; its ``type`` is one of the event constants
   (``pbs.RESVSUB``, ``pbs.RESV_BEGIN``, ``pbs.RESV_END``, ``pbs.QUEUEJOB``); ``requestor`` is the
-  user who asked. Reservation events carry ``resv`` (attributes ``resvid``, ``Reserve_Name``
-  (a :class:`name` object, not a ``str``, as a real pbs_server gives it),
+  user who asked, ``requestor_host`` the host it asked from. Reservation events carry ``resv``
+  (attributes ``resvid``, ``Reserve_Name`` (a :class:`name` object, not a ``str``, as a real
+  pbs_server gives it),
   ``Reserve_Owner``, ``queue``, ``reserve_start`` and ``reserve_end`` in epoch seconds,
   ``reserve_duration`` in seconds); ``queuejob`` carries ``job`` (``queue``: the queue object or
   None for the default queue, ``Resource_List``: a mapping whose ``"walltime"`` is a
@@ -134,9 +135,11 @@ class event_type:
         requestor: str = "root",
         resv: Optional[resv] = None,
         job: Optional[job] = None,
+        requestor_host: Optional[str] = None,
     ) -> None:
         self.type = type
         self.requestor = requestor
+        self.requestor_host = requestor_host
         self.resv = resv
         self.job = job
 

@@ -1,8 +1,8 @@
-"""The README's "Protocol for buyers" is what the code does, value for value: a buyer written
-in another language from the README alone would interoperate.
+"""docs/protocol.md is what the code does, value for value: a buyer written
+in another language from docs/protocol.md alone would interoperate.
 
-Each worked example of the README (a signed request, a deal, its canonical form, the receipt
-id and the signatures) is recomputed here from the keys the README states, and the error-code
+Each worked example of docs/protocol.md (a signed request, a deal, its canonical form, the receipt
+id and the signatures) is recomputed here from the keys it states, and the error-code
 table is compared with the table the API answers from.
 """
 
@@ -30,30 +30,30 @@ from siteagent.protocol.keys import public_key_text
 from siteagent.protocol.models import BidRequest, DealDocument
 from siteagent.protocol.signing import sign_request
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+PAGE = (Path(__file__).resolve().parents[2] / "docs/protocol.md").read_text("utf-8")
 
-#: The README's example keys: the 32 bytes 0x00..0x1f (the buyer) and 0x20..0x3f (the site).
+#: The example keys: the 32 bytes 0x00..0x1f (the buyer) and 0x20..0x3f (the site).
 BUYER = Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
 SITE = Ed25519PrivateKey.from_private_bytes(bytes(range(32, 64)))
 
 
 def example(name: str) -> str:
     """The fenced block that follows ``<!-- example: NAME -->``."""
-    match = re.search(rf"<!-- example: {name} -->\n```[a-z]*\n(.*?)\n```", README, re.S)
-    assert match, f"the README has no example {name!r}"
+    match = re.search(rf"<!-- example: {name} -->\n```[a-z]*\n(.*?)\n```", PAGE, re.S)
+    assert match, f"docs/protocol.md has no example {name!r}"
     return match.group(1)
 
 
 def signatures() -> Dict[str, str]:
     """The example signatures table: what -> value."""
-    start = README.index("<!-- example: signatures -->")
-    rows = re.findall(r"^\| ([^|]+?) \| `([^`]+)` \|$", README[start : start + 2000], re.M)
+    start = PAGE.index("<!-- example: signatures -->")
+    rows = re.findall(r"^\| ([^|]+?) \| `([^`]+)` \|$", PAGE[start : start + 2000], re.M)
     return dict(rows)
 
 
 def test_the_readme_states_the_example_keys_public_halves() -> None:
-    assert public_key_text(BUYER.public_key()) in README
-    assert public_key_text(SITE.public_key()) in README
+    assert public_key_text(BUYER.public_key()) in PAGE
+    assert public_key_text(SITE.public_key()) in PAGE
 
 
 def test_the_signed_request_example_is_what_a_buyer_signs() -> None:
@@ -91,10 +91,10 @@ def test_the_deal_example_its_canonical_form_id_and_signatures() -> None:
 
 
 def test_the_error_code_table_is_the_apis() -> None:
-    start = README.index("<!-- error codes -->")
+    start = PAGE.index("<!-- error codes -->")
     listed: Dict[str, int] = {}
     for status, codes in re.findall(
-        r"^\| (\d{3}) \| ([^|]+) \|", README[start : start + 4000], re.M
+        r"^\| (\d{3}) \| ([^|]+) \|", PAGE[start : start + 4000], re.M
     ):
         names: List[str] = re.findall(r"`([a-z_]+)`", codes)
         listed.update({name: int(status) for name in names})
