@@ -186,7 +186,7 @@ def test_the_jobs_of_a_reservation_come_from_accounting(acct: SlurmTestCluster) 
         wait_for("the reservation's jobs in accounting", lambda: bool(
             backend.reservation_jobs(name, start, int(time.time()) + 1)), timeout=60)
         jobs = backend.reservation_jobs(name, start, int(time.time()) + 1)
-        # what a job started in the reservation's first second is matched by (§6.8)
+        # what a job started in the reservation's first second is matched by (docs/slurm.md §6.8)
         ids = acct.run(reservation_ids_args(name, start, int(time.time()) + 1)).stdout.split()
         job_resv = acct.run(["sacct", "-X", "-n", "-P", "-j", inside, "-o", "ReservationId"])
     finally:
