@@ -33,7 +33,7 @@ from siteagent.protocol.models import AuctionedJob
 from testbed.agents import SlurmBatch
 from testbed.processes import running_slurm, wait_until
 from testbed.slurm_cluster import SlurmTestCluster
-from tests.integration.test_slurm_english_auction import SlurmSite
+from testbed.slurm_site import SlurmSite
 
 pytestmark = pytest.mark.slurm
 

@@ -25,8 +25,7 @@ from siteagent.core.scheduling import Policy, plan
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.snapshot import snapshot_of
 from siteagent.sim.workload import Workload
-from testbed.traces import trace_prefix
-from tests.unit.test_simulator import (
+from testbed.reference_sim import (
     AGREEMENT,
     ALL_POLICIES,
     PROPERTY,
@@ -35,6 +34,7 @@ from tests.unit.test_simulator import (
     scratch_swf,
     workloads,
 )
+from testbed.traces import trace_prefix
 
 FCFS, EASY, CONSERVATIVE = Policy.FCFS, Policy.EASY, Policy.CONSERVATIVE
 
