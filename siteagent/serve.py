@@ -15,9 +15,9 @@ What runs where, and why:
 - **SIGHUP re-reads the configuration file.** An invalid file is logged and the running
   configuration kept. What the running objects read at each use is applied at once (prices,
   the confirm timeout, authorized clients, the signature window, the poll interval, the
-  policy, the reference requests, the site's description); what was opened at start (the
-  backend, the listener, the state and ledger files, the site key, reservation names, the
-  notices' socket) is logged as needing a restart and kept as it was.
+  policy and preemption, the reference requests, the site's description); what was opened at
+  start (the backend, the listener, the state and ledger files, the site key, reservation
+  names, the notices' socket) is logged as needing a restart and kept as it was.
 - **The batch system's notices** (``notifications.socket``) are heard in a thread of their own:
   a reservation's start or end moves it at once and wakes the loop, which records what its jobs
   used; the polls still reconcile whatever a lost notice missed.
@@ -46,7 +46,7 @@ from siteagent.api.app import create_app
 from siteagent.api.context import ApiContext
 from siteagent.config import loading
 from siteagent.config.reading import ConfigError
-from siteagent.config.schema import Config
+from siteagent.config.schema import BidMode, Config
 from siteagent.market.deals import Deals, open_deals
 from siteagent.market.reservations import LifecycleError, ReservationManager
 from siteagent.market.site import Site, open_site, pricing_of
@@ -91,7 +91,12 @@ def serve(
     site = open_site(config)
     try:
         if once:
-            state = Agent(site.backend, site.pricing, config.planner.policy).refresh()
+            state = Agent(
+                site.backend,
+                site.pricing,
+                config.planner.policy,
+                preemption=config.planner.preemption,
+            ).refresh()
             if show is not None:
                 show(state)
             return
@@ -307,6 +312,7 @@ def assemble(site: Site) -> Parts:
         metrics=metrics,
         watchdog=sdnotify.Watchdog.from_environment(time.monotonic),
         deals=deals,
+        preemption=config.planner.preemption,
         usage=UsageRecorder(
             site.store, site.backend, config.reservations.name_prefix, site.manager.clock
         ),
@@ -422,8 +428,10 @@ def apply(
     site.pricing = pricing
     site.manager.confirm_timeout = config.reservations.confirm_timeout_s
     site.manager.penalty_factor = pricing.penalty_factor
+    site.manager.suspends = config.auctions.mode is BidMode.NOW
     parts.agent.pricing = pricing
     parts.agent.policy = config.planner.policy
+    parts.agent.preemption = config.planner.preemption
     parts.agent.poll_interval_s = config.planner.poll_interval_s
     parts.metrics.poll_interval_s = config.planner.poll_interval_s
     parts.metrics.follow(config.metrics.reference_requests, config.metrics.reference_interval_s)

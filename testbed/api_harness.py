@@ -117,9 +117,11 @@ def make_world(
     tmp_path: Path,
     api: Optional[Dict[str, Any]] = None,
     pricing: Optional[Dict[str, Any]] = None,
+    auctions: Optional[Dict[str, Any]] = None,
 ) -> World:
     """The world of the API tests; ``api`` adds keys of the configuration's ``api`` section
-    (limits, rates), ``pricing`` replaces its ``pricing`` section."""
+    (limits, rates), ``pricing`` replaces its ``pricing`` section, ``auctions`` is its
+    ``auctions`` section."""
     trace = write_trace(tmp_path / "trace.swf", JOBS, max_procs=64)
     settings = loading.parse(
         {
@@ -128,6 +130,7 @@ def make_world(
             "backend": {"type": "swf", "swf": {"trace": trace, "offset": 600}},
             "planner": {"poll_interval_s": 2},
             "api": {"public_names": ["testserver"], **(api or {})},
+            "auctions": auctions or {},
             **({"pricing": pricing} if pricing is not None else {}),
         }
     )

@@ -128,6 +128,14 @@ class FakeSeller:
         )
         if busy + offer.size > self.capacity:
             raise self._error(409, "offer_capacity_gone", "the capacity is gone")
+        held = self.hold(offer, idempotency_key)
+        if self.lose_accept_answer:
+            self.lose_accept_answer = False
+            raise SiteUnreachable(self.name, "no answer within 10 s")
+        return self.accept_answer(held)
+
+    def hold(self, offer: Offer, idempotency_key: str) -> Held:
+        """A tentative reservation of ``offer`` with its deal, remembered under the key."""
         reservation_id = f"{self.name}-r{next(self._ids)}"
         deal = documents.deal_document(
             self.key.key_id, self.buyer.key_id, reservation_id, offer, offer.total, Decimal(0)
@@ -135,10 +143,7 @@ class FakeSeller:
         held = Held(reservation_id, offer, "TENTATIVE", deal, self.clock() + 120)
         self.reservations[reservation_id] = held
         self.answered_accepts[idempotency_key] = reservation_id
-        if self.lose_accept_answer:
-            self.lose_accept_answer = False
-            raise SiteUnreachable(self.name, "no answer within 10 s")
-        return self.accept_answer(held)
+        return held
 
     def confirm(self, tentative: Tentative) -> Receipt:
         self._call("confirm", tentative.reservation_id)

@@ -33,6 +33,7 @@ from siteagent.agent.state import State
 from siteagent.backends.base import Backend, BackendError
 from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
 from siteagent.core.model import ClusterSnapshot, Placement
+from siteagent.core.preemption import Preemption
 from siteagent.core.scheduling import Policy, plan
 from siteagent.core.waits import QueueWait
 from siteagent.market.deals import Deals
@@ -64,7 +65,8 @@ class Agent:
     cycle's state; ``watchdog`` (optional) is fed while the loop makes progress; ``usage``
     (optional) records the jobs in the agent's reservations; ``deals`` (optional) settles with
     the bank after the housekeeping; ``listeners`` are called in order with each new state at
-    the end of its cycle, in the loop's thread.
+    the end of its cycle, in the loop's thread. ``preemption`` is how the batch system preempts
+    lower-priority work: the predicted schedule follows it.
     """
 
     def __init__(
@@ -81,12 +83,14 @@ class Agent:
         deals: Optional[Deals] = None,
         listeners: Sequence[Callable[[State], object]] = (),
         usage: Optional[UsageRecorder] = None,
+        preemption: Preemption = Preemption.NONE,
     ) -> None:
         if poll_interval_s <= 0:
             raise ValueError(f"poll interval must be > 0 s, got {poll_interval_s}")
         self.backend = backend
         self.pricing = pricing
         self.policy = Policy(policy)
+        self.preemption = Preemption(preemption)
         self.poll_interval_s = poll_interval_s
         self._clock = clock
         self.manager = manager
@@ -109,7 +113,12 @@ class Agent:
         if self.manager is not None and snapshot.placement is not Placement.POOLED:
             snapshot = self.manager.with_known_nodes(snapshot)
         taken = self._clock()
-        predicted = plan(snapshot, self.policy)
+        predicted = plan(
+            snapshot,
+            self.policy,
+            preemptive=self.preemption is not Preemption.NONE,
+            requeue=self.preemption is Preemption.REQUEUE,
+        )
         done = self._clock()
         market = market_view(snapshot, predicted, self.pricing)
         self.state = State(market, taken, taken - began, done - taken)

@@ -32,12 +32,13 @@ import math
 import queue
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Executor, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import (
     Any,
     Callable,
+    Collection,
     Dict,
     Iterator,
     List,
@@ -224,11 +225,28 @@ class Placement:
         return len(self.bidders) / len(self.asked) if self.asked else 0.0
 
 
+@dataclass
+class LiveAuction:
+    """One job's auction while it runs: the job, the auction, when it opened, the time spent
+    waiting for sites, and what marks it as running in the journal (:meth:`finish` ends it)."""
+
+    job: Job
+    auction: EnglishAuction
+    opened: float
+    timed: SiteTime
+    running: contextlib.ExitStack
+
+    def finish(self) -> None:
+        self.running.close()
+
+
 class Auctioneer:
     """Runs English auctions at ``sites`` (see the module's docstring): each lasts
     ``length_s`` with up to ``rounds`` rounds; ``start_price`` is what a first bid must beat.
     ``interrupted`` is checked between requests; ``clock`` is the wall clock (epoch seconds,
-    which the sites' closing times are in). The caller closes ``sites``."""
+    which the sites' closing times are in). The rounds' requests go out at once on
+    ``requests`` (default: a thread pool, :data:`CONNECTIONS_PER_SITE` per site; a simulation
+    whose sites are in memory runs them in turn). The caller closes ``sites``."""
 
     def __init__(
         self,
@@ -239,6 +257,7 @@ class Auctioneer:
         start_price: Optional[Decimal] = None,
         interrupted: Callable[[], bool] = lambda: False,
         clock: Callable[[], float] = time.time,
+        requests: Optional[Executor] = None,
     ) -> None:
         self.names = sites.names
         self.pool = sites
@@ -248,7 +267,7 @@ class Auctioneer:
         self.start_price = start_price
         self.interrupted = interrupted
         self.clock = clock
-        self._requests = ThreadPoolExecutor(
+        self._requests = requests or ThreadPoolExecutor(
             max_workers=CONNECTIONS_PER_SITE * len(self.names), thread_name_prefix="bid"
         )
 
@@ -298,36 +317,73 @@ class Auctioneer:
     # ---- one job
 
     def place(self, job: Job) -> Placement:
-        """Auction ``job`` and reserve it at the winning site."""
+        """Auction ``job`` and reserve it at the winning site: its rounds spread over the
+        auction's length on the clock (:func:`round_starts`)."""
+        live = self.open(job)
+        try:
+            for offset in round_starts(self.length_s, self.rounds):
+                if not self._wait_until(live.opened + offset):
+                    break
+                self.ask(live)
+            if not self._wait_until(live.opened + self.length_s):
+                return self.interrupt(live)
+            return self.decide(live)
+        finally:
+            live.finish()
+
+    # ---- the steps of one job's auction, for a driver that keeps time itself (``place`` on the
+    # wall clock; a simulation on its own clock, which asks at each change of a site's load)
+
+    def open(self, job: Job) -> LiveAuction:
+        """Open ``job``'s auction now (journaled, marked as running here until it is
+        finished); nothing is asked yet."""
         record = self.journal.open_auction(
             {"english": {"name": job.name, **job.job.model_dump(mode="json")}}
         )
-        with self.journal.running(record.id):
-            opened = self.clock()
-            timed = SiteTime(opened + self.length_s, self.clock)
-            auction = EnglishAuction(
-                record.id,
-                job.job,
-                self.names,
-                closes_at=math.ceil(opened + self.length_s),
-                start_price=self.start_price,
-            )
-            for number, offset in enumerate(round_starts(self.length_s, self.rounds), 1):
-                if not self._wait_until(opened + offset):
-                    break
-                with timed.waiting():
-                    self._round(auction, number)
-            if not self._wait_until(opened + self.length_s):
-                self._release(auction, winner=None)
-                return self._end(job, auction, opened, AuctionState.INTERRUPTED, "interrupted")
-            return self._close(job, auction, opened, timed)
+        running = contextlib.ExitStack()
+        running.enter_context(self.journal.running(record.id))
+        opened = self.clock()
+        auction = EnglishAuction(
+            record.id,
+            job.job,
+            self.names,
+            closes_at=math.ceil(opened + self.length_s),
+            start_price=self.start_price,
+        )
+        return LiveAuction(
+            job, auction, opened, SiteTime(opened + self.length_s, self.clock), running
+        )
 
-    def _round(self, auction: EnglishAuction, number: int, beat: bool = True) -> None:
-        """Ask every site still in, at once, naming the standing bid (unless not ``beat``);
-        journal what it brought."""
+    def ask(self, live: LiveAuction, among: Optional[Collection[str]] = None) -> None:
+        """The auction's next round: every site still in asked at once (only those ``among``
+        them, for a driver that knows whose answer may have changed)."""
+        with live.timed.waiting():
+            self._round(live.auction, live.auction.rounds + 1, among=among)
+
+    def decide(self, live: LiveAuction) -> Placement:
+        """The auction's length is over: reserve the best bid, release the others."""
+        return self._close(live.job, live.auction, live.opened, live.timed)
+
+    def interrupt(self, live: LiveAuction) -> Placement:
+        """Stop the auction without a winner, every bid released."""
+        self._release(live.auction, winner=None)
+        return self._end(
+            live.job, live.auction, live.opened, AuctionState.INTERRUPTED, "interrupted"
+        )
+
+    def _round(
+        self,
+        auction: EnglishAuction,
+        number: int,
+        beat: bool = True,
+        among: Optional[Collection[str]] = None,
+    ) -> None:
+        """Ask every site still in (``among`` them, if given), at once, naming the standing bid
+        (unless not ``beat``); journal what it brought."""
         futures = {
             name: self._requests.submit(self._bid, name, auction.call(name, beat))
             for name in auction.asked
+            if among is None or name in among
         }
         wait(futures.values())
         for name, future in futures.items():
@@ -372,9 +428,7 @@ class Auctioneer:
         confirmed = outcome.confirmed
         winner = confirmed[0] if confirmed else None
         self._release(auction, winner=None if winner is None else winner.site)
-        placement = self._end(
-            job, auction, opened, outcome.state, outcome.message, decided, timed
-        )
+        placement = self._end(job, auction, opened, outcome.state, outcome.message, decided, timed)
         if winner is None:
             return placement
         return _placed(placement, winner.site, auction.value(winner.site), winner)

@@ -137,6 +137,11 @@ class EnglishAuction:
             if answer.refusal is not None and answer.refusal.code == "outbid"
         ]
 
+    def behind(self) -> List[str]:
+        """The sites whose open bid the standing bid beats: asked again, each raises or holds
+        nothing."""
+        return self.ranked_sites()[1:]
+
     @property
     def asked(self) -> List[str]:
         """The sites the next round asks: all but those dropped."""

@@ -49,6 +49,7 @@ from siteagent.config.reading import (
     positive_number,
     postgres_url,
     price,
+    qos_levels,
     read_yaml,
     reservation_prefix,
     scheduler_user,
@@ -64,6 +65,7 @@ from siteagent.config.schema import (
     AuctionsConfig,
     BackendConfig,
     BackendType,
+    BidMode,
     Config,
     ExternalityPricing,
     FlatPricing,
@@ -101,6 +103,7 @@ from siteagent.core.defaults import (
     DEFAULT_RESERVATION_PREFIX,
 )
 from siteagent.core.model import CapacityUnit
+from siteagent.core.preemption import Preemption
 from siteagent.core.scheduling import Policy
 
 
@@ -172,6 +175,7 @@ def read_backend(section: Section, paths: Paths) -> BackendConfig:
             flags=slurm.items("flags", slurm_flag),
             users=slurm.items("users", scheduler_user),
             timeout=slurm.get("timeout", DEFAULT_COMMAND_TIMEOUT_S, seconds),
+            qos_levels=slurm.get("qos_levels", (), qos_levels),
             command_prefix=prefix,
         ),
         pbs=PbsOptions(
@@ -189,6 +193,7 @@ def read_planner(section: Section) -> PlannerConfig:
     return PlannerConfig(
         policy=section.get("policy", Policy.CONSERVATIVE, choice(Policy)),
         poll_interval_s=section.get("poll_interval_s", DEFAULT_POLL_INTERVAL_S, seconds),
+        preemption=section.get("preemption", Preemption.NONE, choice(Preemption)),
     )
 
 
@@ -376,6 +381,7 @@ def read_auctions(section: Section) -> AuctionsConfig:
         accept_window_s=section.get(
             "accept_window_s", AuctionsConfig.accept_window_s, whole_seconds
         ),
+        mode=section.get("mode", AuctionsConfig.mode, choice(BidMode)),
     )
 
 

@@ -291,6 +291,18 @@ def choice(kind: type[E]) -> Callable[[Any], E]:
     return converted
 
 
+def qos_levels(raw: Any) -> Tuple[Tuple[str, int], ...]:
+    """A mapping of QoS names to absolute priorities (1 the lowest); empty: none."""
+    if not isinstance(raw, Mapping):
+        raise Invalid("a mapping of QoS names to priorities 1 and up (e.g. {low: 1, high: 2})")
+    levels = []
+    for qos, level in raw.items():
+        if not isinstance(level, int) or isinstance(level, bool) or level < 1:
+            raise Invalid(f"a priority 1 and up for QoS {qos}")
+        levels.append((name(qos), level))
+    return tuple(levels)
+
+
 def list_of_anything(raw: Any) -> List[Any]:
     if not isinstance(raw, list):
         raise Invalid("a list")

@@ -40,6 +40,7 @@ from siteagent.core.defaults import (
     DEFAULT_TRANSFER_RATE,
 )
 from siteagent.core.model import CapacityUnit
+from siteagent.core.preemption import Preemption
 from siteagent.core.scheduling import Policy
 
 
@@ -57,6 +58,16 @@ class PricingPolicy(str, enum.Enum):
 
     FLAT = "flat"
     LOAD = "load"
+
+
+class BidMode(str, enum.Enum):
+    """What a site bids with in English auctions (docs/design.md §4.6): ``future``, the best
+    window within one walltime, future ones included (the project's); ``now``, only capacity
+    free now or held by running jobs of lower absolute priority, which the job would suspend
+    (Baranov et al.'s sites, for a batch system that preempts)."""
+
+    FUTURE = "future"
+    NOW = "now"
 
 
 @dataclass(frozen=True)
@@ -96,8 +107,9 @@ class SlurmOptions:
     """Slurm (``slurm`` and ``pyslurm`` backends): ``SLURM_CONF``, the one partition served,
     capacity unit, flags put on every reservation, the users a reservation is made for when
     its buyer maps to none (the administrator's commands without ``--user``), the command
-    timeout in seconds, and the words put before every command (``[ssh, ctl]``: Slurm's
-    clients run elsewhere; docs/slurm.md §11)."""
+    timeout in seconds, each QoS's absolute priority where Slurm preempts by QoS, and the
+    words put before every command (``[ssh, ctl]``: Slurm's clients run elsewhere;
+    docs/slurm.md §11)."""
 
     slurm_conf: Optional[Path] = None
     partition: str = ""
@@ -105,6 +117,7 @@ class SlurmOptions:
     flags: Tuple[str, ...] = ()
     users: Tuple[str, ...] = ()
     timeout: float = DEFAULT_COMMAND_TIMEOUT_S
+    qos_levels: Tuple[Tuple[str, int], ...] = ()
     command_prefix: Tuple[str, ...] = ()
 
 
@@ -130,10 +143,13 @@ class BackendConfig:
 
 @dataclass(frozen=True)
 class PlannerConfig:
-    """The schedule predictor: backfilling policy and how often the cluster is polled."""
+    """The schedule predictor: backfilling policy, how often the cluster is polled, and how the
+    batch system preempts running work for jobs of higher absolute priority (docs/design.md
+    §4.6)."""
 
     policy: Policy = Policy.CONSERVATIVE
     poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
+    preemption: Preemption = Preemption.NONE
 
 
 @dataclass(frozen=True)
@@ -190,15 +206,16 @@ class AuctionsConfig:
     """The site's part in English auctions (docs/design.md §4.6): how fast a job's input
     reaches it from another site (bytes per second), the longest auction it takes part in
     (seconds), how many auctions one client may take it into at once and how much of the
-    machine its open bids may hold together (hours of the whole machine), and how long after
-    an auction closes its winner has to accept (seconds: its bid's capacity is held until
-    then)."""
+    machine its open bids may hold together (hours of the whole machine), how long after an
+    auction closes its winner has to accept (seconds: its bid's capacity is held until then),
+    and what it bids with (``mode``)."""
 
     transfer_rate: int = DEFAULT_TRANSFER_RATE
     max_length_s: int = DEFAULT_MAX_AUCTION_S
     max_open_per_client: int = DEFAULT_MAX_OPEN_BIDS_PER_CLIENT
     max_held_machine_hours: float = DEFAULT_MAX_HELD_MACHINE_HOURS
     accept_window_s: int = DEFAULT_AUCTION_ACCEPT_WINDOW_S
+    mode: BidMode = BidMode.FUTURE
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,10 @@ class Task:
     running), so that a completion gives back exactly what was taken. ``payload`` is whatever
     the driver wants back (the SWF record, the snapshot's Job). On a node machine, ``shape`` is
     what the task asks of nodes (None: an advance reservation of ``size`` units) and
-    ``placement`` the cores it holds or was last found room for.
+    ``placement`` the cores it holds or was last found room for. ``priority`` is the task's
+    absolute priority (higher first; docs/design.md §4.6): equal everywhere, as in a trace, it
+    changes nothing; otherwise the queue is kept in its order, and a preemptive engine suspends
+    lower-priority running tasks for it.
     """
 
     __slots__ = (
@@ -67,6 +70,7 @@ class Task:
         "payload",
         "placement",
         "planned",
+        "priority",
         "run",
         "shape",
         "size",
@@ -83,6 +87,7 @@ class Task:
         submit: int,
         run: Optional[int] = None,
         payload: object = None,
+        priority: int = 0,
     ) -> None:
         self.key = key
         self.size = size
@@ -95,6 +100,7 @@ class Task:
         self.window_end = 0
         self.shape: Optional[Shape] = None
         self.placement: NodeCores = ()
+        self.priority = priority
 
     def __repr__(self) -> str:
         return f"Task({self.key!r}, size={self.size}, est={self.estimate}, start={self.start})"

@@ -76,6 +76,10 @@ class Job:
     running job), ``max_nodes`` the most (0: any). ``allocation`` is where a running job runs,
     when the batch system says (the cores it holds on each node). ``priority`` is the batch
     system's (higher first), for ordering queues of different partitions together.
+    ``absolute_priority`` is its level among absolute priorities (1 the lowest; 0: none known,
+    and a bid never counts on suspending it), where the batch system suspends lower levels for
+    higher ones (docs/design.md §4.6): the simulator's preemptive tasks, Slurm's QoS under
+    ``PreemptType=preempt/qos``.
     """
 
     id: str
@@ -95,6 +99,7 @@ class Job:
     max_nodes: int = 0
     allocation: Allocation = ()
     priority: int = 0
+    absolute_priority: int = 0
 
     @property
     def running(self) -> bool:
@@ -203,6 +208,8 @@ class ReservationSpec:
     from everybody else's. ``users``/``accounts`` are the scheduler identities the buyer maps to.
     ``allocation`` names the nodes (and cores on each) the agent's plan chose, where the batch
     system places work on particular nodes; empty: the batch system chooses.
+    ``over_running`` asks for it over running jobs too (Slurm's ``IGNORE_JOBS``): a won English
+    auction's job that the batch system's preemption makes room for (docs/design.md §4.6).
     """
 
     name: str
@@ -214,6 +221,7 @@ class ReservationSpec:
     accounts: Tuple[str, ...] = ()
     partition: str = ""
     allocation: Allocation = ()
+    over_running: bool = False
 
     @property
     def end(self) -> int:

@@ -19,6 +19,14 @@ reservations at their earliest fit; then starts the tasks whose reservation is n
 Reservations (advance reservations, the agent's own or the batch system's) are rectangles in
 the profile that no task may use.
 
+Absolute priorities (Baranov et al., docs/design.md §4.6): where tasks carry different
+priorities, the queue is kept in priority order (arrival order within a priority), a
+higher-priority arrival going ahead of lower-priority queued tasks, whose plans are laid out
+again behind it. A **preemptive** engine also suspends running tasks of lower priority, before
+each pass, for waiting tasks that outrank them and could not start otherwise (see
+:meth:`Engine._preempt`); a suspended task keeps its remaining run time and waits at the front
+of its priority. With every priority equal (a trace) none of this changes a decision.
+
 Where a task fits is the engine's :class:`~siteagent.core.machine.Machine`'s answer: units
 pooled over the machine (the simulator, the replay, PBS), or particular nodes as Slurm places
 jobs (:mod:`siteagent.core.nodes`); the rules above are the same on both.
@@ -34,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from siteagent.core.backfill import BackfillIndex
-from siteagent.core.machine import Machine, PooledMachine, Task, planned_hold
+from siteagent.core.machine import Machine, PooledMachine, Shape, Task, planned_hold
 from siteagent.core.model import (
     UNLIMITED_S,
     Allocation,
@@ -44,6 +52,7 @@ from siteagent.core.model import (
     Source,
 )
 from siteagent.core.nodes import NodeTable
+from siteagent.core.preemption import victim_order
 from siteagent.core.profile import Profile
 
 #: No bound on an estimate (below the index's EMPTY, so that only real tasks pass).
@@ -69,6 +78,11 @@ class Engine(abc.ABC):
     a queued task moving earlier) since the last pass. Only then can a task that was refused
     before fit now, so a pass without it looks only at new arrivals. The shortcut changes no
     decision; it skips work whose answer is already known.
+
+    ``preemptive`` (off by default) lets a pass suspend lower-priority running tasks; the
+    tasks it suspended are in ``suspended`` until the driver takes them (:meth:`take_suspended`)
+    to stop their runs. With ``requeue`` a suspended task starts over (Slurm's
+    ``PreemptMode=REQUEUE``) instead of resuming with what remains.
     """
 
     policy: Policy
@@ -82,6 +96,16 @@ class Engine(abc.ABC):
         self._reservations: Dict[object, Tuple[int, int, int]] = {}
         self._reservation_tasks: Dict[object, Task] = {}
         self._dirty = True
+        self.preemptive = False
+        self.requeue = False
+        self.suspended: List[Task] = []
+        # some task carries a priority: the queue is kept in priority order
+        self._priorities = False
+        self._reorder = False
+        # tasks suspended and waiting to go back at the front of their priority
+        self._resumed: List[Task] = []
+        # running tasks, kept only by a preemptive engine (its victims are among them)
+        self._live: Dict[Task, None] = {}
 
     @property
     def profile(self) -> Profile:
@@ -107,10 +131,17 @@ class Engine(abc.ABC):
         task.start = start
         task.window_end = max(start + task.estimate, self.now + 1)
         self.machine.take(task, self.now, task.window_end)
+        if self.preemptive:
+            self._live[task] = None
+        if task.priority:
+            self._priorities = True
 
     def submit(self, task: Task) -> None:
-        """Queue a task; it is considered at the next pass, after the tasks already queued."""
+        """Queue a task; it is considered at the next pass, after the tasks already queued (of
+        its priority or higher, where tasks carry priorities)."""
         self._arrivals.append(task)
+        if task.priority:
+            self._priorities = True
 
     def insert(self, task: Task, position: int) -> None:
         """Queue ``task`` ahead of the queued tasks from ``position`` on: a job of older
@@ -128,13 +159,21 @@ class Engine(abc.ABC):
     @property
     def waiting(self) -> int:
         """Tasks not started yet (queued and just submitted)."""
-        return len(self._queue) + len(self._arrivals)
+        return len(self._queue) + len(self._arrivals) + len(self._resumed)
 
     def complete(self, task: Task, now: int) -> None:
         """A running task ended at ``now``; give back what remains of the window it held."""
         if now < task.window_end:
             self.machine.give_back(task, now, task.window_end)
         self._dirty = True
+        if self._live:
+            self._live.pop(task, None)
+
+    def take_suspended(self) -> List[Task]:
+        """The tasks suspended since the last call (a preemptive engine's victims), in the
+        order they were suspended; each is queued again with what remains of its run."""
+        taken, self.suspended = self.suspended, []
+        return taken
 
     def add_reservation(
         self,
@@ -207,24 +246,164 @@ class Engine(abc.ABC):
         return dict(self._reservations)
 
     def schedule(self, now: int) -> List[Task]:
-        """The pass at instant ``now``: the tasks that start now, in the order they started."""
+        """The pass at instant ``now``: the tasks that start now, in the order they started
+        (a preemptive engine first suspends what outranked tasks need: ``suspended``)."""
         self.now = now
         self.machine.advance(now)
+        if self._priorities and (self._reorder or not self._in_priority_order()):
+            self._prioritize()
+        started = self._started(now)
+        while self._priorities and self.preemptive:
+            # what the pass started may stand in an outranking task's way (a conservative
+            # reservation made before it arrived; EASY's backfill): suspended at once, it has
+            # not run
+            self._preempt(now)
+            if not self._reorder:
+                break
+            now_started = set(started)
+            self.suspended = [task for task in self.suspended if task not in now_started]
+            started = [task for task in started if task.start is not None]
+            self._prioritize()
+            started += self._started(now)
+        return started
+
+    def _started(self, now: int) -> List[Task]:
         started = self._pass(now)
         for task in started:
             task.start = now
             task.planned = None
+        if self.preemptive:
+            for task in started:
+                self._live[task] = None
         return started
+
+    # -- absolute priorities -------------------------------------------------------------------
+
+    def _in_priority_order(self) -> bool:
+        """Whether the arrivals join the queue without passing a task of lower priority."""
+        if self._resumed:
+            return False
+        last = self.queue[-1].priority if self.queue else None
+        for task in self._arrivals:
+            if last is not None and task.priority > last:
+                return False
+            last = task.priority
+        return True
+
+    def _prioritize(self) -> None:
+        """Put every waiting task in priority order (suspended ones first within theirs, then
+        as they queued) and take back their plans: the pass lays the queue out again."""
+        self._withdraw_plans()
+        waiting = self._resumed + self.queue + self._arrivals
+        for task in waiting:
+            task.planned = None
+        waiting.sort(key=lambda task: -task.priority)
+        self._resumed = []
+        self._set_queue([])
+        self._arrivals = waiting
+        self._reorder = False
+        self._dirty = True
+
+    def _preempt(self, now: int) -> None:
+        """Suspend running tasks for the waiting tasks that outrank them (docs/design.md §4.6).
+
+        The waiting tasks are taken in priority order. One that fits now (beside running
+        work, reservations and the tasks taken before it) will start; one that does not
+        suspends running tasks of lower priority, in :func:`victim_order`, until it fits, or
+        none if even all of them would not make room. What a task that cannot start leaves to
+        the tasks after it is the policy's (:meth:`_blocked`). Victims leave the machine at
+        ``now`` with what remains of their runs, and wait at the front of their priority.
+        """
+        live = self._live
+        waiting = self._resumed + self.queue + self._arrivals
+        if not live or not waiting:
+            return
+        lowest = min(task.priority for task in live)
+        if max(task.priority for task in waiting) <= lowest:
+            return
+        machine = self.machine
+        withdrawn = self._withdraw_plans()
+        candidates = sorted(live, key=lambda task: victim_order(task.priority, task.start or 0))
+        taken: List[Tuple[Task, int, int]] = []
+        victims: Dict[Task, None] = {}
+        first_blocked = True
+        for task in sorted(waiting, key=lambda task: -task.priority):
+            if task.priority <= lowest:
+                break
+            if not machine.ever_fits(task):
+                continue
+            hold = planned_hold(task)
+            chosen: List[Task] = []
+            if not machine.fits(task, now, hold):
+                for victim in candidates:
+                    if victim.priority >= task.priority:
+                        break
+                    if victim in victims:
+                        continue
+                    machine.give_back(victim, now, victim.window_end)
+                    chosen.append(victim)
+                    if machine.fits(task, now, hold):
+                        break
+                if not chosen or not machine.fits(task, now, hold):
+                    for victim in chosen:
+                        machine.take(victim, now, victim.window_end)
+                    if not self._blocked(task, now, first_blocked, taken):
+                        break
+                    first_blocked = False
+                    continue
+            machine.take(task, now, now + hold)
+            taken.append((task, now, now + hold))
+            victims.update(dict.fromkeys(chosen))
+        for task, start, end in taken:
+            machine.give_back(task, start, end)
+        if not victims:
+            self._restore_plans(withdrawn)
+            return
+        self._set_queue(self.queue)  # EASY's line keeps started tasks: the victims leave it
+        for victim in victims:
+            del live[victim]
+            assert victim.start is not None
+            if victim.shape is None and not machine.pooled:
+                # a running job known by where it runs: it asks again for as many nodes
+                nodes = len(victim.placement) or 1
+                victim.shape = Shape(victim.size, min_nodes=nodes, max_nodes=nodes)
+            if not self.requeue:
+                victim.run = max(victim.run - (now - victim.start), 0)
+                victim.estimate = max(victim.window_end - now, 0)
+            victim.start = None
+            victim.planned = None
+            victim.window_end = 0
+            self._resumed.append(victim)
+            self.suspended.append(victim)
+        self._reorder = True
+        self._dirty = True
+
+    def _blocked(
+        self, task: Task, now: int, first: bool, taken: List[Tuple[Task, int, int]]
+    ) -> bool:
+        """``task`` cannot start now even with preemption: whether lower-priority tasks may
+        still suspend work to start now, after taking (into ``taken``) what the policy keeps
+        for it. First come, first served: nothing starts behind it."""
+        return False
+
+    def _keep_earliest(self, task: Task, now: int, taken: List[Tuple[Task, int, int]]) -> None:
+        """Hold ``task``'s earliest fit from ``now``, as its reservation would."""
+        hold = planned_hold(task)
+        start = self.machine.earliest_fit(task, hold, now)
+        if start is not None:
+            self.machine.take(task, start, start + hold)
+            taken.append((task, start, start + hold))
 
     def copy(self, task_copy: Callable[[Task], Task]) -> Engine:
         """An independent engine in the same state, each task it holds replaced by
         ``task_copy(task)`` (the caller keeps one copy per task, so that a task its driver
-        also holds stays one object). Pooled machines only (ValueError otherwise): there the
-        profile is all the machine knows."""
+        also holds stays one object), preemption state included. Pooled machines only
+        (ValueError otherwise): there the profile is all the machine knows."""
         machine = self.machine
         if not isinstance(machine, PooledMachine):
             raise ValueError("only an engine on pooled units can be copied")
-        twin = make_engine(self.policy, self.capacity, self.now)
+        twin = make_engine(self.policy, self.capacity, self.now, None, self.preemptive,
+                           self.requeue)
         twin_machine = twin.machine
         assert isinstance(twin_machine, PooledMachine)
         twin_machine.profile = machine.profile.copy()
@@ -235,6 +414,10 @@ class Engine(abc.ABC):
             key: task_copy(task) for key, task in self._reservation_tasks.items()
         }
         twin._dirty = self._dirty
+        twin.suspended = [task_copy(task) for task in self.suspended]
+        twin._priorities, twin._reorder = self._priorities, self._reorder
+        twin._resumed = [task_copy(task) for task in self._resumed]
+        twin._live = {task_copy(task): None for task in self._live}
         return twin
 
     # -- policy hooks --------------------------------------------------------------------------
@@ -330,7 +513,7 @@ class EasyEngine(Engine):
 
     @property
     def waiting(self) -> int:
-        return self._waiting + len(self._arrivals)
+        return self._waiting + len(self._arrivals) + len(self._resumed)
 
     def _withdraw_plans(self) -> List[Tuple[Task, int]]:
         """The head's window is not in the profile: nothing to take out (or put back)."""
@@ -367,6 +550,15 @@ class EasyEngine(Engine):
         if first_new < len(self._line):
             started.extend(self._backfill(first_new, now))
         return started
+
+    def _blocked(
+        self, task: Task, now: int, first: bool, taken: List[Tuple[Task, int, int]]
+    ) -> bool:
+        """The first task that cannot start is the protected head: its shadow window is kept;
+        later tasks start only beside it."""
+        if first:
+            self._keep_earliest(task, now, taken)
+        return True
 
     def _join(self, arrivals: List[Task]) -> int:
         """Append ``arrivals`` to the line (and the index), compacting it first when started
@@ -519,6 +711,12 @@ class GreedyEngine(Engine):
             self._queue = [task for task in queue if task.start is None]
         return started
 
+    def _blocked(
+        self, task: Task, now: int, first: bool, taken: List[Tuple[Task, int, int]]
+    ) -> bool:
+        """A task that cannot start protects nothing: later tasks may still push work out."""
+        return True
+
 
 class FitBound:
     """Lower bounds for earliest fits while a profile only loses capacity.
@@ -656,6 +854,13 @@ class ConservativeEngine(Engine):
                 }
                 self._dirty = True
 
+    def _blocked(
+        self, task: Task, now: int, first: bool, taken: List[Tuple[Task, int, int]]
+    ) -> bool:
+        """Every queued task holds its earliest fit: later tasks start only around it."""
+        self._keep_earliest(task, now, taken)
+        return True
+
     def _replan(self, withdrawn: List[Tuple[Task, int]]) -> None:
         """Lay the queue out again around the new reservation, in queue order."""
         for task, _ in withdrawn:
@@ -663,18 +868,29 @@ class ConservativeEngine(Engine):
 
 
 def make_engine(
-    policy: Policy, capacity: int, now: int, machine: Optional[Machine] = None
+    policy: Policy,
+    capacity: int,
+    now: int,
+    machine: Optional[Machine] = None,
+    preemptive: bool = False,
+    requeue: bool = False,
 ) -> Engine:
     """A fresh engine for ``policy`` over ``capacity`` units, its clock at ``now``, on
-    ``machine`` (default: the units pooled)."""
+    ``machine`` (default: the units pooled); ``preemptive``: higher-priority tasks suspend
+    lower-priority running ones (which start over with ``requeue``)."""
     policy = Policy(policy)
+    engine: Engine
     if policy is Policy.FCFS:
-        return FcfsEngine(capacity, now, machine)
-    if policy is Policy.EASY:
-        return EasyEngine(capacity, now, machine)
-    if policy is Policy.GREEDY:
-        return GreedyEngine(capacity, now, machine)
-    return ConservativeEngine(capacity, now, machine)
+        engine = FcfsEngine(capacity, now, machine)
+    elif policy is Policy.EASY:
+        engine = EasyEngine(capacity, now, machine)
+    elif policy is Policy.GREEDY:
+        engine = GreedyEngine(capacity, now, machine)
+    else:
+        engine = ConservativeEngine(capacity, now, machine)
+    engine.preemptive = preemptive
+    engine.requeue = requeue
+    return engine
 
 
 # -- prediction over a snapshot ------------------------------------------------------------------
@@ -733,6 +949,8 @@ def plan(
     extra_reservations: Iterable[Tuple[object, int, int, int]] = (),
     horizon: int = 48 * 3600,
     batch_estimates: bool = True,
+    preemptive: bool = False,
+    requeue: bool = False,
 ) -> Plan:
     """Predict when each pending job starts, and the free capacity that leaves.
 
@@ -754,9 +972,14 @@ def plan(
     On a snapshot whose ``placement`` is SLURM, jobs go on particular nodes as Slurm's backfill
     places them (:mod:`siteagent.core.nodes`), the jobs of partitions sharing nodes with this
     one (``neighbours``) among them; those are placed, not reported.
+
+    ``preemptive``: the batch system suspends running jobs for pending jobs of higher absolute
+    priority (``Job.absolute_priority``, docs/design.md §4.6), and keeps its queue in that
+    order: the starts are predicted so (the profile still holds every running job to its
+    limit); with ``requeue`` a preempted job starts over instead of resuming.
     """
     now = snapshot.now
-    ground = groundwork(snapshot, policy)
+    ground = groundwork(snapshot, policy, preemptive, requeue)
     engine, nodes = ground.engine, ground.nodes
     result = Plan(
         now=now, capacity=snapshot.capacity, policy=Policy(policy), profile=engine.profile
@@ -766,7 +989,9 @@ def plan(
         if nodes is not None:
             result.reservation_nodes[key] = nodes.names(got.placement)
     ours = {job.id for job in snapshot.pending}
-    pending, pinned = _queued(snapshot, engine, nodes, batch_estimates, ours, result.unplanned)
+    pending, pinned = _queued(
+        snapshot, engine, nodes, batch_estimates, ours, result.unplanned, preemptive
+    )
     reserved = [window for key, window in engine.reservations.items() if not _is_pin(key)]
     # read before the prediction runs: it drops each pin once its window has passed
     pinned_at = {task.key: engine.reservations[("pinned", task.key)][0] for task in pinned}
@@ -804,19 +1029,24 @@ class Groundwork:
     nodes: Optional[NodeTable]
 
 
-def groundwork(snapshot: ClusterSnapshot, policy: Policy) -> Groundwork:
-    """The running work and the reservations of ``snapshot`` on a fresh engine of ``policy``."""
+def groundwork(
+    snapshot: ClusterSnapshot, policy: Policy, preemptive: bool = False, requeue: bool = False
+) -> Groundwork:
+    """The running work and the reservations of ``snapshot`` on a fresh engine of ``policy``
+    (preempting as :func:`plan` says)."""
     now = snapshot.now
     nodes = NodeTable(snapshot) if snapshot.placement is Placement.SLURM else None
     machine = nodes.machine(snapshot) if nodes is not None else None
-    engine = make_engine(policy, snapshot.capacity, now, machine)
+    engine = make_engine(
+        policy, snapshot.capacity, now, machine, preemptive=preemptive, requeue=requeue
+    )
     held = {res.name for res in snapshot.reservations if res.start <= now < res.end}
     running = []
     for job in snapshot.running + snapshot.neighbours.running:
         if job.reservation in held:
             continue
         assert job.start is not None
-        task = _task_of(snapshot, job, nodes)
+        task = _task_of(snapshot, job, nodes, preemptive)
         engine.add_running(task, job.start)
         running.append(task)
     for res in snapshot.reservations:
@@ -859,6 +1089,7 @@ def _queued(
     batch_estimates: bool,
     ours: Set[str],
     unplanned: List[str],
+    preemptive: bool = False,
 ) -> Tuple[List[Task], List[Task]]:
     """The queued jobs' tasks in queue order: those to predict, and those held at the batch
     system's expected start (pinned in ``engine``). This partition's jobs that cannot start
@@ -866,7 +1097,7 @@ def _queued(
     pending: List[Task] = []
     pinned: List[Task] = []
     for job in _queue_order(snapshot.pending, snapshot.neighbours.pending):
-        task = _task_of(snapshot, job, nodes)
+        task = _task_of(snapshot, job, nodes, preemptive)
         if not job.eligible or job.reservation or not engine.machine.ever_fits(task):
             if job.id in ours:
                 unplanned.append(job.id)
@@ -1007,10 +1238,15 @@ def _overlaps(intervals: List[Tuple[int, int]], start: int, end: int) -> bool:
     return any(low < end and start < high for low, high in intervals)
 
 
-def _task_of(snapshot: ClusterSnapshot, job: Job, nodes: Optional[NodeTable]) -> Task:
-    """The engine's task for a job; on nodes, with its shape (pending) or placement (running)."""
+def _task_of(
+    snapshot: ClusterSnapshot, job: Job, nodes: Optional[NodeTable], preemptive: bool = False
+) -> Task:
+    """The engine's task for a job; on nodes, with its shape (pending) or placement (running);
+    where jobs are ``preemptive``, with its absolute priority."""
     submit = max(job.not_before or 0, snapshot.now) if job.start is None else job.submit
     task = Task(job.id, snapshot.demand(job), job.limit or UNLIMITED_S, submit, payload=job)
+    if preemptive:
+        task.priority = job.absolute_priority
     if nodes is not None:
         if job.start is None:
             task.shape = nodes.shape(job)
@@ -1037,8 +1273,10 @@ def _predict_starts(
     # the event heap holds (time, kind, order) packed into one int, its item in ``items``
     events: List[int] = []
     items: List[object] = []
+    # a preemptive engine suspends tasks: a completion is that of the task's latest run only
+    runs: Dict[Task, int] = {}
     for task in running:
-        _push(events, items, task.window_end, _COMPLETION, task)
+        _push(events, items, task.window_end, _COMPLETION, (task, 0))
     for key, (_, end, _) in engine.reservations.items():
         _push(events, items, end, _RESERVATION_END, key)
     for task in pending:
@@ -1050,10 +1288,15 @@ def _predict_starts(
     conservative = isinstance(engine, ConservativeEngine)
     t = now
     while True:
-        for task in engine.schedule(t):
-            starts[task.key] = t
-            _push(events, items, t + task.estimate, _COMPLETION, task)
-        if conservative and not arrivals_left:
+        started = engine.schedule(t)
+        for task in engine.take_suspended():
+            runs[task] = runs.get(task, 0) + 1
+        for task in started:
+            starts.setdefault(task.key, t)
+            runs[task] = runs.get(task, 0) + 1
+            _push(events, items, t + task.estimate, _COMPLETION, (task, runs[task]))
+        if conservative and not arrivals_left and not engine.preemptive:
+            # (with preemption a queued task may yet suspend work backfilled before it)
             for task in engine.queue:
                 assert task.planned is not None
                 starts[task.key] = task.planned
@@ -1068,8 +1311,10 @@ def _predict_starts(
             kind = (packed >> _KIND_SHIFT) & 3
             item = items[packed & _ORDER_MASK]
             if kind == _COMPLETION:
-                assert isinstance(item, Task)
-                engine.complete(item, t)
+                assert isinstance(item, tuple)
+                task, run = item
+                if runs.get(task, 0) == run:
+                    engine.complete(task, t)
             elif kind == _RESERVATION_END:
                 engine.reservation_ended(item)
             else:

@@ -18,6 +18,11 @@ load changed since (a poll), or other auctions took or gave back capacity. The v
   the standing bid, or that has no capacity, holds nothing (``NONE``) and may bid again while
   the auction is open. A bid is released at once when its auctioneer says it lost
   (DELETE), and by the agent's cycle when its auction ended without an accept.
+- **What is bid with** (``auctions.mode``): ``future``, the best window within one walltime
+  of the auction's close (:func:`~siteagent.pricing.bids.valuation`); ``now``, only cores free
+  now or held by running jobs of lower absolute priority, which the job would suspend
+  (:func:`~siteagent.pricing.bids.valuation_now`, Baranov et al.'s sites). A ``now`` bid's
+  capacity is still free while it stays free or held by such jobs.
 - **Winning is accepting.** A bid carries an offer, bound to the auctioneer's key like any
   quote's: the winner is accepted with ``POST /v1/reservations {offer_id}`` and confirmed as
   usual, and the store marks the bid WON in the same transaction as the accept's intent.
@@ -35,15 +40,25 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Dict, List, Optional, Tuple, Union
 
-from siteagent.config.schema import AuctionsConfig, SiteConfig
+from siteagent.config.schema import AuctionsConfig, BidMode, SiteConfig
 from siteagent.core.errors import InvalidRequest, SiteagentError
 from siteagent.core.model import Offer, Request
+from siteagent.core.profile import Profile
 from siteagent.market.quoting import Refusal, offered, requested
 from siteagent.market.reservations import LIVE, ReservationManager
 from siteagent.market.store import BIDDING, BidRecord, BidState, ReservationState, Store
 from siteagent.market.view import MarketView
 from siteagent.pricing import Context, Refused
-from siteagent.pricing.bids import AuctionedJob, Hold, NoBid, Valuation, holding, valuation
+from siteagent.pricing.bids import (
+    AuctionedJob,
+    Hold,
+    NoBid,
+    Valuation,
+    capacity_now,
+    holding,
+    valuation,
+    valuation_now,
+)
 from siteagent.protocol.models import BidRequest, QuoteRequest, offer_json
 
 #: How far in the past an auction's closing time may be when it is announced (seconds): the
@@ -239,19 +254,23 @@ class Bidding:
         )
         base = dataclasses.replace(base, updates=base.updates + 1, updated=now)
         own = known.offer_id if known is not None and known.state is BidState.OPEN else None
-        context = holding(view.context, self._holds(view, own, now))
-        best = self._best(call, view, context, base.held_until)
-        if known is not None and own is not None and _stands(known, best, context):
-            assert known.value is not None
-            if call.to_beat is None or known.value > call.to_beat:
-                return base, None, None  # a bid never falls while its capacity is free
-            return _none(base, _outbid(known.value, call.to_beat)), None, own
+        holds = self._holds(view, own, now)
+        now_mode = self.settings.mode is BidMode.NOW
+        context = view.context if now_mode else holding(view.context, holds)
+        best = self._best(call, view, context, holds, base.held_until)
+        if known is not None and own is not None:
+            free = capacity_now(context, call.job.priority, holds) if now_mode else context.hard
+            if _stands(known, best, free, now):
+                assert known.value is not None
+                if call.to_beat is None or known.value > call.to_beat:
+                    return base, None, None  # a bid never falls while its capacity is free
+                return _none(base, _outbid(known.value, call.to_beat)), None, own
         if isinstance(best, Refusal):
             return _none(base, best), None, own
         request, valued = best
         if call.to_beat is not None and valued.value <= call.to_beat:
             return _none(base, _outbid(valued.value, call.to_beat)), None, own
-        offer = self._offer_for(request, valued, base, view, context)
+        offer = self._offer_for(request, valued, base, view, valued.basis or context)
         if isinstance(offer, Refusal):
             return _none(base, offer), None, own
         return _open(base, offer, valued, self.transfer_s(call)), offer, own
@@ -276,11 +295,17 @@ class Bidding:
         return offer
 
     def _best(
-        self, call: BidRequest, view: MarketView, context: Context, held_until: int
+        self,
+        call: BidRequest,
+        view: MarketView,
+        context: Context,
+        holds: List[Hold],
+        held_until: int,
     ) -> Union[Tuple[Request, Valuation], Refusal]:
         """The best bid the site can make now (the job in its units, and the valuation), or
         why it makes none. Its window starts when the winner's time to accept is over, at the
-        soonest: its offer can be accepted until then."""
+        soonest: its offer can be accepted until then. ``context`` has the other bids' holds
+        taken already for a ``future`` bid; a ``now`` bid takes ``holds`` itself."""
         rfq = QuoteRequest.model_validate({"walltime": call.job.walltime, "cores": call.job.cores})
         requested_now = requested(rfq, view.snapshot, self.site, view.now)
         if isinstance(requested_now, Refusal):
@@ -289,7 +314,10 @@ class Bidding:
         job = AuctionedJob(
             request.cores, request.duration, call.job.priority, self.transfer_s(call)
         )
-        valued = valuation(context, job, held_until)
+        if self.settings.mode is BidMode.NOW:
+            valued = valuation_now(context, job, held_until, holds)
+        else:
+            valued = valuation(context, job, held_until)
         if isinstance(valued, NoBid):
             return Refusal(valued.code, valued.reason, valued.field)
         return request, valued
@@ -320,13 +348,13 @@ class Bidding:
 
 
 def _stands(
-    known: BidRecord, best: Union[Tuple[Request, Valuation], Refusal], context: Context
+    known: BidRecord, best: Union[Tuple[Request, Valuation], Refusal], free: Profile, now: int
 ) -> bool:
-    """Whether the open bid ``known`` stands: the capacity it holds is still free, and the
+    """Whether the open bid ``known`` stands: the capacity it holds is still ``free``, and the
     best bid the site can make now is not worth more (bids rise, never fall by choice)."""
     if isinstance(best, tuple) and known.value is not None and best[1].value > known.value:
         return False
-    return _still_free(context, known)
+    return _still_free(free, known, now)
 
 
 def _open(base: BidRecord, offer: Offer, valued: Valuation, transfer_s: int) -> BidRecord:
@@ -371,10 +399,10 @@ def _outbid(value: Decimal, to_beat: Decimal) -> Refusal:
     )
 
 
-def _still_free(context: Context, known: BidRecord) -> bool:
-    """Whether the capacity ``known`` holds is still free (the batch system's own work did
+def _still_free(free: Profile, known: BidRecord, now: int) -> bool:
+    """Whether the capacity ``known`` holds is still ``free`` (the batch system's own work did
     not take it since)."""
     if known.start is None or known.end is None or known.size is None:
         return False
-    start = max(known.start, context.now)
-    return known.end > start and context.hard.fits(known.size, start, known.end - start)
+    start = max(known.start, now)
+    return known.end > start and free.fits(known.size, start, known.end - start)

@@ -286,6 +286,9 @@ class ReservationManager:
     the accept re-check plans with. ``name_prefix`` marks the reservations this agent owns in
     the batch system; it must be unique to this agent on the cluster. ``penalty_factor`` is
     the p of a cancellation's p x f, fixed on each reservation when it is accepted.
+    ``suspends`` (the site bids with ``auctions.mode: now``): a won bid's window may lie over
+    running jobs of lower absolute priority than its job, which the batch system's preemption
+    suspends or requeues; it is reserved over them (docs/english-auction.md §5).
     """
 
     def __init__(
@@ -297,6 +300,7 @@ class ReservationManager:
         confirm_timeout: float = DEFAULT_CONFIRM_TIMEOUT_S,
         name_prefix: str = DEFAULT_RESERVATION_PREFIX,
         penalty_factor: Decimal = DEFAULT_PENALTY_FACTOR,
+        suspends: bool = False,
     ) -> None:
         if not confirm_timeout > 0:
             raise ValueError(f"confirm timeout must be > 0 s, got {confirm_timeout}")
@@ -314,6 +318,7 @@ class ReservationManager:
         self.confirm_timeout = confirm_timeout
         self.name_prefix = name_prefix
         self.penalty_factor = Decimal(penalty_factor)
+        self.suspends = suspends
         #: Live reservations found vanished from the batch system since this process started
         #: (exported as a metric: every one is a promise the site broke).
         self.lost_total = 0
@@ -695,9 +700,7 @@ class ReservationManager:
             raise RuntimeError(f"reservation {record.id} vanished from the store")
         return current
 
-    def _advance(
-        self, record: ReservationRecord, now: float, why: str
-    ) -> List[ReservationRecord]:
+    def _advance(self, record: ReservationRecord, now: float, why: str) -> List[ReservationRecord]:
         """Move one reservation along with time as of ``now``; the records that moved."""
         moved = []
         try:
@@ -786,7 +789,11 @@ class ReservationManager:
         """The accept proper, inside the exclusive lock: re-check, intent, create, verify."""
         now = self.clock()
         offer = self._acceptable(offer_id, client, now)
-        snapshot = self.with_known_nodes(self.backend.occupancy())
+        priority = self._suspending(offer_id)
+        if priority:  # the whole snapshot: running jobs with their absolute priorities
+            snapshot = without_lower(self.with_known_nodes(self.backend.snapshot()), priority)
+        else:
+            snapshot = self.with_known_nodes(self.backend.occupancy())
         nodes = self._recheck(offer, snapshot)
         record = self._intent(offer, client, key, snapshot.unit, users, accounts, now, nodes)
         self.store.add_reservation(
@@ -804,6 +811,7 @@ class ReservationManager:
             users=record.users,
             accounts=record.accounts,
             allocation=record.allocation,
+            over_running=bool(priority),
         )
         try:
             made = self.backend.create_reservation(spec)
@@ -895,6 +903,16 @@ class ReservationManager:
                 )
                 refused.field = f"offer_ids[{i}]"
                 raise refused from None
+
+    def _suspending(self, offer_id: str) -> int:
+        """The absolute priority of the job whose won bid made the offer, where the site's
+        bids count on suspending lower-priority work (0: none, the offer is checked as any)."""
+        if not self.suspends:
+            return 0
+        bid = self.store.bid_of_offer(offer_id)
+        if bid is None:
+            return 0
+        return int(bid.job.get("priority", 1))
 
     def with_known_nodes(self, snapshot: ClusterSnapshot) -> ClusterSnapshot:
         """``snapshot`` with the nodes of the agent's own reservations as its records keep
@@ -1183,3 +1201,10 @@ def _describe(record: ReservationRecord) -> str:
         f"reservation {record.name} ({record.client}, {record.size} {record.unit.value}s, "
         f"{_when(record.start)} to {_when(record.end)})"
     )
+
+
+def without_lower(snapshot: ClusterSnapshot, priority: int) -> ClusterSnapshot:
+    """The snapshot without the running jobs a job of ``priority`` may suspend (those of a
+    lower known absolute priority): where a won ``now`` bid's window is checked and placed."""
+    kept = tuple(job for job in snapshot.running if not 0 < job.absolute_priority < priority)
+    return dataclasses.replace(snapshot, running=kept)

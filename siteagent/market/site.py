@@ -16,7 +16,7 @@ from siteagent.backends.base import Backend
 from siteagent.backends.pbs import PbsConfig
 from siteagent.backends.replay import ReplayOptions
 from siteagent.backends.slurm import SlurmConfig
-from siteagent.config.schema import BackendType, Config, PricingConfig, PricingPolicy
+from siteagent.config.schema import BackendType, BidMode, Config, PricingConfig, PricingPolicy
 from siteagent.core.files import make_private
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.store import Store
@@ -63,6 +63,7 @@ def open_site(config: Config, clock: Optional[Callable[[], float]] = None) -> Si
         confirm_timeout=config.reservations.confirm_timeout_s,
         name_prefix=config.reservations.name_prefix,
         penalty_factor=pricing.penalty_factor,
+        suspends=config.auctions.mode is BidMode.NOW,
     )
     return Site(config, store, backend, manager, pricing)
 
@@ -110,6 +111,7 @@ def slurm_config(config: Config) -> SlurmConfig:
         flags=options.flags,
         users=options.users,
         timeout=options.timeout,
+        qos_levels=options.qos_levels,
         command_prefix=options.command_prefix,
     )
 

@@ -1051,6 +1051,11 @@ class Store:
         )
         return _bid(rows[0]) if rows else None
 
+    def bid_of_offer(self, offer_id: str) -> Optional[BidRecord]:
+        """The bid whose offer ``offer_id`` is, if any."""
+        rows = self._read(f"SELECT {_BID_COLUMNS} FROM bids WHERE offer_id = ?", (offer_id,))
+        return _bid(rows[0]) if rows else None
+
     def bids(self) -> List[BidRecord]:
         """Every bid, oldest first."""
         rows = self._read(f"SELECT {_BID_COLUMNS} FROM bids ORDER BY created, client, auction_id")

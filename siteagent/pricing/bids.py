@@ -29,18 +29,27 @@ have free resources).
 window until its auction ends, and every other bid is valued around it (:func:`holding`), as
 if the held windows were reservations. A hold whose capacity the batch system's own work took
 meanwhile holds nothing any more and is left out; its bid is revised when asked again.
+
+**Bidding only what is free now** (:func:`valuation_now`, the site's ``auctions.mode: now``,
+as the paper's sites bid): the window starts at the earliest start the auction allows, on
+cores free now and until it ends, or held by running jobs of lower absolute priority, which
+the job would suspend (:mod:`siteagent.core.preemption`; the batch system must preempt). The
+displacement then counts the suspended work too: the victims are queued again at the front,
+with what remains of their runs, and the fee is the delay the window imposes on them and on
+the queue. With no such capacity the site does not bid.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
-from siteagent.core.model import BatchReservation
+from siteagent.core.model import BatchReservation, Job
 from siteagent.core.money import HOUR
+from siteagent.core.preemption import victim_order
 from siteagent.core.profile import Profile
 from siteagent.pricing.base import Context, Window
 from siteagent.pricing.externality import ExternalityFee
@@ -80,12 +89,15 @@ class AuctionedJob:
 
 @dataclass(frozen=True)
 class Valuation:
-    """A bid: the window offered and its value's parts (core-hours, to the thousandth)."""
+    """A bid: the window offered and its value's parts (core-hours, to the thousandth), and the
+    context it was valued in when that is not the site's own (``basis``: the work it suspends
+    queued again), where its offer is priced."""
 
     window: Window
     cores_value: Decimal
     displacement: Decimal
     transfer: Decimal
+    basis: Optional[Context] = field(default=None, compare=False)
 
     @property
     def value(self) -> Decimal:
@@ -202,3 +214,114 @@ def value_of(context: Context, job: AuctionedJob, window: Window, earliest: int)
         displacement.quantize(MILLI),
         transfer.quantize(MILLI),
     )
+
+
+# ---- bidding only what is free now (the paper's sites)
+
+
+def valuation_now(
+    context: Context, job: AuctionedJob, earliest: int, holds: Sequence[Hold]
+) -> Union[Valuation, NoBid]:
+    """The bid for ``job`` of a site bidding only what is free now (see the module's
+    docstring): its window from ``earliest``, on cores free from now until it ends beside
+    ``holds`` (other bids), counting those of running jobs of lower absolute priority; or why
+    there is none."""
+    size, duration = job.cores, job.walltime
+    if size > context.capacity:
+        unit = context.snapshot.unit.value
+        return NoBid("unsatisfiable", f"{size} {unit}s asked, the site has {context.capacity}")
+    free = capacity_now(context, job.priority, holds)
+    now = context.now
+    span = earliest + duration - now
+    if not free.fits(size, now, span):
+        return NoBid(
+            "no_capacity",
+            f"{size} {context.snapshot.unit.value}s are not free from now until the job would "
+            "end, even counting those of running jobs of lower priority (running work, "
+            "reservations and other auctions' bids hold them)",
+        )
+    victims = []
+    for victim in reversed(_lower(context, job.priority)):
+        # keep running the jobs least fit to suspend, while the job still fits
+        end = _end_of(victim, now)
+        demand = context.snapshot.demand(victim)
+        free.reserve(now, end, demand)
+        if not free.fits(size, now, span):
+            free.release(now, end, demand)
+            victims.append(victim)
+    victims.reverse()
+    basis = _displaced(context, victims, _kept(context, holds) if holds else [])
+    valued = value_of(basis, job, Window(earliest, size, duration), earliest)
+    return dataclasses.replace(valued, basis=basis)
+
+
+def capacity_now(context: Context, priority: int, holds: Sequence[Hold]) -> Profile:
+    """What a job of ``priority`` may take beside ``holds``: free capacity, and that of running
+    jobs of lower absolute priority. Holds take free capacity first and then, as counts, what
+    they would suspend (lowest priorities first, as their jobs would): a hold of a job that
+    suspends the same low-priority work leaves this one nothing of it. A hold that does not fit
+    even with every job of a known priority suspended (work that is never suspended took its
+    capacity) holds nothing."""
+    free = _released(context, _lower(context, priority))
+    for hold in _kept(context, holds) if holds else ():
+        free.reserve(hold.start, hold.end, hold.size)
+    return free
+
+
+def _kept(context: Context, holds: Sequence[Hold]) -> List[Hold]:
+    """The holds that still fit beside the work that is never suspended."""
+    suspensible = [job for job in context.snapshot.running if job.absolute_priority > 0]
+    return held_profile(_released(context, suspensible), holds)[1]
+
+
+def _lower(context: Context, priority: int) -> List[Job]:
+    """The running jobs of lower absolute priority, in the order they would be suspended (a
+    job of no known priority, 0, is never suspended)."""
+    lower = [job for job in context.snapshot.running if 0 < job.absolute_priority < priority]
+    return sorted(lower, key=lambda job: victim_order(job.absolute_priority, job.start or 0))
+
+
+def _end_of(job: Job, now: int) -> int:
+    """Where a running job's window ends in the plan (at least a second from now)."""
+    assert job.start is not None
+    return max(job.start + job.limit, now + 1)
+
+
+def _released(context: Context, jobs: Sequence[Job]) -> Profile:
+    """The capacity running work and reservations leave, ``jobs`` suspended."""
+    free = context.hard.copy()
+    for job in jobs:
+        free.release(context.now, _end_of(job, context.now), context.snapshot.demand(job))
+    return free
+
+
+def _displaced(context: Context, victims: Sequence[Job], holds: Sequence[Hold]) -> Context:
+    """The context with ``victims`` queued again (first of their priority, with what remains
+    of their time limits) and ``holds`` taken as reservations: where the suspended work's
+    delay counts in the displacement."""
+    if not victims and not holds:
+        return context
+    snapshot = context.snapshot
+    gone = {job.id for job in victims}
+    # the holds that fit beside what keeps running: others count on suspending other work
+    _, holds = held_profile(
+        _released(context, [job for job in snapshot.running if job.id in gone]), holds
+    )
+    now = context.now
+    queued = [
+        dataclasses.replace(job, start=None, submit=now, limit=_end_of(job, now) - now)
+        for job in victims
+    ]
+    queued.extend(snapshot.pending)
+    queued.sort(key=lambda job: -job.absolute_priority)  # stable: the victims first of theirs
+    held = tuple(
+        BatchReservation(name=f"bid-hold-{k}", start=h.start, end=h.end, cores=h.size, nodes=h.size)
+        for k, h in enumerate(holds)
+    )
+    displaced = dataclasses.replace(
+        snapshot,
+        running=tuple(job for job in snapshot.running if job.id not in gone),
+        pending=tuple(queued),
+        reservations=snapshot.reservations + held,
+    )
+    return Context(displaced, context.policy)

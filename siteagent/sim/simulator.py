@@ -7,6 +7,11 @@ plans with (``siteagent.core.scheduling``); this module only moves time.
 
 The simulator can stop at any instant and go on later (the replay backend advances it to
 "now" on every snapshot) and takes advance reservations injected while it runs.
+
+With ``preemptive``, tasks carry absolute priorities (docs/design.md §4.6): a pass may suspend
+lower-priority running tasks for a waiting task that outranks them; a suspended task's run
+stops at that instant and resumes, with what remained of it, when it starts again. Its summary
+figures are the whole job's: its wait is its time in the system less its run.
 """
 
 from __future__ import annotations
@@ -75,21 +80,26 @@ class _Accumulator:
     def add(self, task: Task) -> None:
         start = task.start
         assert start is not None
-        wait = start - task.submit
-        run = task.run
+        self.add_run(task.submit, start - task.submit, task.run, task.size)
+
+    def add_run(self, submit: int, wait: int, run: int, size: int) -> None:
+        """One job that waited ``wait`` seconds in all and ran ``run`` seconds in all."""
         self.jobs += 1
         self.sum_wait += wait
         self.sum_bsld += max(1.0, (wait + run) / max(run, BOUNDED_SLOWDOWN_TAU_S))
-        self.core_seconds += task.size * run
-        if self.first_submit is None or task.submit < self.first_submit:
-            self.first_submit = task.submit
-        if start + run > self.last_end:
-            self.last_end = start + run
+        self.core_seconds += size * run
+        if self.first_submit is None or submit < self.first_submit:
+            self.first_submit = submit
+        end = submit + wait + run
+        if end > self.last_end:
+            self.last_end = end
 
 
 def _task_copy(task: Task) -> Task:
     """A task in the same state, sharing nothing mutable with ``task``."""
-    twin = Task(task.key, task.size, task.estimate, task.submit, task.run, task.payload)
+    twin = Task(
+        task.key, task.size, task.estimate, task.submit, task.run, task.payload, task.priority
+    )
     twin.start = task.start
     twin.planned = task.planned
     twin.window_end = task.window_end
@@ -108,6 +118,8 @@ class Simulator:
     returning False keeps it out of the
     queue, for a caller that turns it into something else (an advance reservation, through
     ``add_reservation``). ``start_time`` is where the clock begins (default: the first arrival).
+    ``preemptive``: tasks of higher ``priority`` suspend lower-priority running ones; then
+    ``on_start`` is called at every start and resume, ``on_suspend`` at every suspension.
     ``machine`` is where tasks go (default: ``cores`` pooled; a topology machine's clock must
     start at ``start_time``).
     """
@@ -121,6 +133,8 @@ class Simulator:
         on_start: Optional[TaskCallback] = None,
         on_finish: Optional[TaskCallback] = None,
         on_arrival: Optional[ArrivalCallback] = None,
+        preemptive: bool = False,
+        on_suspend: Optional[TaskCallback] = None,
         machine: Optional[Machine] = None,
     ) -> None:
         self._tasks = tasks
@@ -130,7 +144,14 @@ class Simulator:
         self.cores = cores
         self.policy = Policy(policy)
         self.now = start_time
-        self.engine: Engine = make_engine(self.policy, cores, start_time, machine)
+        self.engine: Engine = make_engine(
+            self.policy, cores, start_time, machine, preemptive=preemptive
+        )
+        self.preemptive = preemptive
+        # each running task's whole run, as it was at its first start (a suspended task's
+        # ``run`` is what remains of it)
+        self._whole_run: Dict[Task, int] = {}
+        self._on_suspend = on_suspend
         self._running: List[Tuple[int, int, Task]] = []
         self._reservation_ends: List[Tuple[int, int, object]] = []
         self._seq = 0
@@ -197,7 +218,8 @@ class Simulator:
         from ``now`` with copies of every task (running, queued, still to arrive), so that
         what is done to one (a task submitted, a reservation) never touches the other. Both
         read the rest of the workload through ``itertools.tee``. For experiments that try
-        several things from one instant (thesis ch. 4, 6, 7). Pooled machines only."""
+        several things from one instant (thesis ch. 4, 6, 7). Pooled machines only; a
+        preemptive replay's twin preempts too (with no ``on_suspend``)."""
         copies: Dict[int, Task] = {}
 
         def copy(task: Task) -> Task:
@@ -208,12 +230,16 @@ class Simulator:
             return twin
 
         self._tasks, rest = itertools.tee(self._tasks)
-        twin = Simulator(iter(()), self.cores, self.policy, self.now, on_start, on_finish)
+        twin = Simulator(
+            iter(()), self.cores, self.policy, self.now, on_start, on_finish,
+            preemptive=self.preemptive,
+        )
         twin._on_arrival = on_arrival
         twin._tasks = map(_task_copy, rest)
         twin._next = None if self._next is None else copy(self._next)
         twin.engine = self.engine.copy(copy)
         twin._running = [(end, seq, copy(task)) for end, seq, task in self._running]
+        twin._whole_run = {copy(task): run for task, run in self._whole_run.items()}
         twin._reservation_ends = list(self._reservation_ends)
         twin._seq = self._seq
         twin._stats = self._stats.copy()
@@ -307,7 +333,11 @@ class Simulator:
         while running and running[0][0] == t:
             task = heapq.heappop(running)[2]
             engine.complete(task, t)
-            self._stats.add(task)
+            if self.preemptive:
+                whole_run = self._whole_run.pop(task)
+                self._stats.add_run(task.submit, t - task.submit - whole_run, whole_run, task.size)
+            else:
+                self._stats.add(task)
             if self._on_finish is not None:
                 self._on_finish(task)
         ends = self._reservation_ends
@@ -324,9 +354,24 @@ class Simulator:
         self._start(engine.schedule(t), t)
 
     def _start(self, started: List[Task], t: int) -> None:
+        if self.preemptive:
+            self._suspend(self.engine.take_suspended())
+            for task in started:
+                self._whole_run.setdefault(task, task.run)
         running = self._running
         for task in started:
             self._seq += 1
             heapq.heappush(running, (t + task.run, self._seq, task))
             if self._on_start is not None:
                 self._on_start(task)
+
+    def _suspend(self, victims: List[Task]) -> None:
+        """Stop the runs of the tasks the pass suspended (the engine queued them again)."""
+        if not victims:
+            return
+        stopped = set(victims)
+        self._running = [entry for entry in self._running if entry[2] not in stopped]
+        heapq.heapify(self._running)
+        if self._on_suspend is not None:
+            for task in victims:
+                self._on_suspend(task)

@@ -17,7 +17,8 @@ from siteagent.sim.simulator import Simulator
 
 def job_of(task: Task, shift: int = 0) -> Job:
     """A simulated task as a batch system's job: one node per core (the simulator knows cores
-    only), its estimate as the time limit, times moved by ``shift`` seconds."""
+    only), its estimate as the time limit (what remains of it, for a task suspended and
+    resumed), its priority as its absolute priority, times moved by ``shift`` seconds."""
     return Job(
         id=str(task.key),
         cores=task.size,
@@ -25,6 +26,7 @@ def job_of(task: Task, shift: int = 0) -> Job:
         limit=task.estimate,
         start=None if task.start is None else task.start + shift,
         nodes=task.size,
+        absolute_priority=task.priority,
     )
 
 

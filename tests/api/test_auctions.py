@@ -212,6 +212,39 @@ def test_a_job_the_site_cannot_hold_gets_no_bid_saying_why(world: World) -> None
     assert "bid" not in busy
 
 
+def test_a_site_bidding_only_what_is_free_now_bids_no_later_window(tmp_path: Path) -> None:
+    """``auctions.mode: now``: 16 cores are free now; a 32-core job for two hours, which a
+    site bidding windows places about two hours on, gets no bid, and a 16-core one a window at
+    the earliest start worth all its core-hours. The replayed cluster names no priorities, so
+    its running jobs are never counted on being suspended."""
+    (tmp_path / "future").mkdir()
+    (tmp_path / "now").mkdir()
+    future = make_world(tmp_path / "future")
+    try:
+        assert future.site.config.auctions.mode.value == "future"
+        assert bid(future, future.alice, cores=32, walltime=7200)["state"] == "open"
+    finally:
+        future.http.close()
+        future.app.state.quotes.close()
+        future.ledger.close()
+        future.site.close()
+    world = make_world(tmp_path / "now", auctions={"mode": "now"})
+    try:
+        assert world.site.config.auctions.mode.value == "now"
+        later = bid(world, world.alice, cores=32, walltime=7200)
+        assert later["state"] == "none" and later["refusal"]["code"] == "no_capacity"
+        assert "free from now" in later["refusal"]["reason"]
+        fits = bid(world, world.alice, cores=16)
+        assert fits["state"] == "open"
+        assert window(fits)[0] == fits["held_until"]
+        assert Decimal(fits["bid"]["cores_value"]) == Decimal("16.000")
+    finally:
+        world.http.close()
+        world.app.state.quotes.close()
+        world.ledger.close()
+        world.site.close()
+
+
 def test_the_input_transfer_is_counted_unless_the_input_is_here(world: World) -> None:
     size = 10**9
     rate = world.site.config.auctions.transfer_rate

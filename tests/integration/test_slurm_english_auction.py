@@ -12,24 +12,18 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 import pytest
-import yaml
 
 from siteagent.client.auctioneer import Auctioneer, SitePool
 from siteagent.client.jobs import Job
 from siteagent.client.journal import Journal
-from siteagent.client.sites import Site, Timeouts
-from siteagent.market.site import STORE_FILE
-from siteagent.market.store import BidRecord, BidState, ReservationState, Store
-from siteagent.protocol import keys
+from siteagent.market.store import BidState, ReservationState
 from siteagent.protocol.models import AuctionedJob
-from testbed.agents import Buyer, SlurmBatch
-from testbed.market import Service
-from testbed.parties import Party
-from testbed.processes import free_port, wait_until
+from testbed.processes import wait_until
 from testbed.slurm_cluster import SlurmTestCluster
+from testbed.slurm_site import SlurmSite
 
 pytestmark = pytest.mark.slurm
 
@@ -40,62 +34,9 @@ CORES = 64
 ACCEPT_WINDOW_S = 3
 
 
-class SlurmSite:
-    """One agent on the Slurm test cluster, restartable, and alice's key and sites entry."""
-
-    def __init__(self, cluster: SlurmTestCluster, root: Path) -> None:
-        self.cluster = cluster
-        self.state = root / "state"
-        self.alice = Party("alice@laptop")
-        clients = root / "clients.yaml"
-        entry = {"public_key": keys.public_key_text(self.alice.key.public_key()), "user": "root"}
-        clients.write_text(yaml.safe_dump({"clients": {self.alice.key_id: entry}}))
-        port = free_port()
-        config = root / "siteagent.yaml"
-        settings = {
-            "state_dir": str(self.state),
-            "site": {"name": "slurm1", "cores_per_node": 16},
-            "backend": SlurmBatch(cluster).backend_config(root),
-            "planner": {"poll_interval_s": 0.5},
-            "security": {"authorized_clients": str(clients)},
-            "api": {"listen": "127.0.0.1", "port": port},
-            "auctions": {"accept_window_s": ACCEPT_WINDOW_S},
-        }
-        config.write_text(yaml.safe_dump(settings))
-        self.url = f"https://127.0.0.1:{port}"
-        self.buyer = Buyer(self.url, self.state / "tls" / "server.crt", self.alice)
-        self.service = Service(["serve", "--config", str(config)], root / "agent.log", self.buyer)
-        self.key_file = root / "alice.key"
-        keys.write_private(self.key_file, keys.private_key_pem(self.alice.key))
-
-    def site(self) -> Site:
-        return Site(
-            name="slurm1",
-            url=self.url,
-            ca=self.buyer.cert,
-            pin=None,
-            key_id=self.alice.key_id,
-            private_key=self.key_file,
-            timeouts=Timeouts(connect=5, read=60),
-        )
-
-    def store(self) -> Store:
-        return Store(str(self.state / STORE_FILE))
-
-    def bids(self) -> List[BidRecord]:
-        store = self.store()
-        try:
-            return store.bids()
-        finally:
-            store.close()
-
-    def bid(self, auction_id: str) -> Any:
-        return next((b for b in self.bids() if b.auction_id == auction_id), None)
-
-
 @pytest.fixture
 def site(slurm: SlurmTestCluster, tmp_path: Path) -> Iterator[SlurmSite]:
-    made = SlurmSite(slurm, tmp_path)
+    made = SlurmSite(slurm, tmp_path, accept_window_s=ACCEPT_WINDOW_S)
     try:
         yield made
     finally:

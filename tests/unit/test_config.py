@@ -244,6 +244,13 @@ def test_tls_files_given_are_used_not_generated(tmp_path: Path) -> None:
             "notifications.socket: expected a socket path without quotes or backslashes",
         ),
         ("notifications: {users: [Slurm User]}", "notifications.users[0]: expected a scheduler"),
+        ("planner: {preemption: kill}", 'planner.preemption: expected one of "none", "suspend"'),
+        ("auctions: {mode: later}", 'auctions.mode: expected one of "future", "now"'),
+        (
+            "backend: {slurm: {qos_levels: {high: 0}}}",
+            "backend.slurm.qos_levels: expected a priority 1 and up for QoS high",
+        ),
+        ("backend: {slurm: {qos_levels: [high]}}", "backend.slurm.qos_levels: expected a mapping"),
     ],
 )
 def test_every_error_names_the_path_and_the_expectation(
@@ -425,6 +432,26 @@ def test_the_command_lines_state_dir_moves_every_path_derived_from_it(tmp_path: 
     assert loaded.ledger.path == moved / "ledger.sqlite3"
     assert loaded.api.tls.cert == moved / "tls" / "server.crt"
     assert loading.parse(None, state_dir=moved).ledger.path == moved / "ledger.sqlite3"
+
+
+def test_preemption_bid_mode_and_qos_levels_are_read(tmp_path: Path) -> None:
+    config = loading.load(
+        write(
+            tmp_path,
+            """
+            planner: {preemption: requeue}
+            auctions: {mode: now}
+            backend: {slurm: {qos_levels: {low: 1, high: 3}}}
+            """,
+        )
+    )
+    assert config.planner.preemption.value == "requeue"
+    assert config.auctions.mode.value == "now"
+    assert config.backend.slurm.qos_levels == (("low", 1), ("high", 3))
+    defaults = loading.load(write(tmp_path, "{}", "empty.yaml"))
+    assert defaults.planner.preemption.value == "none"
+    assert defaults.auctions.mode.value == "future"
+    assert defaults.backend.slurm.qos_levels == ()
 
 
 def test_a_command_prefix_runs_slurm_elsewhere(tmp_path: Path) -> None:

@@ -60,8 +60,11 @@ def reservation_args(
         args.append("Accounts=" + ",".join(spec.accounts))
     if partition:
         args.append(f"PartitionName={partition}")
-    if config.flags:
-        args.append("Flags=" + ",".join(config.flags))
+    flags = list(config.flags)
+    if spec.over_running and "IGNORE_JOBS" not in flags:
+        flags.append("IGNORE_JOBS")
+    if flags:
+        args.append("Flags=" + ",".join(flags))
     return args
 
 

@@ -37,6 +37,7 @@ from siteagent.backends.slurm.jobs import (
     SlurmJobs,
     parse_jobs,
     parse_running_text,
+    with_levels,
 )
 from siteagent.backends.slurm.layout import check_errors, detect_layout
 from siteagent.backends.slurm.nodes import parse_nodes
@@ -128,6 +129,7 @@ class SlurmBackend(CommandBackend):
         layout = detect_layout(doc)
         try:
             jobs = parse_jobs(doc, now, node_cores(nodes, self.config.partition))
+            jobs = with_levels(jobs, dict(self.config.qos_levels))
         except MALFORMED as exc:
             raise malformed("squeue --json", exc) from exc
         return build_snapshot(now, nodes, jobs, reservations, self.config, layout, settings)

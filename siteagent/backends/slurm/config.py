@@ -20,7 +20,9 @@ class SlurmConfig:
     put on reservations whose spec names none. ``flags`` go on every reservation created (only
     :data:`~siteagent.core.names.SLURM_RESERVATION_FLAGS`). ``timeout`` bounds every command: a
     Slurm client needs ~9 s to give up on a dead controller (docs/slurm.md §2), so keep it well
-    above that. ``command_prefix`` runs every command through another program, e.g.
+    above that. ``qos_levels`` gives the absolute priority of each QoS where Slurm preempts by
+    QoS (docs/english-auction.md §5): (name, level) pairs, level 1 the lowest.
+    ``command_prefix`` runs every command through another program, e.g.
     ``["ssh", "ctl"]`` or ``["chroot", "/srv/slurm"]``, when Slurm's clients are not the host's
     own (docs/slurm.md §11); the variables then travel as ``env K=V`` words.
     """
@@ -33,6 +35,7 @@ class SlurmConfig:
     flags: Tuple[str, ...] = ()
     timeout: float = DEFAULT_COMMAND_TIMEOUT_S
     name_prefix: str = DEFAULT_RESERVATION_PREFIX
+    qos_levels: Tuple[Tuple[str, int], ...] = ()
     command_prefix: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -51,6 +54,10 @@ class SlurmConfig:
             names.check(names.NAME, self.partition, "partition name")
         if self.name_prefix:
             names.check(names.RESERVATION_PREFIX, self.name_prefix, "reservation name prefix")
+        for qos, level in self.qos_levels:
+            names.check(names.NAME, qos, "QoS name")
+            if level < 1:
+                raise ValueError(f"QoS {qos}: a level is 1 or more, got {level}")
         if not self.timeout > 0:
             raise ValueError(f"command timeout must be positive, got {self.timeout}")
 

@@ -6,6 +6,7 @@ text form is what ``-t`` filters work on, so an accept's re-check reads only the
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Tuple
 
@@ -44,12 +45,14 @@ class SlurmJobs:
     """Jobs read from ``squeue --json``, already normalised and ordered.
 
     ``pending`` is in Slurm's order (priority descending, then submit time). ``nodes_of``
-    holds running jobs' node names; ``array_throttle`` an array id to its ``%N`` limit.
+    holds running jobs' node names; ``qos_of`` every job's QoS; ``array_throttle`` an array id
+    to its ``%N`` limit.
     """
 
     running: List[Job] = field(default_factory=list)
     pending: List[Job] = field(default_factory=list)
     nodes_of: Dict[str, List[str]] = field(default_factory=dict)
+    qos_of: Dict[str, str] = field(default_factory=dict)
     array_throttle: Dict[str, int] = field(default_factory=dict)
     finished: int = 0
 
@@ -95,16 +98,37 @@ def parse_jobs(doc: Mapping[str, Any], now: int, cores_per_node: int = 1) -> Slu
             job = _running_job(rec)
             out.running.append(job)
             out.nodes_of[job.id] = expand_hostlist(as_text(rec.get("nodes")))
+            out.qos_of[job.id] = as_text(rec.get("qos"))
         elif base in PENDING_STATES:
             priority = number(rec.get("priority")) or 0
             for idx, job in enumerate(_pending_jobs(rec, now, cores_per_node, out)):
                 keyed.append((-priority, job.submit, seq, idx, job))
+                out.qos_of[job.id] = as_text(rec.get("qos"))
         else:
             out.finished += 1
     keyed.sort(key=lambda k: k[:4])
     out.pending = [k[4] for k in keyed]
     out.running.sort(key=lambda j: (j.start or 0, j.id))
     return out
+
+
+def with_levels(jobs: SlurmJobs, levels: Mapping[str, int]) -> SlurmJobs:
+    """The jobs with their absolute priorities, the levels of their QoS (``qos_levels``: where
+    Slurm preempts by QoS, ``PreemptType=preempt/qos``; docs/english-auction.md §5); a QoS
+    not listed has none (0)."""
+    if not levels:
+        return jobs
+
+    def levelled(job: Job) -> Job:
+        return dataclasses.replace(
+            job, absolute_priority=levels.get(jobs.qos_of.get(job.id, ""), 0)
+        )
+
+    return dataclasses.replace(
+        jobs,
+        running=[levelled(job) for job in jobs.running],
+        pending=[levelled(job) for job in jobs.pending],
+    )
 
 
 def _allocation(rec: Mapping[str, Any], cpus: int) -> Allocation:
@@ -231,4 +255,3 @@ def _pending_jobs(
             )
         )
     return jobs
-
