@@ -10,6 +10,9 @@ from bench.repro.registry import available
 BENCHMARKS = {
     "simulate": "bench.simulate",
     "slots": "bench.slots",
+    "fees": "bench.fees",
+    "batches": "bench.batches",
+    "quotes": "bench.quotes",
     "thesis": "bench.thesis",
     "slurm": "bench.slurm",
     "service": "bench.service",

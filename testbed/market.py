@@ -135,11 +135,14 @@ class Service:
         self.health = health
         self.process = self._start()
 
-    def _start(self) -> subprocess.Popen[bytes]:
+    def _start(self, crash: Optional[str] = None) -> subprocess.Popen[bytes]:
+        """Start it; with ``crash`` (testbed/crashrun.py's TARGET:N:WHEN) it kills itself there."""
+        argv = [str(SITEAGENT), *self.arguments]
+        if crash is not None:
+            launcher = [sys.executable, "-m", "testbed.crashrun", "--crash", crash, "--"]
+            argv = [*launcher, *self.arguments]
         with open(self.log, "ab") as out:
-            process = subprocess.Popen(
-                [str(SITEAGENT), *self.arguments], stdout=out, stderr=subprocess.STDOUT
-            )
+            process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
 
         def up() -> bool:
             if process.poll() is not None:
@@ -154,8 +157,8 @@ class Service:
             raise
         return process
 
-    def restart(self) -> None:
-        self.process = self._start()
+    def restart(self, crash: Optional[str] = None) -> None:
+        self.process = self._start(crash)
 
     def kill(self) -> None:
         """SIGKILL: the site dies mid-conversation."""

@@ -13,7 +13,7 @@ import random
 from dataclasses import asdict, replace
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import yaml
 
@@ -134,6 +134,31 @@ class MarketSites:
             )
             for site, snapshot in self.snapshots.items()
         }
+
+
+class BatchMarketSites(MarketSites):
+    """:class:`MarketSites` asked several tasks at once (``BatchOffers``): a batch's holds
+    all or none, as an agent's batch accept; ``batches`` counts the holds asked together."""
+
+    def __init__(self, snapshots: Dict[str, ClusterSnapshot], limit: int = 10) -> None:
+        super().__init__(snapshots, limit)
+        self.batches: List[int] = []
+
+    def alternatives_all(
+        self, site: str, asks: Sequence[Tuple[int, int, int]]
+    ) -> List[Sequence[Alternative]]:
+        return [self.alternatives(site, *ask) for ask in asks]
+
+    def hold_all(self, site: str, holds: Sequence[Tuple[int, int, Alternative]]) -> List[bool]:
+        self.batches.append(len(holds))
+        before, held = self.snapshots[site], len(self.held)
+        for _, cores, alternative in holds:
+            if not self.hold(site, cores, alternative):
+                self.snapshots[site] = before  # none of the batch held
+                del self.held[held:]
+                self._contexts.pop(site, None)
+                return [False] * len(holds)
+        return [True] * len(holds)
 
 
 def with_reservation(base: Plan, hard: Profile, start: int, end: int, size: int) -> Optional[Plan]:

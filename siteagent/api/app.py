@@ -16,6 +16,7 @@ field at fault for bad input (422, never 500).
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import fastapi
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -23,11 +24,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from siteagent.agent.metrics import Metrics
 from siteagent.api import auctions, market, operations, site
 from siteagent.api.context import ApiContext
+from siteagent.api.rates import Admission
 from siteagent.api.site import API_VERSION
-from siteagent.security.admission import RateLimited, RateLimiter
-from siteagent.security.clients import AuthorizedClient
 from siteagent.serving import errors
-from siteagent.serving.gate import Admit, Gate, signs_state_changes
+from siteagent.serving.gate import Gate, signs_state_changes
 
 
 def create_app(context: ApiContext) -> fastapi.FastAPI:
@@ -42,62 +42,34 @@ def create_app(context: ApiContext) -> fastapi.FastAPI:
         docs_url=None,  # Swagger UI loads from a CDN, which a cluster may not reach: none
         redoc_url=None,
     )
-    desk = market.QuoteDesk(context)
+    admission = Admission(context)
+    desk = market.QuoteDesk(context, admission)
     app.state.context = context
     app.state.quotes = desk
     errors.install(app, context.retry_after_s)
     limits = context.site.config.api
+    # inside the gate (signed, admitted); the quote route's own object labels its metrics
+    app.add_middleware(market.QuoteLane, desk=desk, route=lambda: route_of(app, "/v1/quotes"))
     app.add_middleware(
         Gate,
         authenticate=lambda *request: context.authenticator.authenticate(*request),
         must_sign=signs_state_changes,
         max_body_bytes=limits.max_body_bytes,
         retry_after_s=context.retry_after_s,
-        admit=admission(context),
+        admit=admission,
     )
     if context.metrics is not None:  # outermost: refusals at the gate are timed too
         app.add_middleware(Timed, metrics=context.metrics)
     site.add_routes(app, context)
-    market.add_routes(app, context, desk)
+    market.add_routes(app, context, desk, admission)
     auctions.add_routes(app, context)
     operations.add_routes(app, context)
     return app
 
 
-def admission(context: ApiContext) -> Admit:
-    """Each signed request counted against its client's rate: quotes, bids (announcing,
-    valuing again, releasing), and the reservation requests (accept, confirm, cancel);
-    refusals counted in the metrics."""
-    rates = context.site.config.api.rate_limits
-    limiter = RateLimiter(
-        {QUOTES: rates.quotes, RESERVATIONS: rates.reservations, BIDS: rates.bids}
-    )
-
-    def admit(client: AuthorizedClient, method: str, path: str) -> None:
-        if not signs_state_changes(method, path):
-            return
-        kind = kind_of(path)
-        try:
-            limiter.admit(client.key_id, kind)
-        except RateLimited:
-            if context.metrics is not None:
-                context.metrics.observe_rate_limited(kind)
-            raise
-
-    return admit
-
-
-#: The kinds of request each client's rate is counted in.
-QUOTES, RESERVATIONS, BIDS = "quotes", "reservations", "bids"
-
-
-def kind_of(path: str) -> str:
-    """The rate a state-changing request counts against."""
-    if path == "/v1/quotes":
-        return QUOTES
-    if path == "/v1/bids" or path.startswith("/v1/bids/"):
-        return BIDS
-    return RESERVATIONS
+def route_of(app: fastapi.FastAPI, path: str) -> Any:
+    """The route serving ``path``."""
+    return next(route for route in app.routes if getattr(route, "path", None) == path)
 
 
 class Timed:

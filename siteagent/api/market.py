@@ -19,10 +19,13 @@ The routes are thin: the use cases are :mod:`siteagent.market.quoting` and
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
-from typing import Any, Dict, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import fastapi
+import pydantic
 from fastapi import Depends, Header, Path, Security
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import APIKeyHeader
@@ -30,17 +33,24 @@ from fastapi.security import APIKeyHeader
 from siteagent.api.context import ApiContext
 from siteagent.api.offer_writer import OfferWriter
 from siteagent.api.pricing_queue import PricingQueue, priced_inline, yielding
+from siteagent.api.rates import Admission, confirm_cost
 from siteagent.api.site import ERRORS, answers
 from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
-from siteagent.core.model import Request
+from siteagent.core.errors import InvalidRequest, SiteagentError
+from siteagent.core.model import Offer, Request
 from siteagent.core.money import CENT
 from siteagent.market import quoting
 from siteagent.market.quoting import Quote, Refusal
 from siteagent.market.view import MarketView
-from siteagent.pricing import Price
+from siteagent.pricing import Price, Pricing
 from siteagent.protocol.models import (
     OFFER_ID_PATTERN,
     AcceptRequest,
+    BatchAcceptRequest,
+    BatchConfirmRequest,
+    BatchQuoteAnswer,
+    BatchQuoteRequest,
+    BatchReservations,
     ConfirmRequest,
     PublicReservationView,
     QuoteAnswer,
@@ -50,8 +60,11 @@ from siteagent.protocol.models import (
 from siteagent.security.admission import OfferQuota
 from siteagent.security.clients import AuthorizedClient
 from siteagent.security.errors import Unauthenticated
+from siteagent.serving import errors
 
 log = logging.getLogger("siteagent.api")
+
+_T = TypeVar("_T")
 
 #: Declares the signature in the OpenAPI document (so that generated clients know to sign);
 #: the check itself needs Signature-Input and Content-Digest too, and is the Authenticator's.
@@ -77,8 +90,9 @@ ReservationId = Path(pattern=OFFER_ID_PATTERN)
 class QuoteDesk:
     """Where the API prices quotes and stores their offers (closed with the API)."""
 
-    def __init__(self, context: ApiContext) -> None:
+    def __init__(self, context: ApiContext, admission: Admission) -> None:
         self.context = context
+        self.admission = admission
         self.pricing_queue = PricingQueue()
         self.offer_writer = OfferWriter(context.site.manager.record_offers)
         self.quota = OfferQuota(context.site.config.api.max_live_offers_per_client)
@@ -112,6 +126,64 @@ class QuoteDesk:
         log.debug("quote for %s: %d offers", client.key_id, len(offers))
         self._observe_load_offer(view, request, prices, client.key_id, now)
         return quoting.answered(view, now, offers, prices, rfq.alpha)
+
+    async def quote_all(self, body: BatchQuoteRequest, client: AuthorizedClient) -> Dict[str, Any]:
+        """A batch quote (docs/batches.md): the withdrawals, then each request priced as
+        :meth:`quote` prices it (on the pricing thread together if any would be there), all
+        their offers stored in one commit before the answer."""
+        self.admission.batch(client, "/v1/quotes/batch", len(body.requests))
+        view = self._around_bids(self.context.view())
+        site = self.context.site.config.site
+        manager = self.context.site.manager
+        now = int(manager.clock())
+        withdrawn = 0
+        if body.withdraw:
+            withdrawn = manager.store.withdraw_offers(client.key_id, body.withdraw, now)
+            self.quota.withdraw(client.key_id, body.withdraw)
+        self.quota.check(client.key_id, now)
+        requests = [
+            _naming(f"requests[{i}]", quoting.requested, rfq, view.snapshot, site, now)
+            for i, rfq in enumerate(body.requests)
+        ]
+
+        def price_all(pricing: Pricing) -> List[Union[List[Price], Refusal]]:
+            return [
+                request
+                if isinstance(request, Refusal)
+                else quoting.priced(pricing, view, request, rfq.limit)
+                for rfq, request in zip(body.requests, requests)
+            ]
+
+        if all(priced_inline(view.pricing, rfq.limit) for rfq in body.requests):
+            prices = price_all(view.pricing)
+        else:
+            threaded = yielding(view.pricing)
+            asked = sum(rfq.limit for rfq in body.requests)
+            prices = await self.pricing_queue.run(lambda: price_all(threaded), asked)
+        offers: List[List[Offer]] = []
+        for priced, request in zip(prices, requests):
+            if isinstance(priced, Refusal) or isinstance(request, Refusal):
+                offers.append([])
+                continue
+            offers.append(
+                quoting.offered(
+                    priced, request, now, DEFAULT_OFFER_VALID_S, site.name, client.key_id
+                )
+            )
+        everything = [offer for some in offers for offer in some]
+        if everything:
+            await self.offer_writer.record(everything)
+            self.quota.add(client.key_id, everything)
+        answers = []
+        for rfq, priced, request, some in zip(body.requests, prices, requests, offers):
+            if isinstance(request, Refusal):
+                answers.append(quoting.refused(view, now, request).to_json())
+            elif isinstance(priced, Refusal):
+                answers.append(quoting.refused(view, now, priced).to_json())
+            else:
+                answers.append(quoting.answered(view, now, some, priced, rfq.alpha).to_json())
+                self._observe_load_offer(view, request, priced, client.key_id, now)
+        return {"answers": answers, "withdrawn": withdrawn}
 
     def _around_bids(self, view: MarketView) -> MarketView:
         """The view without what open English-auction bids hold (an accept of it would be
@@ -158,6 +230,74 @@ class QuoteDesk:
         self.offer_writer.close()
 
 
+class QuoteLane:
+    """ASGI middleware inside the gate: a valid signed ``POST /v1/quotes`` answered without the
+    framework's per-request machinery (routing, dependencies, the request model's own pass).
+
+    Quotes are the one route buyers call in bursts, and the framework's layers cost about as
+    much CPU as verifying the signature and pricing a unit-price quote together
+    (bench/results/service.md). The lane does what the route does, in the same order and with
+    the same model: the body parsed as the framework parses it (``json.loads``, then
+    :class:`QuoteRequest` validated from the object), the client the gate authenticated (and
+    admitted), :meth:`QuoteDesk.quote`, the same JSON answer and error bodies. Anything else,
+    a body that does not validate included, goes to the framework, so every error is still
+    answered by the one error mapping.
+    """
+
+    def __init__(self, app: Any, desk: QuoteDesk, route: Callable[[], Any]) -> None:
+        self.app = app
+        self.desk = desk
+        self.route = route
+
+    async def __call__(self, scope: Dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != "/v1/quotes":
+            await self.app(scope, receive, send)
+            return
+        client = scope.get("state", {}).get("client")
+        message = await receive()  # the gate's replay: the whole body at once
+        rfq = _quote_request(message.get("body", b"")) if _is_json(scope) else None
+        if rfq is None or not isinstance(client, AuthorizedClient):
+            await self.app(scope, _again(message, receive), send)
+            return
+        scope["route"] = self.route()  # what the metrics label the request with
+        try:
+            answer: Response = JSONResponse((await self.desk.quote(rfq, client)).to_json())
+        except SiteagentError as error:
+            answer = errors.answer(error, self.desk.context.retry_after_s())
+        await answer(scope, receive, send)
+
+
+def _is_json(scope: Dict[str, Any]) -> bool:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-type":
+            return bool(value.split(b";")[0].strip().lower() == b"application/json")
+    return False
+
+
+def _quote_request(body: bytes) -> Optional[QuoteRequest]:
+    """The request for quotes in ``body``, as the framework would read it; None if it does
+    not validate (the framework then answers why)."""
+    try:
+        return QuoteRequest.model_validate(json.loads(body))
+    except (ValueError, pydantic.ValidationError):
+        return None
+
+
+def _again(message: Dict[str, Any], receive: Any) -> Any:
+    """A ``receive`` that gives ``message`` (already read) first."""
+    given = False
+
+    async def replayed() -> Dict[str, Any]:
+        nonlocal given
+        if not given:
+            given = True
+            return message
+        result: Dict[str, Any] = await receive()
+        return result
+
+    return replayed
+
+
 async def authenticated_client(
     request: fastapi.Request, _: Optional[str] = Security(SIGNATURE)
 ) -> AuthorizedClient:
@@ -185,7 +325,18 @@ async def client_if_signed(
 signed_if_any = Depends(client_if_signed)
 
 
-def add_routes(app: fastapi.FastAPI, context: ApiContext, desk: QuoteDesk) -> None:
+def _naming(field: str, step: Callable[..., _T], *args: Any) -> _T:
+    """``step(*args)``, an InvalidRequest it raises naming ``field`` (its part of a batch)."""
+    try:
+        return step(*args)
+    except InvalidRequest as exc:
+        exc.field = field if exc.field is None else f"{field}.{exc.field}"
+        raise
+
+
+def add_routes(
+    app: fastapi.FastAPI, context: ApiContext, desk: QuoteDesk, admission: Admission
+) -> None:
     """Register this area's routes on ``app``."""
     deals = context.deals
 
@@ -193,6 +344,54 @@ def add_routes(app: fastapi.FastAPI, context: ApiContext, desk: QuoteDesk) -> No
     async def quotes(body: QuoteRequest, client: AuthorizedClient = signed) -> Response:
         """Priced offers for a request for quotes, or a refusal with its reason."""
         return JSONResponse((await desk.quote(body, client)).to_json())
+
+    @app.post(
+        "/v1/quotes/batch",
+        tags=["market"],
+        responses=ERRORS,
+        response_model=BatchQuoteAnswer,
+    )
+    async def quote_batch(body: BatchQuoteRequest, client: AuthorizedClient = signed) -> Response:
+        """Several requests for quotes in one call, each answered as ``POST /v1/quotes``
+        would; offers named in ``withdraw`` lapse first (docs/batches.md)."""
+        return JSONResponse(await desk.quote_all(body, client))
+
+    @app.post(
+        "/v1/reservations/batch",
+        tags=["market"],
+        status_code=201,
+        **answers(BatchReservations),
+    )
+    def accept_batch(
+        body: BatchAcceptRequest,
+        client: AuthorizedClient = signed,
+        key: Optional[str] = IdempotencyKey,
+    ) -> Dict[str, Any]:
+        """Accept several offers, all or nothing: tentative reservations for every one, or
+        none and the error of the part that failed (docs/batches.md)."""
+        admission.batch(client, "/v1/reservations/batch", len(body.offer_ids))
+        accounts = (client.account,) if client.account else ()
+        digest = hashlib.sha256(",".join(body.offer_ids).encode()).hexdigest()
+        idempotency = key or f"accept-batch-{digest}"
+        done = deals.accept_all(
+            body.offer_ids, client.key_id, idempotency, (client.user,), accounts
+        )
+        return {"reservations": [deal.to_json() for deal in done]}
+
+    @app.post(
+        "/v1/reservations/confirm",
+        tags=["market"],
+        **answers(BatchReservations),
+    )
+    def confirm_batch(
+        body: BatchConfirmRequest, client: AuthorizedClient = signed
+    ) -> Dict[str, Any]:
+        """Confirm several reservations with one signature over their receipt ids; the bank
+        books them all in one go (docs/batches.md)."""
+        admission.batch(client, "/v1/reservations/confirm", confirm_cost(len(body.parts)))
+        parts = [(part.reservation_id, part.receipt_id) for part in body.parts]
+        done = deals.confirm_all(parts, body.signature, client)
+        return {"reservations": [deal.to_json() for deal in done]}
 
     @app.post(
         "/v1/reservations",

@@ -20,6 +20,7 @@ from siteagent.market.quoting import cores_per_node
 from siteagent.protocol.errors import STATUS
 from siteagent.protocol.keys import public_key_text
 from siteagent.protocol.models import (
+    MAX_BATCH_PARTS,
     MAX_TIME,
     ErrorResponse,
     Info,
@@ -137,6 +138,7 @@ def info_of(context: ApiContext) -> Dict[str, Any]:
             "alg": "ed25519",
             "value": public_key_text(deals.site_key.public_key()),
         },
+        "batches": {"max_parts": MAX_BATCH_PARTS},
     }
 
 

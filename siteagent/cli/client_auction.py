@@ -28,8 +28,9 @@ from siteagent.client.auction import (
     Shortfall,
     run_rounds,
 )
+from siteagent.client.batchcommit import BatchCommit
 from siteagent.client.bidding import round_asker
-from siteagent.client.commit import Commit, Outcome
+from siteagent.client.commit import Outcome
 from siteagent.client.journal import AuctionState, Entry, Journal
 from siteagent.client.recovery import Patient
 from siteagent.core.durations import parse_time
@@ -110,6 +111,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="with --mode alpha: 1 cheapest ... 0 earliest (0.5)",
     )
     client_common.add_sites_options(auction)
+    client_common.add_batches_option(auction)
     client_reservations.add_journal_option(auction)
     auction.set_defaults(command=_auction)
 
@@ -129,7 +131,8 @@ def _auction(args: argparse.Namespace) -> int:
     preference = Preference(Mode(args.mode), args.alpha)
     sites = client_common.registry(args).select(args.site)
     journal = client_reservations.open_journal(args)
-    with client_common.connected(sites) as connections, interruptible() as interrupted:
+    batches = not args.no_batches
+    with client_common.connected(sites, batches) as connections, interruptible() as interrupted:
         for connection in connections:
             connection.signing_key()  # a missing or unsafe key is the buyer's to fix: say so now
         by_name = {connection.site.name: connection for connection in connections}
@@ -146,8 +149,14 @@ def _auction(args: argparse.Namespace) -> int:
             if not choices:
                 return _no_choice(args, journal, record.id, auction)
             sellers = {name: Patient(connection) for name, connection in by_name.items()}
-            commit = Commit(
-                journal, record.id, sellers, args.parts, constraints.budget, interrupted
+            commit = BatchCommit(
+                journal,
+                record.id,
+                sellers,
+                args.parts,
+                constraints.budget,
+                interrupted,
+                connections=by_name,
             )
             outcome = commit.run(choices)
     return _report(args, journal, record.id, auction, _exit_code(outcome))

@@ -16,6 +16,7 @@ from typing import Callable, Iterator, List, Sequence
 
 from siteagent.cli import console
 from siteagent.cli.console import EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_UNAVAILABLE
+from siteagent.client.batches import single_calls
 from siteagent.client.connection import BadAnswer, SiteConnection, SiteError, SiteUnreachable
 from siteagent.client.sites import Registry, Site, default_path, load_registry
 from siteagent.core.errors import SiteagentError
@@ -44,10 +45,24 @@ def registry(args: argparse.Namespace) -> Registry:
     return load_registry(args.sites)
 
 
+def add_batches_option(parser: argparse.ArgumentParser) -> None:
+    """``--no-batches``: one request per part even to sites that take batches."""
+    parser.add_argument(
+        "--no-batches",
+        action="store_true",
+        help="send one quote, accept and confirm per part even to sites that take batches "
+        "(docs/batches.md); sites that do not are always sent single calls",
+    )
+
+
 @contextlib.contextmanager
-def connected(sites: Sequence[Site]) -> Iterator[List[SiteConnection]]:
-    """A connection to each site, all closed afterwards."""
+def connected(sites: Sequence[Site], batches: bool = True) -> Iterator[List[SiteConnection]]:
+    """A connection to each site, all closed afterwards; without ``batches``, each sent
+    single calls only."""
     connections = [SiteConnection(site) for site in sites]
+    if not batches:
+        for connection in connections:
+            single_calls(connection)
     try:
         yield connections
     finally:

@@ -24,12 +24,15 @@ from siteagent.cli import client_common, client_reservations, console
 from siteagent.cli.client_auction import EXIT_INTERRUPTED, interruptible
 from siteagent.cli.console import EXIT_REFUSED
 from siteagent.cli.options import amount, local_time, price
-from siteagent.client.commit import Commit, Held, Outcome
+from siteagent.client.batchcommit import BatchCommit
+from siteagent.client.batches import max_parts
+from siteagent.client.commit import Held, Outcome
 from siteagent.client.connection import SiteConnection
 from siteagent.client.journal import AuctionState, Journal
 from siteagent.client.plans import Network, Plan, PlanningError
 from siteagent.client.recovery import Patient
 from siteagent.core import tradeoff
+from siteagent.core.errors import SiteagentError
 
 if TYPE_CHECKING:
     from siteagent.client.greedy import SiteOffers
@@ -92,6 +95,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     add_price_caps(provision)
     client_common.add_sites_options(provision)
+    client_common.add_batches_option(provision)
     client_reservations.add_journal_option(provision)
     provision.set_defaults(command=_provision)
 
@@ -116,6 +120,7 @@ def add_price_caps(parser: argparse.ArgumentParser) -> None:
 def _provision(args: argparse.Namespace) -> int:
     try:
         from siteagent.client import greedy, pinned
+        from siteagent.client.livebatches import LiveBatchOffers
         from siteagent.client.liveoffers import PINNED_OFFERS
         from siteagent.client.tasks import task_of
         from siteagent.client.workflow import load_workflow
@@ -129,7 +134,8 @@ def _provision(args: argparse.Namespace) -> int:
     tradeoff.check_alpha(args.alpha)
     sites = client_common.registry(args).select(args.site)
     journal = client_reservations.open_journal(args)
-    with client_common.connected(sites) as connections, interruptible() as interrupted:
+    batches = not args.no_batches
+    with client_common.connected(sites, batches) as connections, interruptible() as interrupted:
         by_name = {connection.site.name: connection for connection in connections}
         attributes = [
             connection.info().site.model_copy(update={"name": name})
@@ -144,9 +150,14 @@ def _provision(args: argparse.Namespace) -> int:
             else {}
         )
         tasks = max(1, sum(1 for node in graph if not task_of(graph, node).structural))
+        batched = any(_takes_batches(connection) for connection in connections)
 
         def plan_with(offers: SiteOffers) -> Plan:
             now = int(time.time())
+            if args.planner == "greedy" and isinstance(offers, LiveBatchOffers) and batched:
+                return greedy.provision_in_batches(
+                    graph, attributes, offers, network, args.alpha, now
+                )
             if args.planner == "greedy":
                 return greedy.provision(graph, attributes, offers, network, args.alpha, now)
             pareto = genetic.pareto_plans(
@@ -192,14 +203,17 @@ def reserve_plan(
     greedy planner's default; see siteagent/client/liveoffers.py); ``max_price`` caps every
     quote per core-hour and ``budget`` what the tasks held cost together. The outcome, and
     the plan as held (None if planning failed)."""
-    from siteagent.client.liveoffers import GREEDY_OFFERS, LiveOffers  # planners' libraries
+    from siteagent.client.livebatches import LiveBatchOffers  # the planners' libraries: above
+    from siteagent.client.liveoffers import GREEDY_OFFERS
 
     record = journal.open_auction({**described, "parts": tasks})
     sellers = {name: Patient(connection) for name, connection in connections.items()}
     planned: Dict[str, Plan] = {}
     with journal.running(record.id), _progress(tasks, quiet) as one_held:
-        commit = Commit(journal, record.id, sellers, tasks, None, interrupted)
-        offers = LiveOffers(
+        commit = BatchCommit(
+            journal, record.id, sellers, tasks, None, interrupted, connections=connections
+        )
+        offers = LiveBatchOffers(
             connections,
             commit,
             dry_run,
@@ -218,6 +232,15 @@ def reserve_plan(
 
         outcome = commit.run_plan(hold, confirm=not dry_run)
     return outcome, planned.get("plan")
+
+
+def _takes_batches(connection: SiteConnection) -> bool:
+    """Whether the site takes batches (docs/batches.md); one that does not answer is asked
+    nothing in batches (the planner finds it silent soon enough)."""
+    try:
+        return max_parts(connection) > 0
+    except SiteagentError:
+        return False
 
 
 def _described(args: argparse.Namespace, graph: TaskGraph) -> Dict[str, Any]:

@@ -96,6 +96,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     client_provision.add_price_caps(select)  # with --reserve
     client_common.add_sites_options(select)
+    client_common.add_batches_option(select)
     client_reservations.add_journal_option(select)
     select.set_defaults(command=_select)
 
@@ -114,7 +115,7 @@ def _select(args: argparse.Namespace) -> int:
     sites = client_common.registry(args).select(args.site)
     # Ctrl-C while reserving releases what is held; before, it stops at once
     ctrl_c = interruptible() if args.reserve else contextlib.nullcontext(lambda: False)
-    with client_common.connected(sites) as connections, ctrl_c as interrupted:
+    with client_common.connected(sites, not args.no_batches) as connections, ctrl_c as interrupted:
         if args.reserve:
             for connection in connections:
                 connection.signing_key()  # a missing or unsafe key: say so before asking

@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from siteagent.client.auction import AskRound, Auction
+from siteagent.client.batches import quote_all
 from siteagent.client.connection import BadAnswer, Quote, SiteConnection, SiteError
 from siteagent.client.fanout import Outcome, SiteResult, ask_all
 from siteagent.client.journal import Journal
@@ -43,7 +44,7 @@ def round_asker(
                 answered(result)
 
         began = time.perf_counter()
-        ask_all(bidders, lambda site: [site.quote(request) for request in requests], arrived)
+        ask_all(bidders, lambda site: quote_all(site, requests), arrived)
         answered_s = time.perf_counter() - began
         journal.bidding_round(auction_id, round, summary(auction, round, answered_s))
 

@@ -214,23 +214,42 @@ class Commit:
 
     def _confirm(self) -> Outcome:
         for part in sorted(self.held):
-            self._check_interrupt()
-            held = self.held[part]
-            entry = self.journal.confirming(held.entry)
-            seller = self.sellers[entry.site]
-            try:
-                receipt = seller.confirm(held.tentative)
-            except (SiteError, SiteUnreachable) as exc:
-                if isinstance(exc, SiteError) and definite(exc):
-                    detail = refusal(exc)
-                    held.entry = self.journal.back_to_tentative(entry, detail)
-                else:
-                    detail = str(exc)
-                    held.entry = self.journal.noted(entry, detail)
-                self._release(cancel_confirmed=True)
-                why = f"the confirm of part {part + 1} at {entry.site} failed ({detail}): "
-                return self._end(AuctionState.FAILED, why + self._released("part"))
-            held.entry = self.journal.confirmed(entry, receipt.to_json())
+            failed = self._confirm_part(part)
+            if failed is not None:
+                return failed
+        return self._confirmed()
+
+    def _confirm_part(self, part: int) -> Optional[Outcome]:
+        """Confirm one part; the auction's failure (every part released) if it is refused."""
+        self._check_interrupt()
+        held = self.held[part]
+        entry = self.journal.confirming(held.entry)
+        seller = self.sellers[entry.site]
+        try:
+            receipt = seller.confirm(held.tentative)
+        except (SiteError, SiteUnreachable) as exc:
+            return self._confirm_failed([part], [entry], entry.site, exc)
+        held.entry = self.journal.confirmed(entry, receipt.to_json())
+        return None
+
+    def _confirm_failed(
+        self, parts: Sequence[int], entries: Sequence[Entry], site: str, exc: Exception
+    ) -> Outcome:
+        """A confirm of ``parts`` at ``site`` refused or unanswered: journaled, every part
+        released (confirmed ones too: a co-allocation is all or nothing)."""
+        for part, entry in zip(parts, entries):
+            if isinstance(exc, SiteError) and definite(exc):
+                detail = refusal(exc)
+                self.held[part].entry = self.journal.back_to_tentative(entry, detail)
+            else:
+                detail = str(exc)
+                self.held[part].entry = self.journal.noted(entry, detail)
+        self._release(cancel_confirmed=True)
+        named = ", ".join(str(part + 1) for part in parts)
+        why = f"the confirm of part {named} at {site} failed ({detail}): "
+        return self._end(AuctionState.FAILED, why + self._released("part"))
+
+    def _confirmed(self) -> Outcome:
         bought = len(self.held)
         self._release(cancel_confirmed=False)  # what sites that fell silent may hold
         return self._end(AuctionState.DONE, f"{bought} part(s) confirmed")

@@ -284,8 +284,7 @@ class SiteConnection:
             raise self.bad(f"a malformed receipt ({exc})") from None
         if receipt.deal != dict(deal):
             raise self.bad("the receipt's deal is not the deal the buyer signed")
-        buyer = self.signing_key().public_key()
-        if not documents.signature_valid(deal, receipt.user_signature, buyer):
+        if not receipt.signed_by_user(self.signing_key().public_key()):  # or of its batch
             raise self.bad("the receipt does not carry the buyer's signature of the deal")
         self.check_site_signature(receipt.countersigned(), receipt.site_signature, "receipt")
         return receipt

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Dict, List, Protocol, Sequence, Tuple
+from typing import Dict, List, Optional, Protocol, Sequence, Tuple
 
 from siteagent.client.heft import rank_order, upward_ranks
 from siteagent.client.plans import Network, Placement, Plan, PlanningError
@@ -46,6 +46,22 @@ class SiteOffers(Protocol):
     def hold(self, site: str, cores: int, alternative: Alternative) -> bool:
         """Keep ``alternative`` for this plan (a tentative reservation); False if it is gone,
         and the planner picks another."""
+
+
+#: What the planner asks a site for, for one task: cores, walltime, earliest start.
+Ask = Tuple[int, int, int]
+
+
+class BatchOffers(SiteOffers, Protocol):
+    """The sites as the planner sees them when it asks for several tasks at once."""
+
+    def alternatives_all(self, site: str, asks: Sequence[Ask]) -> List[Sequence[Alternative]]:
+        """Each ask's alternatives at ``site`` (see :meth:`SiteOffers.alternatives`), in one
+        request where the site takes batches."""
+
+    def hold_all(self, site: str, holds: Sequence[Tuple[int, int, Alternative]]) -> List[bool]:
+        """Hold each (part, cores, alternative) at ``site``: which were held (at a site that
+        takes batches, all of them or none)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +105,150 @@ def provision(
         ]
         placed[node] = _hold_best(node, task, candidates, offers, alpha)
     return Plan(tuple(placed.values()), now)
+
+
+def provision_in_batches(
+    graph: TaskGraph,
+    sites: Sequence[SiteAttributes],
+    offers: BatchOffers,
+    network: Network,
+    alpha: float,
+    now: int,
+) -> Plan:
+    """:func:`provision` with the sites asked in batches (docs/batches.md): the tasks taken in
+    HEFT order as there, but every run of them whose parents are all placed is quoted at
+    once (one request per site), each chooses its best alternative as :func:`provision`
+    would, and the chosen windows at one site are held together. A site's batch that cannot
+    be held (two of the run chose the same capacity) is planned again task by task, each
+    quoted afresh and held alone. Agents answer quotes from their latest poll, so a task
+    quoted after its predecessor in the run was held seldom sees that hold: the plans are
+    the sequential planner's but where a run's tasks collide (bench/results/provision.md
+    compares them). Each task held is the plan's part of its rank among the real tasks."""
+    tradeoff.check_alpha(alpha)
+    order = rank_order(graph, upward_ranks(graph, sites, network))
+    real = [node for node in order if not task_of(graph, node).structural]
+    part_of = {node: part for part, node in enumerate(real)}
+    placed: Dict[str, Placement] = {}
+    k = 0
+    while k < len(order):
+        run: List[str] = []
+        while k < len(order) and all(p in placed for p in graph.predecessors(order[k])):
+            node = order[k]
+            if task_of(graph, node).structural:
+                ready = max((placed[p].finish for p in graph.predecessors(node)), default=now)
+                placed[node] = Placement(node, None, ready, ready, Decimal(0))
+            else:
+                run.append(node)
+            k += 1
+        if run:
+            _place_run(graph, run, part_of, sites, offers, network, alpha, now, placed)
+    return Plan(tuple(placed[node] for node in order), now)
+
+
+def _place_run(
+    graph: TaskGraph,
+    run: Sequence[str],
+    part_of: Dict[str, int],
+    sites: Sequence[SiteAttributes],
+    offers: BatchOffers,
+    network: Network,
+    alpha: float,
+    now: int,
+    placed: Dict[str, Placement],
+) -> None:
+    """Quote every task of ``run`` at every site (a batch each), choose, hold by site."""
+    found: Dict[str, List[_Candidate]] = {node: [] for node in run}
+    for site in sites:
+        asked: List[Tuple[str, Ask]] = []
+        for node in run:
+            ask = _ask(graph, node, site, placed, network, now)
+            if ask is not None:
+                asked.append((node, ask))
+        if not asked:
+            continue
+        answers = offers.alternatives_all(site.name, [ask for _, ask in asked])
+        for (node, (_, walltime, earliest)), alternatives in zip(asked, answers):
+            found[node] += [
+                _Candidate(site.name, walltime, a)
+                for a in alternatives
+                if a.start >= earliest and a.end - a.start >= walltime
+            ]
+    chosen: Dict[str, List[Tuple[str, _Candidate]]] = {}
+    for node in run:
+        candidates = found[node]
+        if candidates:
+            best = candidates[_best(candidates, alpha)]
+            chosen.setdefault(best.site, []).append((node, best))
+    for name, picks in chosen.items():
+        holds = [(part_of[node], task_of(graph, node).cores, c.alternative) for node, c in picks]
+        for (node, best), held in zip(picks, offers.hold_all(name, holds)):
+            if held:
+                alternative = best.alternative
+                placed[node] = Placement(
+                    node, name, alternative.start, best.finish, alternative.cost
+                )
+    for node in run:
+        if node not in placed:  # its site's batch failed, or no site offered: alone, afresh
+            placed[node] = _place_alone(
+                graph, node, part_of[node], sites, offers, network, alpha, now, placed
+            )
+
+
+def _ask(
+    graph: TaskGraph,
+    node: str,
+    site: SiteAttributes,
+    placed: Dict[str, Placement],
+    network: Network,
+    now: int,
+) -> Optional[Ask]:
+    task = task_of(graph, node)
+    walltime = task.walltime(site)
+    if walltime is None:
+        return None
+    earliest = max((now, *data_ready(graph, node, site.name, placed, network)))
+    return (task.cores, walltime, earliest)
+
+
+def _place_alone(
+    graph: TaskGraph,
+    node: str,
+    part: int,
+    sites: Sequence[SiteAttributes],
+    offers: BatchOffers,
+    network: Network,
+    alpha: float,
+    now: int,
+    placed: Dict[str, Placement],
+) -> Placement:
+    """One task quoted at every site and held alone, the best candidate that holds."""
+    candidates: List[_Candidate] = []
+    for site in sites:
+        ask = _ask(graph, node, site, placed, network, now)
+        if ask is None:
+            continue
+        _, walltime, earliest = ask
+        [alternatives] = offers.alternatives_all(site.name, [ask])
+        candidates += [
+            _Candidate(site.name, walltime, a)
+            for a in alternatives
+            if a.start >= earliest and a.end - a.start >= walltime
+        ]
+    cores = task_of(graph, node).cores
+    left = list(candidates)
+    while left:
+        best = left.pop(_best(left, alpha))
+        if offers.hold_all(best.site, [(part, cores, best.alternative)])[0]:
+            chosen = best.alternative
+            return Placement(node, best.site, chosen.start, best.finish, chosen.cost)
+    reason = "none of its offers could be held" if candidates else "no site offers a window"
+    raise PlanningError(f"task {node}: {reason}")
+
+
+def _best(candidates: Sequence[_Candidate], alpha: float) -> int:
+    """The index of the best candidate by the trade-off (as :func:`_hold_best` chooses)."""
+    costs = [float(c.alternative.cost) for c in candidates]
+    return tradeoff.choose(costs, [float(c.finish) for c in candidates], alpha)
 
 
 def data_ready(

@@ -292,12 +292,13 @@ class Journal:
 
     # ---- the steps of the commit, each written before it is sent and after it is answered
 
-    def accepting(self, auction_id: str, bid: Bid) -> Entry:
-        """About to accept ``bid``: the idempotency key the accept is sent with is made here,
-        so that a retry after a crash sends the same one and learns what the first did. The
-        auction's first accept moves it from bidding to accepting, in the same transaction."""
+    def accepting(self, auction_id: str, bid: Bid, key: Optional[str] = None) -> Entry:
+        """About to accept ``bid``: the idempotency key the accept is sent with is made here
+        (or given: a batch accept's part's, docs/batches.md), so that a retry after a crash
+        sends the same one and learns what the first did. The auction's first accept moves
+        it from bidding to accepting, in the same transaction."""
         now = time.time()
-        key = f"auction-{auction_id}-{uuid.uuid4().hex[:16]}"
+        key = key or f"auction-{auction_id}-{uuid.uuid4().hex[:16]}"
         with self._write() as db:
             _advance(db, auction_id, AuctionState.BIDDING, AuctionState.ACCEPTING, now)
             cursor = db.execute(

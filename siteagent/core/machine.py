@@ -174,8 +174,8 @@ class PooledMachine(Machine):
 
     pooled = True
 
-    def __init__(self, capacity: int, now: int) -> None:
-        self.profile = Profile(capacity, now)
+    def __init__(self, capacity: int, now: int, profile: Optional[Profile] = None) -> None:
+        self.profile = Profile(capacity, now) if profile is None else profile
 
     def ever_fits(self, task: Task) -> bool:
         return 0 < task.size <= self.profile.capacity

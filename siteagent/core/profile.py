@@ -41,6 +41,9 @@ CHUNK = 32
 Position = Tuple[int, int, int]
 NOWHERE: Position = (-1, 0, 0)
 
+#: An instant later than any the profile describes ("never"), as a plain int for mypyc.
+NEVER = 1 << 62
+
 
 class Profile:
     """Free capacity over [origin, infinity) as chunks of breakpoints and changes."""
@@ -170,6 +173,19 @@ class Profile:
         """Whether ``size`` units are free over [start, start + duration)."""
         at = self._locate(start)
         return at[2] >= size and self._shortfall(at, size, start + duration)[0] < 0
+
+    def room_until(self, size: int, start: int) -> int:
+        """The first instant t >= ``start`` with less than ``size`` free (``start`` itself if
+        it has too little), or :data:`NEVER`. Where ``size`` is free at ``start``,
+        ``fits(size, start, d)`` holds exactly for ``d <= room_until(size, start) - start``:
+        one scan answers every duration at once."""
+        at = self._locate(start)
+        if at[2] < size:
+            return start
+        short = self._shortfall(at, size, NEVER)
+        if short[0] < 0:
+            return NEVER
+        return self._times[short[0]][short[1]]
 
     def run_start(self, size: int, before: int, after: int) -> Optional[int]:
         """Earliest r >= after with at least ``size`` free all over [r, before); None if none.

@@ -38,10 +38,10 @@ import abc
 import dataclasses
 import enum
 import heapq
-import itertools
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
+from siteagent.core.backfill import BackfillIndex
 from siteagent.core.machine import Machine, PooledMachine, Shape, Task, planned_hold
 from siteagent.core.model import (
     UNLIMITED_S,
@@ -54,6 +54,9 @@ from siteagent.core.model import (
 from siteagent.core.nodes import NodeTable
 from siteagent.core.preemption import victim_order
 from siteagent.core.profile import Profile
+
+#: No bound on an estimate (below the index's EMPTY, so that only real tasks pass).
+ANY = (1 << 62) - 1
 
 
 class Policy(str, enum.Enum):
@@ -88,7 +91,7 @@ class Engine(abc.ABC):
         self.capacity = capacity
         self.now = now
         self.machine: Machine = machine if machine is not None else PooledMachine(capacity, now)
-        self.queue: List[Task] = []
+        self._queue: List[Task] = []
         self._arrivals: List[Task] = []
         self._reservations: Dict[object, Tuple[int, int, int]] = {}
         self._reservation_tasks: Dict[object, Task] = {}
@@ -108,6 +111,15 @@ class Engine(abc.ABC):
     def profile(self) -> Profile:
         """Free units over time, pooled over the machine."""
         return self.machine.profile
+
+    @property
+    def queue(self) -> List[Task]:
+        """The queued tasks (submitted before the last pass, not started), in queue order."""
+        return self._queue
+
+    def _set_queue(self, tasks: List[Task]) -> None:
+        """Make ``tasks`` (none started) the queue, in that order."""
+        self._queue = tasks
 
     # -- what the drivers call -------------------------------------------------------------
 
@@ -138,14 +150,16 @@ class Engine(abc.ABC):
         conservative backfilling the tasks behind it may move later. Call it after a pass at
         the engine's current instant (no arrivals waiting)."""
         self._withdraw_plans()
-        self.queue.insert(position, task)
-        self._replan([(queued, self.now) for queued in self.queue])
+        queue = self.queue
+        queue.insert(position, task)
+        self._set_queue(queue)
+        self._replan([(queued, self.now) for queued in queue])
         self._dirty = True
 
     @property
     def waiting(self) -> int:
         """Tasks not started yet (queued and just submitted)."""
-        return len(self.queue) + len(self._arrivals) + len(self._resumed)
+        return len(self._queue) + len(self._arrivals) + len(self._resumed)
 
     def complete(self, task: Task, now: int) -> None:
         """A running task ended at ``now``; give back what remains of the window it held."""
@@ -215,6 +229,17 @@ class Engine(abc.ABC):
         self._reservation_tasks.pop(key, None)
         self._dirty = True
 
+    def fork(self) -> Engine:
+        """A new engine of this policy on a copy of this one's pooled machine, with its
+        reservations and no queue: a plan's groundwork, used once per re-plan."""
+        if not self.machine.pooled or self.waiting:
+            raise ValueError("only a pooled engine with nothing queued can be forked")
+        machine = PooledMachine(self.capacity, self.now, self.machine.profile.copy())
+        engine = make_engine(self.policy, self.capacity, self.now, machine)
+        engine._reservations = dict(self._reservations)
+        engine._reservation_tasks = dict(self._reservation_tasks)
+        return engine
+
     @property
     def reservations(self) -> Dict[object, Tuple[int, int, int]]:
         """The reservations held now: key -> (start, end, size)."""
@@ -274,7 +299,7 @@ class Engine(abc.ABC):
             task.planned = None
         waiting.sort(key=lambda task: -task.priority)
         self._resumed = []
-        self.queue = []
+        self._set_queue([])
         self._arrivals = waiting
         self._reorder = False
         self._dirty = True
@@ -334,6 +359,7 @@ class Engine(abc.ABC):
         if not victims:
             self._restore_plans(withdrawn)
             return
+        self._set_queue(self.queue)  # EASY's line keeps started tasks: the victims leave it
         for victim in victims:
             del live[victim]
             assert victim.start is not None
@@ -381,7 +407,7 @@ class Engine(abc.ABC):
         twin_machine = twin.machine
         assert isinstance(twin_machine, PooledMachine)
         twin_machine.profile = machine.profile.copy()
-        twin.queue = [task_copy(task) for task in self.queue]
+        twin._set_queue([task_copy(task) for task in self.queue])
         twin._arrivals = [task_copy(task) for task in self._arrivals]
         twin._reservations = dict(self._reservations)
         twin._reservation_tasks = {
@@ -404,7 +430,7 @@ class Engine(abc.ABC):
         """Take queued tasks' planned windows out of the machine, returning what they were."""
         machine = self.machine
         withdrawn = []
-        for task in self.queue:
+        for task in self._queue:
             if task.planned is not None:
                 machine.give_back(task, task.planned, task.planned + planned_hold(task))
                 withdrawn.append((task, task.planned))
@@ -427,10 +453,10 @@ class FcfsEngine(Engine):
     policy = Policy.FCFS
 
     def _pass(self, now: int) -> List[Task]:
-        self.queue.extend(self._arrivals)
+        self._queue.extend(self._arrivals)
         self._arrivals.clear()
         self._dirty = False
-        queue = self.queue
+        queue = self._queue
         machine = self.machine
         count = 0
         while count < len(queue):
@@ -455,9 +481,39 @@ class EasyEngine(Engine):
     now, and the test reduces to the textbook counters: the task ends by the shadow time or uses
     no more than the ``extra`` units free then beyond the head's need. That is the fast path;
     tests hold the two to the same answers.
+
+    The queue is a line in queue order in which started tasks stay behind (until it is
+    compacted) and, on a pooled machine, a :class:`~siteagent.core.backfill.BackfillIndex` of
+    it: a pass asks the index for the first task that passes instead of scanning the queue,
+    and starts the same tasks in the same order (every test only gets harder as tasks start,
+    so the first task passing now is the next one a scan would start).
     """
 
     policy = Policy.EASY
+
+    def __init__(self, capacity: int, now: int, machine: Optional[Machine] = None) -> None:
+        super().__init__(capacity, now, machine)
+        self._line: List[Task] = []  # queued tasks in queue order, started ones left behind
+        self._head = 0  # index in _line of the first task not started
+        self._waiting = 0  # tasks of _line not started
+        self._index = BackfillIndex()
+
+    @property
+    def queue(self) -> List[Task]:
+        line = self._line
+        return [line[i] for i in range(self._head, len(line)) if line[i].start is None]
+
+    def _set_queue(self, tasks: List[Task]) -> None:
+        """The line made of ``tasks`` afresh and indexed; the head's shadow is found again."""
+        self._line, self._head, self._waiting = [], 0, 0
+        self._index = BackfillIndex()
+        self._join(tasks)
+        if tasks:
+            tasks[0].planned = None
+
+    @property
+    def waiting(self) -> int:
+        return self._waiting + len(self._arrivals) + len(self._resumed)
 
     def _withdraw_plans(self) -> List[Tuple[Task, int]]:
         """The head's window is not in the profile: nothing to take out (or put back)."""
@@ -465,34 +521,34 @@ class EasyEngine(Engine):
 
     def _replan(self, withdrawn: List[Tuple[Task, int]]) -> None:
         """A reservation was added: the head's shadow time is stale until the next pass."""
-        if self.queue:
-            self.queue[0].planned = None
+        if self._waiting:
+            self._line[self._head].planned = None
 
     def _pass(self, now: int) -> List[Task]:
-        queue = self.queue
         machine = self.machine
-        protected = bool(queue) and queue[0].planned is not None and not self._dirty
-        first_new = len(queue) if protected else 1
-        queue.extend(self._arrivals)
+        protected = (
+            self._waiting > 0 and self._line[self._head].planned is not None and not self._dirty
+        )
+        first_new = self._join(self._arrivals)
         self._arrivals.clear()
         self._dirty = False
         started: List[Task] = []
         if not protected:
-            while queue and machine.fits(queue[0], now, queue[0].estimate):
-                task = queue.pop(0)
-                self._begin(task, now)
+            while self._waiting and machine.fits(
+                self._line[self._head], now, self._line[self._head].estimate
+            ):
+                task = self._line[self._head]
+                self._begin(task, now, self._head)
                 started.append(task)
-            if not queue:
+            if not self._waiting:
                 return started
-            head = queue[0]
+            head = self._line[self._head]
             head.planned = machine.earliest_fit(head, head.estimate, now)
             if head.planned is None:
                 raise ValueError(f"{head!r} can never fit in capacity {self.capacity}")
-        if first_new < len(queue):
-            backfilled = self._backfill(queue, first_new, now)
-            if backfilled:
-                started.extend(backfilled)
-                self.queue = [task for task in queue if task.start is None]
+            first_new = self._head + 1
+        if first_new < len(self._line):
+            started.extend(self._backfill(first_new, now))
         return started
 
     def _blocked(
@@ -504,78 +560,125 @@ class EasyEngine(Engine):
             self._keep_earliest(task, now, taken)
         return True
 
-    def _backfill(self, queue: List[Task], first: int, now: int) -> List[Task]:
-        """Start the tasks from ``queue[first:]`` that fit now without delaying the head."""
+    def _join(self, arrivals: List[Task]) -> int:
+        """Append ``arrivals`` to the line (and the index), compacting it first when started
+        tasks make up most of it; the line position of the first arrival."""
+        line = self._line
+        if len(line) > 64 and len(line) > 2 * self._waiting:
+            self._compact()
+            line = self._line
+        first = len(line)
+        pooled = self.machine.pooled
+        for task in arrivals:
+            if pooled:
+                self._index.add(task, len(line))
+            line.append(task)
+        self._waiting += len(arrivals)
+        return first
+
+    def _compact(self) -> None:
+        """Drop the started tasks from the line and index it afresh."""
+        line = [task for task in self._line[self._head :] if task.start is None]
+        self._line, self._head = line, 0
+        self._index = BackfillIndex()
+        if self.machine.pooled:
+            for position, task in enumerate(line):
+                self._index.add(task, position)
+
+    def _backfill(self, first: int, now: int) -> List[Task]:
+        """Start the tasks from line position ``first`` on that fit now without delaying the
+        head, in queue order."""
         if not self.machine.pooled:
-            return self._backfill_beside_head(queue, first, now)
+            return self._backfill_beside_head(first, now)
         profile = self.machine.profile
         free_now = profile.free_at(now)
         started: List[Task] = []
-        if free_now <= 0:
-            return started
-        head = queue[0]
+        head = self._line[self._head]
         shadow = head.planned
         assert shadow is not None
-        if self._reservations:
-            head_end = shadow + planned_hold(head)
-            for i in range(first, len(queue)):
-                task = queue[i]
-                size = task.size
-                end = now + task.estimate
-                if (
-                    size <= free_now
-                    and profile.fits(size, now, task.estimate)
-                    and (
-                        end <= shadow
-                        or profile.min_free(shadow, min(end, head_end)) >= size + head.size
-                    )
-                ):
-                    started.append(task)
-                    free_now -= size
-                    self._begin(task, now)
-                    if free_now <= 0:
-                        break
-            return started
-        extra = profile.free_at(shadow) - head.size
-        for i in range(first, len(queue)):
-            task = queue[i]
-            size = task.size
-            if size <= free_now:
-                if now + task.estimate <= shadow:
-                    pass
-                elif size <= extra:
-                    extra -= size
-                else:
-                    continue
-                started.append(task)
-                free_now -= size
-                self._begin(task, now)
-                if free_now <= 0:
+        index, line = self._index, self._line
+        rectangles = bool(self._reservations)
+        head_end = shadow + planned_hold(head)
+        extra = 0 if rectangles else profile.free_at(shadow) - head.size
+        while free_now > 0:
+            # the sizes free now, by the first of their tasks in the line: the first that
+            # passes its size's bound is the next task to start
+            candidates: List[Tuple[int, int]] = []
+            for size in index.sizes:
+                if size > free_now:
                     break
+                earliest = index.first(size, first, ANY)
+                if earliest >= 0:
+                    candidates.append((earliest, size))
+            candidates.sort()
+            best = -1
+            spare = profile.min_free(shadow, head_end) - head.size if rectangles else 0
+            for earliest, size in candidates:
+                if best >= 0 and earliest >= best:
+                    break
+                if not rectangles:
+                    limit = ANY if size <= extra else shadow - now
+                elif size <= spare:  # room beside the head all through its window
+                    limit = profile.room_until(size, now) - now
+                else:
+                    limit = min(
+                        profile.room_until(size, now) - now,
+                        self._beside_head(profile, size + head.size, shadow, head_end) - now,
+                    )
+                if limit < 0:
+                    continue
+                position = index.first(size, first, limit)
+                if position >= 0 and (best < 0 or position < best):
+                    best = position
+            if best < 0:
+                break
+            task = line[best]
+            if not rectangles and now + task.estimate > shadow:
+                extra -= task.size
+            free_now -= task.size
+            self._begin(task, now, best)
+            started.append(task)
+            first = best + 1
         return started
 
-    def _backfill_beside_head(self, queue: List[Task], first: int, now: int) -> List[Task]:
+    @staticmethod
+    def _beside_head(profile: Profile, need: int, shadow: int, head_end: int) -> int:
+        """The latest end for a task started now that overlaps the head's window [shadow,
+        head_end) only where ``need`` units (its own and the head's) are free: unbounded if
+        they are free all through the head's window."""
+        until = profile.room_until(need, shadow)
+        return ANY if head_end <= until else max(until, shadow)
+
+    def _backfill_beside_head(self, first: int, now: int) -> List[Task]:
         """Where counting units is not enough (tasks on particular nodes): the head's window
         is held in place while the later tasks that fit now start beside it."""
-        head = queue[0]
+        head = self._line[self._head]
         shadow = head.planned
         assert shadow is not None
         machine = self.machine
         head_end = shadow + planned_hold(head)
         machine.take(head, shadow, head_end)
         started: List[Task] = []
-        for i in range(first, len(queue)):
-            task = queue[i]
-            if machine.fits(task, now, task.estimate):
-                self._begin(task, now)
+        line = self._line
+        for i in range(first, len(line)):
+            task = line[i]
+            if task.start is None and machine.fits(task, now, task.estimate):
+                self._begin(task, now, i)
                 started.append(task)
         machine.give_back(head, shadow, head_end)
         return started
 
-    def _begin(self, task: Task, now: int) -> None:
+    def _begin(self, task: Task, now: int, position: int) -> None:
+        """Start the task at line ``position`` now."""
         task.window_end = now + task.estimate
         self.machine.take(task, now, task.window_end)
         task.start = now
+        self._waiting -= 1
+        if self.machine.pooled:
+            self._index.remove(task, position)
+        line = self._line
+        while self._head < len(line) and line[self._head].start is not None:
+            self._head += 1
 
 
 class GreedyEngine(Engine):
@@ -586,7 +689,7 @@ class GreedyEngine(Engine):
     policy = Policy.GREEDY
 
     def _pass(self, now: int) -> List[Task]:
-        queue = self.queue
+        queue = self._queue
         first = 0 if self._dirty else len(queue)
         queue.extend(self._arrivals)
         self._arrivals.clear()
@@ -605,7 +708,7 @@ class GreedyEngine(Engine):
                 free -= task.size
                 started.append(task)
         if started:
-            self.queue = [task for task in queue if task.start is None]
+            self._queue = [task for task in queue if task.start is None]
         return started
 
     def _blocked(
@@ -627,6 +730,12 @@ class FitBound:
         # loop in after() then reads plain lists, no dict items)
         self._holds: Dict[int, List[int]] = {}
         self._fits: Dict[int, List[int]] = {}
+
+    def copy(self) -> FitBound:
+        clone = FitBound()
+        clone._holds = {size: holds[:] for size, holds in self._holds.items()}
+        clone._fits = {size: fits[:] for size, fits in self._fits.items()}
+        return clone
 
     def after(self, size: int, hold: int, default: int) -> int:
         holds = self._holds.get(size)
@@ -664,10 +773,10 @@ class ConservativeEngine(Engine):
             self._dirty = False
             self._compress(now)
         self._place_arrivals(now)
-        queue = self.queue
+        queue = self._queue
         started = [task for task in queue if task.planned == now]
         if started:
-            self.queue = [task for task in queue if task.planned != now]
+            self._queue = [task for task in queue if task.planned != now]
         return started
 
     def _place_arrivals(self, now: int) -> None:
@@ -685,7 +794,7 @@ class ConservativeEngine(Engine):
             self._place(task, bound.after(task.size, hold, now) if pooled else now)
             assert task.planned is not None
             bound.found(task.size, hold, task.planned)
-            self.queue.append(task)
+            self._queue.append(task)
         self._arrivals.clear()
 
     def _place(self, task: Task, after: int) -> None:
@@ -711,7 +820,7 @@ class ConservativeEngine(Engine):
         machine = self.machine
         pooled = machine.pooled
         fit_of_shape: Dict[Tuple[int, int], Optional[int]] = {}
-        for task in self.queue:
+        for task in self._queue:
             planned = task.planned
             assert planned is not None
             if planned <= now:
@@ -870,6 +979,62 @@ def plan(
     limit); with ``requeue`` a preempted job starts over instead of resuming.
     """
     now = snapshot.now
+    ground = groundwork(snapshot, policy, preemptive, requeue)
+    engine, nodes = ground.engine, ground.nodes
+    result = Plan(
+        now=now, capacity=snapshot.capacity, policy=Policy(policy), profile=engine.profile
+    )
+    for key, start, end, size in extra_reservations:
+        got = engine.add_reservation(key, start, end, size)
+        if nodes is not None:
+            result.reservation_nodes[key] = nodes.names(got.placement)
+    ours = {job.id for job in snapshot.pending}
+    pending, pinned = _queued(
+        snapshot, engine, nodes, batch_estimates, ours, result.unplanned, preemptive
+    )
+    reserved = [window for key, window in engine.reservations.items() if not _is_pin(key)]
+    # read before the prediction runs: it drops each pin once its window has passed
+    pinned_at = {task.key: engine.reservations[("pinned", task.key)][0] for task in pinned}
+    starts = _predict_starts(engine, now, ground.running, pending)
+    starts.update(pinned_at)
+    pinned_keys = set(pinned_at)
+    reported = [task for task in pinned + pending if task.key in ours]
+    result.profile = _profile_of(snapshot, ground.held, reserved, reported, starts)
+    for task in [task for task in pending + pinned if task.key in ours]:
+        key = str(task.key)
+        result.starts[key] = starts[task.key]
+        result.ends[key] = starts[task.key] + task.estimate
+        result.sizes[key] = task.size
+        result.sources[key] = Source.BATCH if task.key in pinned_keys else Source.PREDICTED
+    last_end = max(result.ends.values(), default=now)
+    result.horizon = max(now + horizon, last_end + 300)
+    result.placed_at_once = (
+        isinstance(engine, ConservativeEngine)
+        and engine.machine.pooled
+        and not pinned
+        and all(task.submit <= now for task in pending)
+    )
+    return result
+
+
+@dataclass
+class Groundwork:
+    """What every plan of a snapshot starts from: an engine whose machine holds the running
+    jobs and the snapshot's reservations, with no queue yet; the running jobs' tasks; the
+    reservations running jobs run inside (``held``); the node table of a node-aware snapshot."""
+
+    engine: Engine
+    running: List[Task]
+    held: Set[str]
+    nodes: Optional[NodeTable]
+
+
+def groundwork(
+    snapshot: ClusterSnapshot, policy: Policy, preemptive: bool = False, requeue: bool = False
+) -> Groundwork:
+    """The running work and the reservations of ``snapshot`` on a fresh engine of ``policy``
+    (preempting as :func:`plan` says)."""
+    now = snapshot.now
     nodes = NodeTable(snapshot) if snapshot.placement is Placement.SLURM else None
     machine = nodes.machine(snapshot) if nodes is not None else None
     engine = make_engine(
@@ -892,49 +1057,56 @@ def plan(
             engine.add_reservation(
                 holder.key, res.start, res.end, res.demand(snapshot.unit), holder
             )
-    result = Plan(
-        now=now, capacity=snapshot.capacity, policy=Policy(policy), profile=engine.profile
-    )
-    for key, start, end, size in extra_reservations:
-        got = engine.add_reservation(key, start, end, size)
-        if nodes is not None:
-            result.reservation_nodes[key] = nodes.names(got.placement)
+    return Groundwork(engine, running, held, nodes)
+
+
+def starts_with_reservation(
+    snapshot: ClusterSnapshot,
+    ground: Groundwork,
+    key: object,
+    start: int,
+    end: int,
+    size: int,
+    batch_estimates: bool = True,
+) -> Dict[str, int]:
+    """``plan(snapshot, policy, [(key, start, end, size)]).starts`` on a pooled snapshot,
+    from its ``ground`` (forked, so it serves every window of a poll): only the prediction is
+    run again, not the set-up nor the plan's profile. Raises ReservationConflict as plan()."""
+    engine = ground.engine.fork()
+    engine.add_reservation(key, start, end, size)
+    ours = {job.id for job in snapshot.pending}
+    pending, pinned = _queued(snapshot, engine, None, batch_estimates, ours, [])
+    pinned_at = {task.key: engine.reservations[("pinned", task.key)][0] for task in pinned}
+    starts = _predict_starts(engine, snapshot.now, ground.running, pending)
+    starts.update(pinned_at)
+    return {str(task.key): starts[task.key] for task in pending + pinned if task.key in ours}
+
+
+def _queued(
+    snapshot: ClusterSnapshot,
+    engine: Engine,
+    nodes: Optional[NodeTable],
+    batch_estimates: bool,
+    ours: Set[str],
+    unplanned: List[str],
+    preemptive: bool = False,
+) -> Tuple[List[Task], List[Task]]:
+    """The queued jobs' tasks in queue order: those to predict, and those held at the batch
+    system's expected start (pinned in ``engine``). This partition's jobs that cannot start
+    go to ``unplanned``."""
     pending: List[Task] = []
     pinned: List[Task] = []
-    ours = {job.id for job in snapshot.pending}
     for job in _queue_order(snapshot.pending, snapshot.neighbours.pending):
         task = _task_of(snapshot, job, nodes, preemptive)
         if not job.eligible or job.reservation or not engine.machine.ever_fits(task):
             if job.id in ours:
-                result.unplanned.append(job.id)
+                unplanned.append(job.id)
             continue
         if batch_estimates and _pin(engine, task, job.expected_start):
             pinned.append(task)
             continue
         pending.append(task)
-    reserved = [window for key, window in engine.reservations.items() if not _is_pin(key)]
-    # read before the prediction runs: it drops each pin once its window has passed
-    pinned_at = {task.key: engine.reservations[("pinned", task.key)][0] for task in pinned}
-    starts = _predict_starts(engine, now, running, pending)
-    starts.update(pinned_at)
-    pinned_keys = set(pinned_at)
-    reported = [task for task in pinned + pending if task.key in ours]
-    result.profile = _profile_of(snapshot, held, reserved, reported, starts)
-    for task in [task for task in pending + pinned if task.key in ours]:
-        key = str(task.key)
-        result.starts[key] = starts[task.key]
-        result.ends[key] = starts[task.key] + task.estimate
-        result.sizes[key] = task.size
-        result.sources[key] = Source.BATCH if task.key in pinned_keys else Source.PREDICTED
-    last_end = max(result.ends.values(), default=now)
-    result.horizon = max(now + horizon, last_end + 300)
-    result.placed_at_once = (
-        isinstance(engine, ConservativeEngine)
-        and engine.machine.pooled
-        and not pinned
-        and all(task.submit <= now for task in pending)
-    )
-    return result
+    return pending, pinned
 
 
 def reservation_nodes(
@@ -950,7 +1122,14 @@ def reservation_nodes(
     are planned around it. Raises ReservationConflict when there is no room; a running job
     ending less than ``snapshot.end_margin`` seconds before ``start`` is in the way too."""
     key = ("reservation", start, end, size)
-    bare = dataclasses.replace(
+    bare = without_queue(snapshot)
+    return plan(bare, policy, [(key, start, end, size)]).reservation_nodes.get(key, ())
+
+
+def without_queue(snapshot: ClusterSnapshot) -> ClusterSnapshot:
+    """What a new reservation must fit beside: ``snapshot`` without queued jobs (they are
+    planned around it), running jobs held ``end_margin`` seconds past their limit."""
+    return dataclasses.replace(
         snapshot,
         running=_with_margin(snapshot.running, snapshot.end_margin),
         pending=(),
@@ -960,7 +1139,6 @@ def reservation_nodes(
             pending=(),
         ),
     )
-    return plan(bare, policy, [(key, start, end, size)]).reservation_nodes.get(key, ())
 
 
 def _with_margin(running: Tuple[Job, ...], margin: int) -> Tuple[Job, ...]:
@@ -1013,9 +1191,21 @@ def replan_with_reservation(
     """
     if base.policy is not Policy.CONSERVATIVE or not base.placed_at_once:
         return None
+    return replan_from(base, hard.copy(), FitBound(), 0, max(start, base.now), end, size)
+
+
+def replan_from(
+    base: Plan, profile: Profile, bound: FitBound, first: int, start: int, end: int, size: int
+) -> Dict[str, int]:
+    """:func:`replan_with_reservation` from the base plan's ``first`` job on.
+
+    ``profile`` is the free capacity with running jobs, reservations and the jobs before
+    ``first`` (in the base plan's order) at their planned starts, and ``bound`` holds those
+    jobs' fits. Jobs before the first one whose window overlaps the reservation's keep their
+    starts (nothing before them moved, and the reservation took nothing from their windows),
+    so any ``first`` up to that job gives the same starts: a re-plan need not place them again.
+    """
     now = base.now
-    start = max(start, now)
-    profile = hard.copy()
     if end <= start or not profile.fits(size, start, end - start):
         raise ReservationConflict(
             f"{size} units over [{start}, {end}) conflict with running work or reservations"
@@ -1023,10 +1213,9 @@ def replan_with_reservation(
     profile.reserve(start, end, size)
     taken: List[Tuple[int, int]] = [(start, end)]
     freed_from = base.horizon  # where moved jobs first gave capacity back; no window reaches it
-    bound = FitBound()
     ids, sizes, planned_starts, holds = base.queue()
-    starts: List[int] = []
-    for k in range(len(ids)):
+    starts: List[int] = planned_starts[:first]
+    for k in range(first, len(ids)):
         job_size, planned, hold = sizes[k], planned_starts[k], holds[k]
         window_end = planned + hold
         if freed_from < window_end:
@@ -1081,24 +1270,22 @@ def _predict_starts(
     never move again and are the starts.
     """
     starts: Dict[object, int] = {}
-    events: List[Tuple[int, int, int, object]] = []
-    order = itertools.count()
+    # the event heap holds (time, kind, order) packed into one int, its item in ``items``
+    events: List[int] = []
+    items: List[object] = []
     # a preemptive engine suspends tasks: a completion is that of the task's latest run only
     runs: Dict[Task, int] = {}
-
-    def push(t: int, kind: int, item: object) -> None:
-        heapq.heappush(events, (t, kind, next(order), item))
-
     for task in running:
-        push(task.window_end, _COMPLETION, (task, 0))
+        _push(events, items, task.window_end, _COMPLETION, (task, 0))
     for key, (_, end, _) in engine.reservations.items():
-        push(end, _RESERVATION_END, key)
+        _push(events, items, end, _RESERVATION_END, key)
     for task in pending:
         if task.submit > now:
-            push(task.submit, _ARRIVAL, task)
+            _push(events, items, task.submit, _ARRIVAL, task)
         else:
             engine.submit(task)
     arrivals_left = sum(1 for task in pending if task.submit > now)
+    conservative = isinstance(engine, ConservativeEngine)
     t = now
     while True:
         started = engine.schedule(t)
@@ -1107,8 +1294,8 @@ def _predict_starts(
         for task in started:
             starts.setdefault(task.key, t)
             runs[task] = runs.get(task, 0) + 1
-            push(t + task.estimate, _COMPLETION, (task, runs[task]))
-        if isinstance(engine, ConservativeEngine) and not arrivals_left and not engine.preemptive:
+            _push(events, items, t + task.estimate, _COMPLETION, (task, runs[task]))
+        if conservative and not arrivals_left and not engine.preemptive:
             # (with preemption a queued task may yet suspend work backfilled before it)
             for task in engine.queue:
                 assert task.planned is not None
@@ -1118,9 +1305,11 @@ def _predict_starts(
             return starts
         if not events:
             raise RuntimeError("tasks wait but nothing runs or ends: the engine stalled")
-        t = events[0][0]
-        while events and events[0][0] == t:
-            _, kind, _, item = heapq.heappop(events)
+        t = events[0] >> _TIME_SHIFT
+        while events and events[0] >> _TIME_SHIFT == t:
+            packed = heapq.heappop(events)
+            kind = (packed >> _KIND_SHIFT) & 3
+            item = items[packed & _ORDER_MASK]
             if kind == _COMPLETION:
                 assert isinstance(item, tuple)
                 task, run = item
@@ -1132,6 +1321,20 @@ def _predict_starts(
                 assert isinstance(item, Task)
                 engine.submit(item)
                 arrivals_left -= 1
+
+
+#: How an event is packed into one int, ordered as (time, kind, order): a heap of ints is
+#: compared and kept without a tuple per event.
+_KIND_SHIFT = 28
+_TIME_SHIFT = 30
+_ORDER_MASK = (1 << _KIND_SHIFT) - 1
+
+
+def _push(events: List[int], items: List[object], t: int, kind: int, item: object) -> None:
+    if len(items) > _ORDER_MASK:
+        raise OverflowError("more events than a prediction can order")
+    heapq.heappush(events, (t << _TIME_SHIFT) | (kind << _KIND_SHIFT) | len(items))
+    items.append(item)
 
 
 def _profile_of(

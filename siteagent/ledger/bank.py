@@ -43,7 +43,19 @@ import time
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Protocol,
+    Sequence,
+    Set,
+    Tuple,
+    Union,
+)
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -206,6 +218,8 @@ class Bookkeeper(Protocol):
 
     def book(self, receipt: Receipt) -> Transaction: ...
 
+    def book_all(self, receipts: Sequence[Receipt]) -> List[Transaction]: ...
+
     def refund(self, cancellation: Cancellation) -> Optional[Transaction]: ...
 
     def close(self) -> None: ...
@@ -331,41 +345,92 @@ class Ledger:
         Both signatures are checked against the registered keys before anything is written;
         a receipt already booked returns its transaction again without a second effect.
         """
+        return self.book_all([receipt])[0]
+
+    def book_all(self, receipts: Sequence[Receipt]) -> List[Transaction]:
+        """Book several confirmed deals (a batch confirm's, docs/batches.md) in one
+        transaction: each checked as :meth:`book` checks it, the buyers' funds checked for
+        what they pay in all, and either every receipt booked or none. Receipts booked
+        already answer their transactions again."""
+        checked = [
+            (receipt, self._terms(receipt, _where(i, len(receipts))))
+            for i, receipt in enumerate(receipts)
+        ]
+        return self.database.run(lambda tx: self._book_all(tx, checked), idempotent=True)
+
+    def _book_all(
+        self, tx: Tx, checked: Sequence[Tuple[Receipt, DealTerms]]
+    ) -> List[Transaction]:
+        # what it decides on: whether each receipt is booked or voided, and the buyers' funds
+        tx.claim(
+            *{f"receipt:{receipt.id}" for receipt, _ in checked},
+            *{f"account:{terms.buyer}" for _, terms in checked},
+        )
+        new: List[Tuple[Receipt, DealTerms]] = []
+        reservations: Set[Tuple[str, str]] = set()
+        for i, (receipt, terms) in enumerate(checked):
+            where = _where(i, len(checked))
+            self._check_signatures(tx, receipt, terms, where)
+            if (terms.site, terms.reservation_id) in reservations:
+                raise LedgerRefused(
+                    "malformed_receipt",
+                    f"reservation {terms.reservation_id} at {terms.site} is twice in the batch",
+                    where + "deal.reservation_id",
+                )
+            reservations.add((terms.site, terms.reservation_id))
+            if self._find(tx, "deal", receipt.id) is None:
+                self._check_bookable(tx, receipt, terms, where)
+                new.append((receipt, terms))
+        owed: Dict[str, int] = {}
+        for _, terms in new:
+            owed[terms.buyer] = owed.get(terms.buyer, 0) + terms.price_cents
+        for buyer, cents in owed.items():
+            self._check_funds(tx, buyer, cents)
+        for receipt, terms in new:
+            self._insert_receipt(tx, receipt, terms)
+        return [self._booked(tx, receipt.id) for receipt, _ in checked]
+
+    @staticmethod
+    def _terms(receipt: Receipt, where: str) -> DealTerms:
         terms = deal_terms(receipt.deal)
         if receipt.user_signature.key_id != terms.buyer:
             raise LedgerRefused(
-                "signer_mismatch", "the deal is not signed by its buyer", "user_signature.keyid"
+                "signer_mismatch",
+                "the deal is not signed by its buyer",
+                where + "user_signature.keyid",
             )
         if receipt.site_signature.key_id != terms.site:
             raise LedgerRefused(
                 "signer_mismatch",
                 "the receipt is not signed by the deal's site",
-                "site_signature.keyid",
+                where + "site_signature.keyid",
             )
-        return self.database.run(lambda tx: self._book(tx, receipt, terms), idempotent=True)
+        return terms
 
-    def _book(self, tx: Tx, receipt: Receipt, terms: DealTerms) -> Transaction:
-        # what it decides on: whether the receipt is booked or voided, and the buyer's funds
-        tx.claim(f"receipt:{receipt.id}", f"account:{terms.buyer}")
-        buyer_key = self._participant(tx, terms.buyer, "user", "deal.buyer")
-        site_key = self._participant(tx, terms.site, "site", "deal.site")
-        if not signature_valid(receipt.deal, receipt.user_signature, buyer_key):
+    def _check_signatures(self, tx: Tx, receipt: Receipt, terms: DealTerms, where: str) -> None:
+        buyer_key = self._participant(tx, terms.buyer, "user", where + "deal.buyer")
+        site_key = self._participant(tx, terms.site, "site", where + "deal.site")
+        if not receipt.signed_by_user(buyer_key):
             raise LedgerRefused(
-                "bad_user_signature", "the buyer's signature does not verify", "user_signature"
+                "bad_user_signature",
+                "the buyer's signature does not verify",
+                where + "user_signature",
             )
         if not signature_valid(receipt.countersigned(), receipt.site_signature, site_key):
             raise LedgerRefused(
-                "bad_site_signature", "the site's signature does not verify", "site_signature"
+                "bad_site_signature",
+                "the site's signature does not verify",
+                where + "site_signature",
             )
-        booked = self._find(tx, "deal", receipt.id)
-        if booked is not None:
-            return booked
+
+    def _check_bookable(self, tx: Tx, receipt: Receipt, terms: DealTerms, where: str) -> None:
+        """Refuse a receipt its site voided, or a second receipt of one reservation."""
         if self._voided(tx, receipt.id, terms.site):
             raise LedgerConflict(
                 "receipt_voided",
                 f"receipt {receipt.id} was voided by {terms.site} before it was booked "
                 f"(reservation {terms.reservation_id} was not confirmed)",
-                "deal.reservation_id",
+                where + "deal.reservation_id",
             )
         clash = tx.one(
             "SELECT id FROM receipts WHERE site = ? AND reservation_id = ?",
@@ -376,9 +441,10 @@ class Ledger:
                 "reservation_already_booked",
                 f"reservation {terms.reservation_id} at {terms.site} is booked by "
                 f"receipt {clash[0]}",
-                "deal.reservation_id",
+                where + "deal.reservation_id",
             )
-        self._check_funds(tx, terms.buyer, terms.price_cents)
+
+    def _insert_receipt(self, tx: Tx, receipt: Receipt, terms: DealTerms) -> None:
         tx.run(
             "INSERT INTO receipts (id, site, reservation_id, buyer, price_cents, "
             "penalty_cents, document) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -394,7 +460,12 @@ class Ledger:
         )
         memo = f"reservation {terms.reservation_id} at {terms.site}"
         entries = [(terms.buyer, -terms.price_cents), (terms.site, terms.price_cents)]
-        return self._post(tx, "deal", memo, entries, receipt.id, None)
+        self._post(tx, "deal", memo, entries, receipt.id, None)
+
+    def _booked(self, tx: Tx, receipt_id: str) -> Transaction:
+        found = self._find(tx, "deal", receipt_id)
+        assert found is not None  # booked in this transaction or before it
+        return found
 
     def refund(self, cancellation: Cancellation) -> Optional[Transaction]:
         """Book a cancellation signed by the site: the buyer gets the price back less the
@@ -642,3 +713,8 @@ class Ledger:
         if row is None:
             raise LedgerNotFound("unknown_receipt", f"no receipt {receipt_id} is booked")
         return Receipt.from_json(json.loads(row[0]))
+
+
+def _where(index: int, count: int) -> str:
+    """Where in a booking a refused field is: ``receipts[i].`` in a batch of several."""
+    return f"receipts[{index}]." if count > 1 else ""

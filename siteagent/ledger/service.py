@@ -111,6 +111,24 @@ def create_app(
         receipt = parsed(Receipt.from_json, body, "malformed_receipt")
         return checked(lambda: ledger.book(receipt).to_json(), "malformed_receipt")
 
+    @app.post("/v1/receipts/batch", tags=["ledger"])
+    def book_all(body: Dict[str, Any]) -> Dict[str, Any]:
+        """Book the receipts of a batch confirm (docs/batches.md) in one transaction: all or
+        none; ``{"transactions": [...]}`` in their order."""
+        documents = body.get("receipts")
+        if not isinstance(documents, list) or not 1 <= len(documents) <= MAX_BATCH:
+            raise LedgerRefused(
+                "malformed_receipt",
+                f"receipts must be a list of 1 to {MAX_BATCH} receipts",
+                "receipts",
+            )
+        receipts = [
+            parsed(Receipt.from_json, one, "malformed_receipt", f"receipts[{i}].")
+            for i, one in enumerate(documents)
+        ]
+        booked = checked(lambda: ledger.book_all(receipts), "malformed_receipt")
+        return {"transactions": [transaction.to_json() for transaction in booked]}
+
     @app.post("/v1/refunds", tags=["ledger"])
     def refund(body: Dict[str, Any]) -> Dict[str, Any]:
         """Book a cancellation signed by the deal's site: the price less the penalty back. A
@@ -149,6 +167,10 @@ def create_app(
     return app
 
 
+#: Receipts one batch booking may hold (an agent's batches hold at most 100 parts).
+MAX_BATCH = 1000
+
+
 #: What the bank answers without a signature: its health, and the description of its routes.
 UNSIGNED = frozenset({("GET", "/healthz"), ("GET", "/v1/openapi.json")})
 
@@ -169,14 +191,16 @@ def admit_booking(ledger: Ledger, who: AuthorizedClient, method: str) -> None:
         )
 
 
-def parsed(parse: Callable[[Any], T], document: Any, code: str) -> T:
-    """``parse(document)``, or the 422 refusal that says what is malformed."""
+def parsed(parse: Callable[[Any], T], document: Any, code: str, where: str = "") -> T:
+    """``parse(document)``, or the 422 refusal that says what is malformed (its field after
+    ``where``, the document's place in a batch)."""
     try:
         return parse(document)
     except MalformedDocument as exc:
-        raise LedgerRefused(code, str(exc), exc.field) from None
+        field = where + exc.field if exc.field else where[:-1] or None
+        raise LedgerRefused(code, str(exc), field) from None
     except ValueError as exc:
-        raise LedgerRefused(code, str(exc)) from None
+        raise LedgerRefused(code, str(exc), where[:-1] or None) from None
 
 
 def checked(operation: Callable[[], T], code: str) -> T:

@@ -28,7 +28,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Dict, Iterable, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, TypeVar
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -57,8 +57,10 @@ from siteagent.market.usage import reservation_usage
 from siteagent.protocol.documents import (
     Receipt,
     Signed,
+    batch_document,
     countersigned_document,
     deal_document,
+    deal_id,
     sign_cancellation,
     sign_document,
     sign_void,
@@ -225,6 +227,124 @@ class Deals:
         booked = paid.get("transaction") or self._book(reservation_id, bookkeeping.RECEIPT)
         return self.deal_of(self._current(reservation_id), {"ledger_transaction": booked})
 
+    def accept_all(
+        self,
+        offer_ids: Sequence[str],
+        client: str,
+        idempotency_key: str,
+        users: Sequence[str],
+        accounts: Sequence[str] = (),
+    ) -> List[Deal]:
+        """Several offers held at once, all or nothing (docs/batches.md)."""
+        records = self.manager.accept_all(offer_ids, client, idempotency_key, users, accounts)
+        return [self.deal_of(record) for record in records]
+
+    def confirm_all(
+        self, parts: Sequence[Tuple[str, str]], signature: Any, client: AuthorizedClient
+    ) -> List[Deal]:
+        """Confirm several reservations with one signature over their receipt ids and one
+        booking (docs/batches.md): ``parts`` are (reservation id, receipt id) in the order
+        signed.
+
+        Every part is checked first (the buyer's, its deal the one signed, confirmable now),
+        and a part that fails refuses the batch, changing nothing; then each part's receipt
+        is kept as owed, the bank books them all in one go (refusing them all, changing
+        nothing, if the buyer cannot pay their total), and each is confirmed as a single
+        confirm would (a part whose deadline passed meanwhile is voided). Parts confirmed
+        already answer as they are now.
+        """
+        signed = _batch_signature(signature, client)
+        ids = [receipt_id for _, receipt_id in parts]
+        if not signature_valid(batch_document(ids), signed, client.public_key):
+            raise ConfirmRefused(
+                "bad_confirm_signature", "the signature over the receipt ids does not verify"
+            )
+        records = [
+            self._part(i, rid, receipt_id, client) for i, (rid, receipt_id) in enumerate(parts)
+        ]
+        todo = [
+            (i, record)
+            for i, record in enumerate(records)
+            if record.state not in SIGNED or self.store.receipt(record.id) is None
+        ]
+        booked: Dict[str, Optional[Dict[str, Any]]] = {}
+        if todo:
+            held = self.manager.listed()
+            for i, record in todo:
+                _naming(f"parts[{i}].reservation_id", self.manager.check_confirmable, record, held)
+            now = int(self.manager.clock())
+            kept = {
+                record.id: self.store.owe(
+                    record.id, bookkeeping.RECEIPT, self._countersigned(record, signed, ids, now)
+                )
+                for _, record in todo
+            }
+            booked = self._pay_all([record.id for _, record in todo], kept)
+            for _, record in todo:
+                try:
+                    self.manager.confirm(
+                        record.id,
+                        client.key_id,
+                        f"confirm-{record.id}",
+                        receipt=kept[record.id],
+                        held=held,
+                    )
+                except LifecycleError as exc:
+                    log.warning("batch confirm: %s not confirmed: %s", record.id, exc)
+                    self._void_unconfirmed(record.id)
+        return [
+            self.deal_of(self._current(record.id), {"ledger_transaction": booked.get(record.id)})
+            for record in records
+        ]
+
+    def _part(
+        self, index: int, reservation_id: str, receipt_id: str, client: AuthorizedClient
+    ) -> ReservationRecord:
+        """Part ``index`` of a batch confirm: the buyer's reservation whose deal is the one
+        signed, or the error naming the part."""
+        where = f"parts[{index}]"
+        record = _naming(
+            f"{where}.reservation_id", self.manager.owned, reservation_id, client.key_id
+        )
+        if deal_id(self.deal_document(record)) != receipt_id:
+            raise ConfirmRefused(
+                "deal_mismatch",
+                f"reservation {reservation_id}'s deal is not the one signed (its receipt id "
+                "differs): read the reservation again and sign its deal",
+                field=f"{where}.receipt_id",
+            )
+        return record
+
+    def _countersigned(
+        self, record: ReservationRecord, signed: Signed, ids: Sequence[str], now: int
+    ) -> Dict[str, Any]:
+        """The receipt of a part of a batch confirm."""
+        deal = self.deal_document(record)
+        document = countersigned_document(deal, signed, now, ids)
+        site = sign_document(document, self.site_key, self.site_key_id)
+        return Receipt(deal, signed, now, site, tuple(ids)).to_json()
+
+    def _pay_all(
+        self, reservation_ids: Sequence[str], kept: Mapping[str, Mapping[str, Any]]
+    ) -> Dict[str, Optional[Dict[str, Any]]]:
+        """Have the bank book the kept receipts in one go; PaymentRefused (and the receipts
+        forgotten, nothing booked) when it refuses; their transactions by reservation."""
+        if self.ledger is None:
+            return {}
+        receipts = [Receipt.from_json(kept[rid]) for rid in reservation_ids]
+        try:
+            done = self.ledger.book_all(receipts)
+        except LedgerUnavailable as exc:  # perhaps booked: kept, voided if never confirmed
+            raise PaymentRefused(exc) from None
+        except LedgerError as exc:  # refused, so not booked: nothing to keep
+            for rid in reservation_ids:
+                self.store.forget_unbooked(rid, bookkeeping.RECEIPT)
+            raise PaymentRefused(exc) from None
+        now = self.manager.clock()
+        for rid in reservation_ids:
+            self.store.mark_booked(rid, bookkeeping.RECEIPT, now)
+        return {rid: one.to_json() for rid, one in zip(reservation_ids, done)}
+
     def cancel(self, reservation_id: str, client: str, idempotency_key: str) -> Deal:
         """Cancel: free while tentative; once confirmed the agreed penalty is kept, and the
         rest refunded by the site's signed cancellation, booked at the bank. A receipt a
@@ -357,6 +477,32 @@ class Deals:
                 "retry the same request to book it",
             ) from None
         return None if done is None else done.to_json()
+
+
+def _batch_signature(signature: Any, client: AuthorizedClient) -> Signed:
+    """A batch confirm's signature, made by the client that sent it."""
+    try:
+        signed = Signed.from_json(signature)
+    except ValueError as exc:
+        raise ConfirmRefused("malformed_confirm", str(exc), field="signature") from None
+    if signed.key_id != client.key_id:
+        raise ConfirmRefused(
+            "confirm_key_mismatch",
+            f"the receipt ids are signed by {signed.key_id!r} but the request by {client.key_id!r}",
+        )
+    return signed
+
+
+_T = TypeVar("_T")
+
+
+def _naming(field: str, check: Callable[..., _T], *args: Any) -> _T:
+    """``check(*args)``, with the error it raises naming ``field``."""
+    try:
+        return check(*args)
+    except SiteagentError as exc:
+        exc.field = field
+        raise
 
 
 def open_deals(

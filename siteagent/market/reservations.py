@@ -51,7 +51,18 @@ import logging
 import time
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    FrozenSet,
+    Iterable,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Set,
+)
 
 from siteagent.backends.base import Backend, BackendError, BackendUnavailable, ReservationRefused
 from siteagent.core import names
@@ -70,10 +81,17 @@ from siteagent.core.model import (
     ReservationSpec,
 )
 from siteagent.core.money import CENT, cancellation_penalty
-from siteagent.core.scheduling import Policy, ReservationConflict, plan, reservation_nodes
+from siteagent.core.scheduling import (
+    Policy,
+    ReservationConflict,
+    plan,
+    reservation_nodes,
+    without_queue,
+)
 from siteagent.market.store import (
     RECEIPT,
     REFUND,
+    AcceptBatch,
     Remember,
     ReservationRecord,
     ReservationState,
@@ -105,6 +123,14 @@ AGENT = "agent"
 #: Seconds a batch system's notice that a window started or ended may come before the agent's
 #: clock says so (the clocks of the controller and the agent's host may differ this much).
 NOTICE_SKEW_S = 60
+
+#: The answer of a batch accept that was interrupted (the agent stopped in its middle).
+INTERRUPTED: Mapping[str, Any] = {
+    "code": "reservation_failed",
+    "message": "the batch accept was interrupted (the agent stopped) and every part it held "
+    "was released; ask for new quotes",
+    "field": None,
+}
 
 #: Legal moves. Everything else raises IllegalTransition and changes nothing.
 TRANSITIONS: Mapping[ReservationState, FrozenSet[ReservationState]] = {
@@ -212,6 +238,8 @@ class Reconciliation:
     failed: List[str] = field(default_factory=list)
     lost: List[str] = field(default_factory=list)
     orphans_deleted: List[str] = field(default_factory=list)
+    #: keys of batch accepts left unfinished whose held parts were released
+    batches_released: List[str] = field(default_factory=list)
 
 
 @dataclass
@@ -352,6 +380,111 @@ class ReservationManager:
             record = self._create(offer_id, client, idempotency_key, users, accounts)
         return _deliver(record)
 
+    def accept_all(
+        self,
+        offer_ids: Sequence[str],
+        client: str,
+        idempotency_key: str,
+        users: Sequence[str] = (),
+        accounts: Sequence[str] = (),
+    ) -> List[ReservationRecord]:
+        """Accept several offers, all or nothing (docs/batches.md): each part as
+        :meth:`accept` would, in order, inside one hold of the exclusive lock; if one cannot
+        be held, those held before it are released (free: tentative) and its error raised,
+        ``field`` naming it (``offer_ids[i]``).
+
+        The batch is journaled before its first part, so one this process did not finish
+        (killed, or a part left to the batch system's answer) is released by the next
+        :meth:`housekeeping`. The same (client, key) again answers the same: the
+        reservations as they are now, or the error.
+        """
+        _require_identity(client, idempotency_key)
+        with self.store.exclusive():
+            journaled = self.store.accept_batch(client, idempotency_key)
+            if journaled is not None:
+                if list(journaled.offer_ids) != list(offer_ids):
+                    raise IdempotencyKeyReused(
+                        f"idempotency key {idempotency_key!r} was used for another batch of "
+                        "offers; use a new key"
+                    )
+                if journaled.state == "open":  # interrupted, and nothing is in flight
+                    journaled = self._release_batch(journaled, INTERRUPTED)
+                return self._batch_answer(journaled)
+            self._check_batch(offer_ids, client)
+            self.store.open_batch(client, idempotency_key, offer_ids, self.clock())
+            held: List[ReservationRecord] = []
+            for i, offer_id in enumerate(offer_ids):
+                try:
+                    held.append(
+                        _deliver(
+                            self._create(
+                                offer_id, client, f"{idempotency_key}#{i}", users, accounts
+                            )
+                        )
+                    )
+                except SiteagentError as exc:
+                    exc.field = f"offer_ids[{i}]"
+                    error = {"code": exc.code, "message": str(exc), "field": exc.field}
+                    journaled = self.store.accept_batch(client, idempotency_key)
+                    assert journaled is not None
+                    self._release_batch(journaled, error)
+                    raise
+            self.store.close_batch(
+                client, idempotency_key, "held", {"reservations": [r.id for r in held]}
+            )
+        return held
+
+    def _release_batch(self, batch: AcceptBatch, error: Mapping[str, Any]) -> AcceptBatch:
+        """Release every part of ``batch`` that is held (inside the exclusive lock), and
+        close it with ``error`` as its answer; one whose accept the batch system has not
+        answered yet is left open, for the next housekeeping to release once reconciliation
+        has resolved it."""
+        unresolved = False
+        for i, offer_id in enumerate(batch.offer_ids):
+            record = self.store.reservation_for_offer(offer_id)
+            if record is None or record.client != batch.client:
+                continue
+            if record.state is S.REQUESTED:
+                unresolved = True
+            elif record.state is S.TENTATIVE:
+                self.cancel(record.id, batch.client, f"{batch.key}#{i}#release")
+        state = "open" if unresolved else "released"
+        if not unresolved:
+            self.store.close_batch(batch.client, batch.key, state, error)
+        log.warning(
+            "batch accept %s of %s: %s; its held parts released",
+            batch.key,
+            batch.client,
+            error.get("message", ""),
+        )
+        return dataclasses.replace(batch, state=state, answer=dict(error))
+
+    def _batch_answer(self, batch: AcceptBatch) -> List[ReservationRecord]:
+        answer = batch.answer or INTERRUPTED
+        if batch.state == "held":
+            return [self._current_by_id(rid) for rid in answer["reservations"]]
+        raise SiteagentError(
+            str(answer.get("message", "")),
+            code=str(answer.get("code", INTERRUPTED["code"])),
+            field=answer.get("field"),
+        )
+
+    def release_interrupted_batches(self) -> List[str]:
+        """Release the parts of every batch accept no process is finishing (one killed in
+        the middle): the keys of the batches released."""
+        released = []
+        with self.store.exclusive():  # a batch in progress holds it: none is seen here
+            for batch in self.store.open_batches():
+                if self._release_batch(batch, INTERRUPTED).state == "released":
+                    released.append(batch.key)
+        return released
+
+    def _current_by_id(self, reservation_id: str) -> ReservationRecord:
+        record = self.store.get_reservation(reservation_id)
+        if record is None:
+            raise UnknownReservation(f"no reservation {reservation_id!r} at this site")
+        return record
+
     def confirm(
         self,
         reservation_id: str,
@@ -360,6 +493,7 @@ class ReservationManager:
         *,
         receipt: Mapping[str, Any],
         pay: Optional[Pay] = None,
+        held: Optional[Set[str]] = None,
     ) -> ReservationRecord:
         """The owner commits a TENTATIVE reservation before its deadline: CONFIRMED, with its
         ``receipt`` (the doubly signed deal, see :mod:`siteagent.market.deals`) kept and owed to
@@ -368,7 +502,8 @@ class ReservationManager:
         With ``pay``, the deal is paid for after every check and before the move, and the
         receipt it answers is the one kept: a confirm the bank refuses changes nothing, and
         one whose move then fails (the deadline passed, the owner cancelled meanwhile) leaves
-        a paid receipt of a reservation never confirmed, which the caller voids.
+        a paid receipt of a reservation never confirmed, which the caller voids. ``held`` is
+        the names of the batch system's reservations, if the caller listed them already.
         """
         _require_identity(client, idempotency_key)
         operation = f"confirm {reservation_id}"
@@ -378,25 +513,8 @@ class ReservationManager:
         answered = self._answered(client, idempotency_key, operation)
         if answered is not None:
             return answered
-        check_transition(record, S.CONFIRMED)
+        self.check_confirmable(record, held)
         now = self.clock()
-        if record.deadline is not None and now >= record.deadline:
-            raise IllegalTransition(
-                f"reservation {record.id} was not confirmed by its deadline "
-                f"({_when(record.deadline)}) and is being released; accept a new offer"
-            )
-        if record.end <= now:
-            raise IllegalTransition(
-                f"reservation {record.id}'s window ended at {_when(record.end)} before it was "
-                "confirmed; accept a new offer"
-            )
-        held = {res.name for res in self.backend.list_reservations()}
-        if record.name not in held:
-            self._mark_lost(record, "not in the batch system when its owner confirmed it")
-            raise IllegalTransition(
-                f"reservation {record.id} ({record.name}) no longer exists in the batch system "
-                "(deleted outside the agent?) and is marked LOST; accept a new offer"
-            )
         if pay is not None:
             receipt = pay(record, receipt)
             now = self.clock()  # paying took time: the deadline is checked again below
@@ -426,6 +544,35 @@ class ReservationManager:
             raise
         log.info("%s: CONFIRMED by %s", _describe(confirmed), client)
         return confirmed
+
+    def check_confirmable(self, record: ReservationRecord, held: Optional[Set[str]] = None) -> None:
+        """Raise unless ``record`` may be confirmed now: TENTATIVE, before its deadline and the
+        end of its window, and in the batch system (``held``: its reservations' names, listed
+        now if not given); one found missing is marked LOST."""
+        check_transition(record, S.CONFIRMED)
+        now = self.clock()
+        if record.deadline is not None and now >= record.deadline:
+            raise IllegalTransition(
+                f"reservation {record.id} was not confirmed by its deadline "
+                f"({_when(record.deadline)}) and is being released; accept a new offer"
+            )
+        if record.end <= now:
+            raise IllegalTransition(
+                f"reservation {record.id}'s window ended at {_when(record.end)} before it was "
+                "confirmed; accept a new offer"
+            )
+        if held is None:
+            held = self.listed()
+        if record.name not in held:
+            self._mark_lost(record, "not in the batch system when its owner confirmed it")
+            raise IllegalTransition(
+                f"reservation {record.id} ({record.name}) no longer exists in the batch system "
+                "(deleted outside the agent?) and is marked LOST; accept a new offer"
+            )
+
+    def listed(self) -> Set[str]:
+        """The names of the batch system's reservations, now."""
+        return {res.name for res in self.backend.list_reservations()}
 
     def cancel(
         self,
@@ -615,6 +762,7 @@ class ReservationManager:
             (completed if record.state is S.COMPLETED else activated).append(record.id)
         expired = [record.id for record in self.expire_due()]
         reconciliation = self.reconcile()
+        reconciliation.batches_released.extend(self.release_interrupted_batches())
         with self.store.exclusive():  # not while an accept of one of their offers runs
             released = self.store.release_due_bids(self.clock())
         pruned = self.store.prune_offers(int(self.clock()) - OFFER_RETENTION_S)
@@ -639,27 +787,8 @@ class ReservationManager:
         accounts: Sequence[str],
     ) -> ReservationRecord:
         """The accept proper, inside the exclusive lock: re-check, intent, create, verify."""
-        offer = self.store.get_offer(offer_id)
-        if offer is None or offer.client not in ("", client):  # another's: as if none
-            raise UnknownOffer(
-                f"no offer {offer_id!r} for {client}: this agent never quoted it to you; ask "
-                "for a quote first"
-            )
-        taken = self.store.reservation_for_offer(offer_id)
-        if taken is not None:
-            raise OfferRefused(
-                offer_id,
-                "used",
-                f"offer {offer_id} was accepted already (reservation {taken.id}, "
-                f"{taken.state.value}); ask for a new quote",
-            )
         now = self.clock()
-        if now >= offer.expires:
-            raise OfferRefused(
-                offer_id,
-                "expired",
-                f"offer {offer_id} expired at {_when(offer.expires)}; ask for a new quote",
-            )
+        offer = self._acceptable(offer_id, client, now)
         priority = self._suspending(offer_id)
         if priority:  # the whole snapshot: running jobs with their absolute priorities
             snapshot = without_lower(self.with_known_nodes(self.backend.snapshot()), priority)
@@ -714,6 +843,66 @@ class ReservationManager:
             "%s: TENTATIVE, to be confirmed by %s", _describe(tentative), _when(tentative.deadline)
         )
         return tentative
+
+    def _acceptable(self, offer_id: str, client: str, now: float) -> Offer:
+        """The offer, if ``client`` may accept it now: quoted to it, not used, not expired."""
+        offer = self.store.get_offer(offer_id)
+        if offer is None or offer.client not in ("", client):  # another's: as if none
+            raise UnknownOffer(
+                f"no offer {offer_id!r} for {client}: this agent never quoted it to you; ask "
+                "for a quote first"
+            )
+        taken = self.store.reservation_for_offer(offer_id)
+        if taken is not None:
+            raise OfferRefused(
+                offer_id,
+                "used",
+                f"offer {offer_id} was accepted already (reservation {taken.id}, "
+                f"{taken.state.value}); ask for a new quote",
+            )
+        if now >= offer.expires:
+            raise OfferRefused(
+                offer_id,
+                "expired",
+                f"offer {offer_id} expired at {_when(offer.expires)}; ask for a new quote",
+            )
+        return offer
+
+    def _check_batch(self, offer_ids: Sequence[str], client: str) -> None:
+        """Refuse a batch that cannot be held whole before any part is created (so that a
+        refused batch leaves nothing behind, and its offers stay acceptable): every offer
+        acceptable, and their windows fitting together beside running work and
+        reservations (the queue is planned around them); the error names the first part
+        at fault (``offer_ids[i]``)."""
+        now = self.clock()
+        windows = []
+        for i, offer_id in enumerate(offer_ids):
+            try:
+                offer = self._acceptable(offer_id, client, now)
+            except SiteagentError as exc:
+                exc.field = f"offer_ids[{i}]"
+                raise
+            start, end = self.backend.held_window(offer.start, offer.end)
+            windows.append((offer_id, start, end, offer.size))
+        snapshot = self.with_known_nodes(self.backend.occupancy())
+        bare = without_queue(snapshot)
+        for i in range(len(windows)):
+            if windows[i][1] < snapshot.now:
+                continue  # refused as its own accept refuses it: window_passed
+            together = [(("part", k), *w[1:]) for k, w in enumerate(windows[: i + 1])]
+            try:
+                plan(bare, self.policy, together)
+            except ReservationConflict:
+                offer_id, start, end, size = windows[i]
+                refused = OfferRefused(
+                    offer_id,
+                    "capacity_gone",
+                    f"offer {offer_id}'s {size} {snapshot.unit.value}s from {_when(start)} to "
+                    f"{_when(end)} do not fit beside the batch's other parts (or running work "
+                    "and reservations took them): accept it in another batch or alone",
+                )
+                refused.field = f"offer_ids[{i}]"
+                raise refused from None
 
     def _suspending(self, offer_id: str) -> int:
         """The absolute priority of the job whose won bid made the offer, where the site's

@@ -258,6 +258,19 @@ class Remember:
 
 
 @dataclass(frozen=True)
+class AcceptBatch:
+    """A batch accept as journaled: its client, key and offers, ``open`` (in progress, or
+    interrupted), ``held`` or ``released``, and its answer (reservation ids, or an error's
+    code, message and field), None while open."""
+
+    client: str
+    key: str
+    offer_ids: Tuple[str, ...]
+    state: str
+    answer: Optional[Dict[str, Any]]
+
+
+@dataclass(frozen=True)
 class IdempotencyEntry:
     """What a (client, key) was used for, and the answer given (None while in progress)."""
 
@@ -455,6 +468,25 @@ def _migrate_9(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX bids_by_client_state ON bids(client, state, held_until)")
 
 
+def _migrate_10(db: sqlite3.Connection) -> None:
+    """Batch accepts (docs/batches.md), journaled before their first part so that a batch
+    an agent did not finish is released when it comes back: its offers in order, whether it
+    is in progress (``open``), ``held`` or ``released``, and its answer (the reservations
+    held, or the error that released it)."""
+    db.execute(
+        """CREATE TABLE accept_batches (
+            client TEXT NOT NULL,
+            key TEXT NOT NULL,
+            offer_ids TEXT NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('open', 'held', 'released')),
+            answer TEXT,
+            created REAL NOT NULL,
+            PRIMARY KEY (client, key)
+        )"""
+    )
+    db.execute("CREATE INDEX accept_batches_open ON accept_batches(state)")
+
+
 #: Migration i+1 takes the schema from version i to i+1. Append, never edit a released one.
 MIGRATIONS: Tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_1,
@@ -466,6 +498,7 @@ MIGRATIONS: Tuple[Callable[[sqlite3.Connection], None], ...] = (
     _migrate_7,
     _migrate_8,
     _migrate_9,
+    _migrate_10,
 )
 
 
@@ -486,6 +519,12 @@ class UsageTotals:
     core_seconds: int = 0
     reservations: int = 0
     empty: int = 0
+
+
+def _batch(row: Tuple[Any, ...]) -> AcceptBatch:
+    client, key, offer_ids, state, answer = row
+    answered = None if answer is None else json.loads(answer)
+    return AcceptBatch(client, key, tuple(json.loads(offer_ids)), state, answered)
 
 
 _RESERVATION_COLUMNS = (
@@ -633,6 +672,24 @@ class Store:
             client=client,
         )
 
+    def withdraw_offers(self, client: str, offer_ids: Sequence[str], now: int) -> int:
+        """The client gives up these live offers of its own, not accepted (docs/batches.md):
+        they lapse now; how many did. Not synced on its own: an offer a power loss brings
+        back lapses within minutes, and its buyer gave it up."""
+        with self._write(durable=False) as db:
+            count = 0
+            for start in range(0, len(offer_ids), 500):
+                chunk = list(offer_ids[start : start + 500])
+                marks = ", ".join("?" * len(chunk))
+                count += db.execute(
+                    f"UPDATE offers SET expires = ? WHERE client = ? AND expires > ? "
+                    f"AND id IN ({marks}) "
+                    "AND NOT EXISTS (SELECT 1 FROM reservations WHERE offer_id = offers.id) "
+                    "AND NOT EXISTS (SELECT 1 FROM bids WHERE offer_id = offers.id)",
+                    (now, client, now, *chunk),
+                ).rowcount
+        return count
+
     def prune_offers(self, expired_before: int, batch: int = 5000) -> int:
         """Forget offers that expired before ``expired_before`` and were never accepted; how
         many. An agent answering quotes all day would otherwise keep every offer it ever
@@ -763,6 +820,41 @@ class Store:
             f"SELECT {_RESERVATION_COLUMNS} FROM reservations WHERE id = ?", (reservation_id,)
         )
         return _record(rows[0]) if rows else None
+
+    # ---- batch accepts
+
+    def open_batch(self, client: str, key: str, offer_ids: Sequence[str], at: float) -> None:
+        """Journal a batch accept before its first part (see :func:`_migrate_10`)."""
+        with self._write() as db:
+            db.execute(
+                "INSERT INTO accept_batches (client, key, offer_ids, state, created) "
+                "VALUES (?, ?, ?, 'open', ?)",
+                (client, key, json.dumps(list(offer_ids)), at),
+            )
+
+    def close_batch(self, client: str, key: str, state: str, answer: Mapping[str, Any]) -> None:
+        """A batch accept ended: ``held`` or ``released``, with its answer."""
+        with self._write() as db:
+            db.execute(
+                "UPDATE accept_batches SET state = ?, answer = ? WHERE client = ? AND key = ?",
+                (state, json.dumps(dict(answer)), client, key),
+            )
+
+    def accept_batch(self, client: str, key: str) -> Optional[AcceptBatch]:
+        rows = self._read(
+            "SELECT client, key, offer_ids, state, answer FROM accept_batches "
+            "WHERE client = ? AND key = ?",
+            (client, key),
+        )
+        return _batch(rows[0]) if rows else None
+
+    def open_batches(self) -> List[AcceptBatch]:
+        """Batch accepts not finished: in progress (under the exclusive lock) or interrupted."""
+        rows = self._read(
+            "SELECT client, key, offer_ids, state, answer FROM accept_batches "
+            "WHERE state = 'open' ORDER BY created"
+        )
+        return [_batch(row) for row in rows]
 
     def reservation_for_offer(self, offer_id: str) -> Optional[ReservationRecord]:
         rows = self._read(

@@ -13,12 +13,13 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Optional
+from typing import Dict, Optional, Tuple
 
 from siteagent.core.errors import SiteagentError
 from siteagent.core.model import ClusterSnapshot, Placement, Request
 from siteagent.core.money import core_hours, cost
 from siteagent.core.profile import Profile
+from siteagent.core.replan import Replanner
 from siteagent.core.scheduling import Plan, Policy, ReservationConflict, plan, reservation_nodes
 
 
@@ -85,6 +86,17 @@ class Context:
             base if base is not None and base.policy is self.policy else plan(snapshot, policy)
         )
         self.hard = _hard_profile(self.plan)
+        self._replanner: Optional[Replanner] = None
+        #: fees already computed against this plan, by (rate, start, size, duration): the
+        #: rounds of an auction ask for the same windows again
+        self.fees: Dict[Tuple[Decimal, int, int, int], Decimal] = {}
+
+    @property
+    def replanner(self) -> Replanner:
+        """The plan, ready to be planned again with one more reservation (built once)."""
+        if self._replanner is None:
+            self._replanner = Replanner(self.snapshot, self.plan, self.hard)
+        return self._replanner
 
     @property
     def now(self) -> int:

@@ -14,7 +14,7 @@ from typing import Dict
 
 from siteagent.core.model import Placement
 from siteagent.core.money import CENT, HOUR
-from siteagent.core.scheduling import Policy, ReservationConflict, plan, replan_with_reservation
+from siteagent.core.scheduling import Policy, ReservationConflict
 from siteagent.pricing.base import Context, FeePolicy, Refused, Window
 
 
@@ -38,24 +38,23 @@ class ExternalityFee(FeePolicy):
             # that is free in the final plan was free at every step, so no placement changes.
             # (Jobs placed on nodes may change with it: those are planned again.)
             return Decimal(0)
-        delays = self.delays(context, window)
-        core_seconds = sum(delay * context.plan.sizes[job_id] for job_id, delay in delays.items())
-        # rounded up: a window that delays anybody by a second is never quoted as free
-        return (Decimal(core_seconds) / HOUR * self.rate).quantize(CENT, rounding=ROUND_UP)
+        key = (self.rate, window.start, window.size, window.duration)
+        fee = context.fees.get(key)
+        if fee is None:
+            delays = self.delays(context, window)
+            sizes = context.plan.sizes
+            core_seconds = sum(delay * sizes[job_id] for job_id, delay in delays.items())
+            # rounded up: a window that delays anybody by a second is never quoted as free
+            fee = (Decimal(core_seconds) / HOUR * self.rate).quantize(CENT, rounding=ROUND_UP)
+            context.fees[key] = fee
+        return fee
 
     def delays(self, context: Context, window: Window) -> Dict[str, int]:
-        """Seconds each queued job would start later with the window reserved."""
+        """Seconds each queued job would start later with the window reserved (the jobs
+        planned before the window that it cannot move are not planned again:
+        :class:`~siteagent.core.replan.Replanner`)."""
         try:
-            after = replan_with_reservation(
-                context.plan, context.hard, window.start, window.end, window.size
-            )
-            if after is None:
-                key = ("quote", window.start, window.size, window.duration)
-                after = plan(
-                    context.snapshot,
-                    context.policy,
-                    extra_reservations=[(key, window.start, window.end, window.size)],
-                ).starts
+            after = context.replanner.starts(window.start, window.end, window.size)
         except ReservationConflict as exc:
             raise Refused(
                 f"the window conflicts with running jobs or reservations: {exc}"

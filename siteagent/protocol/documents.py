@@ -15,7 +15,7 @@ import hashlib
 import math
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import rfc8785
 from cryptography.exceptions import InvalidSignature
@@ -144,33 +144,61 @@ def signature_valid(document: Any, signature: Signed, key: Ed25519PublicKey) -> 
     return True
 
 
+def batch_document(receipt_ids: Sequence[str]) -> Dict[str, Any]:
+    """What a buyer signs to confirm several deals at once (docs/batches.md): the receipt id
+    of each, in order."""
+    return {"receipt_ids": list(receipt_ids)}
+
+
 @dataclass(frozen=True)
 class Receipt:
     """A confirmed deal, signed by its buyer and countersigned by the site (the paper's signed
     RFQ + reservation id, which the bank books). The site's signature covers the buyer's and
-    the confirmation time, so neither can be swapped afterwards."""
+    the confirmation time, so neither can be swapped afterwards.
+
+    A deal confirmed in a batch (docs/batches.md) carries ``receipt_ids``, the list the buyer
+    signed (its own id among them): ``user_signature`` is over that list, not the deal alone.
+    """
 
     deal: Mapping[str, Any]
     user_signature: Signed
     confirmed_at: int
     site_signature: Signed
+    receipt_ids: Optional[Tuple[str, ...]] = None
 
     @property
     def id(self) -> str:
         return deal_id(self.deal)
 
+    def user_signed(self) -> Dict[str, Any]:
+        """The document the buyer signed: the deal, or the batch it was confirmed in."""
+        if self.receipt_ids is None:
+            return dict(self.deal)
+        return batch_document(self.receipt_ids)
+
+    def signed_by_user(self, key: Ed25519PublicKey) -> bool:
+        """Whether the buyer's signature verifies, and covers this deal."""
+        if self.receipt_ids is not None and self.id not in self.receipt_ids:
+            return False
+        return signature_valid(self.user_signed(), self.user_signature, key)
+
     def countersigned(self) -> Dict[str, Any]:
         """The document the site signs."""
-        return countersigned_document(self.deal, self.user_signature, self.confirmed_at)
+        return countersigned_document(
+            self.deal, self.user_signature, self.confirmed_at, self.receipt_ids
+        )
 
     def to_json(self) -> Dict[str, Any]:
-        return {
+        document = {
             "id": self.id,
             "deal": dict(self.deal),
             "user_signature": self.user_signature.to_json(),
             "confirmed_at": self.confirmed_at,
             "site_signature": self.site_signature.to_json(),
         }
+        if self.receipt_ids is not None:
+            document["receipt_ids"] = list(self.receipt_ids)
+        return document
 
     @classmethod
     def from_json(cls, data: Any) -> Receipt:
@@ -186,11 +214,21 @@ class Receipt:
         bad = not_a_json_number(data["deal"], "deal")
         if bad is not None:
             raise MalformedDocument(f"{bad}: not a number JSON can write", bad)
+        ids = data.get("receipt_ids")
+        if ids is not None and (
+            not isinstance(ids, list)
+            or not ids
+            or not all(isinstance(one, str) and len(one) == 64 for one in ids)
+        ):
+            raise MalformedDocument(
+                "receipt_ids must be a list of receipt ids (64 hex digits)", "receipt_ids"
+            )
         return cls(
             deal=dict(data["deal"]),
             user_signature=signature_at(data, "user_signature"),
             confirmed_at=confirmed_at,
             site_signature=signature_at(data, "site_signature"),
+            receipt_ids=None if ids is None else tuple(ids),
         )
 
 
@@ -219,18 +257,37 @@ def not_a_json_number(document: Any, where: str) -> Optional[str]:
 
 
 def countersigned_document(
-    deal: Mapping[str, Any], user_signature: Signed, confirmed_at: int
+    deal: Mapping[str, Any],
+    user_signature: Signed,
+    confirmed_at: int,
+    receipt_ids: Optional[Sequence[str]] = None,
 ) -> Dict[str, Any]:
-    return {
+    document = {
         "deal": dict(deal),
         "user_signature": user_signature.to_json(),
         "confirmed_at": confirmed_at,
     }
+    if receipt_ids is not None:
+        document["receipt_ids"] = list(receipt_ids)
+    return document
 
 
 def confirm_body(deal: Mapping[str, Any], key: Ed25519PrivateKey, key_id: str) -> Dict[str, Any]:
     """The body of a confirm, as a client sends it: the deal and the buyer's signature."""
     return {"deal": dict(deal), "signature": sign_document(deal, key, key_id).to_json()}
+
+
+def batch_confirm_body(
+    deals: Sequence[Mapping[str, Any]], key: Ed25519PrivateKey, key_id: str
+) -> Dict[str, Any]:
+    """The body of a batch confirm (docs/batches.md): each deal's reservation and receipt
+    id, and the buyer's one signature over the receipt ids."""
+    ids: List[str] = [deal_id(deal) for deal in deals]
+    parts = [
+        {"reservation_id": str(deal["reservation_id"]), "receipt_id": receipt_id}
+        for deal, receipt_id in zip(deals, ids)
+    ]
+    return {"parts": parts, "signature": sign_document(batch_document(ids), key, key_id).to_json()}
 
 
 @dataclass(frozen=True)

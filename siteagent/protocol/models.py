@@ -25,6 +25,7 @@ from pydantic import (
     StrictFloat,
     StrictInt,
     StrictStr,
+    field_validator,
     model_serializer,
 )
 
@@ -112,6 +113,62 @@ class AcceptRequest(Strict):
     """Accept one offer: the site creates a tentative reservation for it."""
 
     offer_id: str = Field(pattern=OFFER_ID_PATTERN)
+
+
+#: Parts one batch may hold (docs/batches.md); a site says so in ``GET /v1/info``.
+MAX_BATCH_PARTS = 100
+#: Offers one batch quote may withdraw (the most a client may hold by default).
+MAX_WITHDRAWN = 2000
+
+OfferId = Annotated[str, Field(pattern=OFFER_ID_PATTERN)]
+
+
+class BatchQuoteRequest(Strict):
+    """Several requests for quotes in one call (docs/batches.md), each answered as
+    ``POST /v1/quotes`` would; ``withdraw`` gives up offers quoted to this buyer before."""
+
+    requests: List[QuoteRequest] = Field(min_length=1, max_length=MAX_BATCH_PARTS)
+    withdraw: List[OfferId] = Field(
+        default_factory=list,
+        max_length=MAX_WITHDRAWN,
+        description="offers of this buyer's that lapse at once, before the quotes",
+    )
+
+
+class BatchAcceptRequest(Strict):
+    """Accept several offers, all or nothing (docs/batches.md)."""
+
+    offer_ids: List[OfferId] = Field(min_length=1, max_length=MAX_BATCH_PARTS)
+
+    @field_validator("offer_ids")
+    @classmethod
+    def _distinct(cls, offer_ids: List[str]) -> List[str]:
+        if len(set(offer_ids)) != len(offer_ids):
+            raise ValueError("an offer may be accepted once in a batch")
+        return offer_ids
+
+
+class ConfirmPart(Strict):
+    """One reservation of a batch confirm and the receipt id (SHA-256 of its deal's
+    canonical JSON) the buyer signed for it."""
+
+    reservation_id: str = Field(pattern=OFFER_ID_PATTERN)
+    receipt_id: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class BatchConfirmRequest(Strict):
+    """Confirm several reservations: the buyer's one Ed25519 signature over the RFC 8785
+    canonical JSON of ``{"receipt_ids": [...]}``, the parts' receipt ids in order."""
+
+    parts: List[ConfirmPart] = Field(min_length=1, max_length=MAX_BATCH_PARTS)
+    signature: Dict[str, Any]
+
+    @field_validator("parts")
+    @classmethod
+    def _distinct(cls, parts: List[ConfirmPart]) -> List[ConfirmPart]:
+        if len({part.reservation_id for part in parts}) != len(parts):
+            raise ValueError("a reservation may be confirmed once in a batch")
+        return parts
 
 
 class AuctionedJob(Strict):
@@ -238,9 +295,15 @@ class PublicKey(Answer):
     value: str
 
 
+class BatchTerms(Answer):
+    """The site takes batches (docs/batches.md): of at most ``max_parts`` parts."""
+
+    max_parts: int
+
+
 class Info(Answer):
     """``GET /v1/info``: who the site is, what it offers, and the key its receipts are
-    countersigned with."""
+    countersigned with; ``batches`` when it takes batch calls (older agents: absent)."""
 
     api_version: str
     software_version: str
@@ -250,6 +313,7 @@ class Info(Answer):
     offers_valid_s: int
     confirm_timeout_s: float
     public_key: PublicKey
+    batches: Optional[BatchTerms] = None
 
 
 class SlotView(Answer):
@@ -333,6 +397,14 @@ class QuoteAnswer(Answer):
     offers: List[OfferView]
     chosen: Optional[int] = None
     refusal: Optional[RefusalView] = None
+
+
+class BatchQuoteAnswer(Answer):
+    """``POST /v1/quotes/batch``: each request's answer in order, and how many of the
+    offers asked to be withdrawn lapsed."""
+
+    answers: List[QuoteAnswer]
+    withdrawn: int
 
 
 class BidView(Answer):
@@ -563,6 +635,12 @@ class ReservationView(PublicReservationView):
     usage: Optional[UsageView] = Field(
         None, description="the jobs that ran in it and what they used (in a GET's answer)"
     )
+
+
+class BatchReservations(Answer):
+    """A batch accept's or confirm's reservations, in the order of the request."""
+
+    reservations: List[ReservationView]
 
 
 class WaitBoundView(Answer):

@@ -13,7 +13,7 @@ import heapq
 import math
 import threading
 import time
-from typing import Callable, Dict, List, Mapping, Sequence, Tuple
+from typing import Callable, Collection, Dict, List, Mapping, Sequence, Set, Tuple
 
 from siteagent.config.schema import RateLimit
 from siteagent.core.errors import SiteagentError
@@ -39,8 +39,11 @@ class RateLimiter:
         self._buckets: Dict[Tuple[str, str], Tuple[float, float]] = {}  # (tokens, at)
         self._lock = threading.Lock()
 
-    def admit(self, client: str, kind: str) -> None:
-        """Take a token for one request, or raise RateLimited."""
+    def admit(self, client: str, kind: str, cost: float = 1.0) -> None:
+        """Take ``cost`` tokens for one request (a batch costs the work of its parts, see
+        docs/batches.md), or raise RateLimited. A request costing more than a full bucket is
+        let in once the bucket is full, and leaves it owing the rest: a client's rate over
+        time is the limit's, however it batches its requests."""
         limit = self.limits.get(kind)
         if limit is None:
             return
@@ -48,15 +51,16 @@ class RateLimiter:
             now = self._clock()
             tokens, at = self._buckets.get((client, kind), (float(limit.burst), now))
             tokens = min(float(limit.burst), tokens + (now - at) * limit.per_second)
-            if tokens < 1.0:
+            needed = min(cost, float(limit.burst))
+            if tokens < needed:
                 self._buckets[(client, kind)] = (tokens, now)
-                wait = math.ceil((1.0 - tokens) / limit.per_second)
+                wait = math.ceil((needed - tokens) / limit.per_second)
                 raise RateLimited(
                     f"{client} sends {kind} faster than {limit.per_second:g} per second "
                     f"(bursts of {limit.burst}); retry in {wait} s",
                     retry_after_s=wait,
                 )
-            self._buckets[(client, kind)] = (tokens - 1.0, now)
+            self._buckets[(client, kind)] = (tokens - cost, now)
 
 
 class TooManyOffers(SiteagentError):
@@ -77,18 +81,21 @@ class OfferQuota:
 
     def __init__(self, per_client: int) -> None:
         self.per_client = per_client
-        self._expiries: Dict[str, List[int]] = {}
+        self._expiries: Dict[str, List[Tuple[int, str]]] = {}  # (expires, offer id), a heap
+        self._withdrawn: Dict[str, Set[str]] = {}  # ids in the heap the client withdrew
         self._lock = threading.Lock()
 
     def check(self, client: str, now: int) -> None:
         """Raise TooManyOffers if ``client`` may not be quoted more now."""
         with self._lock:
             held = self._live(client, now)
-            if len(held) >= self.per_client:
-                wait = max(1, held[0] - now)
+            count = len(held) - len(self._withdrawn.get(client, ()))
+            if count >= self.per_client:
+                wait = max(1, held[0][0] - now)
                 raise TooManyOffers(
-                    f"{client} holds {len(held)} live offers, the most this site keeps for one "
-                    f"client; accept some, or retry in {wait} s when the first lapses",
+                    f"{client} holds {count} live offers, the most this site keeps for one "
+                    f"client; accept some, withdraw those it does not want (docs/batches.md), "
+                    f"or retry in {wait} s when the first lapses",
                     retry_after_s=wait,
                 )
 
@@ -96,10 +103,19 @@ class OfferQuota:
         with self._lock:
             held = self._expiries.setdefault(client, [])
             for offer in offers:
-                heapq.heappush(held, offer.expires)
+                heapq.heappush(held, (offer.expires, offer.id))
 
-    def _live(self, client: str, now: int) -> List[int]:
+    def withdraw(self, client: str, offer_ids: Collection[str]) -> None:
+        """The client gave these offers up: they count no more."""
+        with self._lock:
+            held = {offer_id for _, offer_id in self._expiries.get(client, ())}
+            self._withdrawn.setdefault(client, set()).update(held & set(offer_ids))
+
+    def _live(self, client: str, now: int) -> List[Tuple[int, str]]:
         held = self._expiries.setdefault(client, [])
-        while held and held[0] <= now:
-            heapq.heappop(held)
+        withdrawn = self._withdrawn.get(client)
+        while held and held[0][0] <= now:
+            _, offer_id = heapq.heappop(held)
+            if withdrawn:
+                withdrawn.discard(offer_id)
         return held

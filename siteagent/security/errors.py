@@ -42,7 +42,12 @@ class Unauthenticated(SecurityError):
 
 
 class ConfirmRefused(SecurityError):
-    """422: a confirm whose signed deal does not verify or is not this reservation's."""
+    """422: a confirm whose signed deal does not verify or is not this reservation's;
+    ``field`` names the part of a batch confirm at fault."""
+
+    def __init__(self, code: str, message: str, field: Optional[str] = None) -> None:
+        super().__init__(code, message)
+        self.field = field
 
 
 class ReplayCacheFull(SecurityError):

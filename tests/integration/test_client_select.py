@@ -130,12 +130,13 @@ def test_ctrl_c_while_reserving_releases_every_task(market: Market, tmp_path: Pa
 
 
 def test_recover_finishes_a_select_the_client_crashed_in(market: Market, tmp_path: Path) -> None:
-    """The client dies once the first task is confirmed: ``recover`` cancels the four held,
-    keeps the one bought, and closes the bag as interrupted, not done."""
+    """Single calls (``--no-batches``): the client dies once the first task is confirmed:
+    ``recover`` cancels the four held, keeps the one bought, and closes the bag as
+    interrupted, not done."""
     before = market.ids()
     bag = write_bag(tmp_path / "bag.yaml", SMALL_BAG)
     crashed = market.client(
-        ["select", bag, "--reserve"], at="Journal.confirmed:1:after", then="KILL"
+        ["select", bag, "--reserve", "--no-batches"], at="Journal.confirmed:1:after", then="KILL"
     )
     assert crashed.returncode == -9, crashed.stderr
     recovered = market.client_json(["recover"])
@@ -189,11 +190,12 @@ def poor(tmp_path: Path) -> Iterator[Market]:
 
 
 def test_a_refused_confirm_releases_every_task(poor: Market, tmp_path: Path) -> None:
-    """Eight tasks of 0.67 each: the fifth confirm is refused (the buyer cannot pay), and
-    every reservation is released, the four confirmed ones too."""
+    """Single calls (``--no-batches``): eight tasks of 0.67 each: the fifth confirm is refused
+    (the buyer cannot pay), and every reservation is released, the four confirmed ones too."""
     before = poor.ids()
     bag = {"tasks": [{"id": "t", "cores": 4, "runtime": 600, "count": 8}]}
-    done = poor.client(["select", write_bag(tmp_path / "bag.yaml", bag), "--reserve", "--json"])
+    written = write_bag(tmp_path / "bag.yaml", bag)
+    done = poor.client(["select", written, "--reserve", "--json", "--no-batches"])
     assert done.returncode == 3, done.stderr
     result = json.loads(done.stdout)
     assert result["state"] == "failed"
@@ -202,6 +204,25 @@ def test_a_refused_confirm_releases_every_task(poor: Market, tmp_path: Path) -> 
     # an accept a site refused (the window went to an earlier task) holds nothing
     held = [e["state"] for e in result["entries"] if e["state"] != "refused"]
     assert held == ["cancelled"] * 8
+    made = [r for records in poor.alices(before).values() for r in records]
+    assert sorted(r.state.value for r in made) == ["CANCELLED"] * 8
+    assert_settled(poor, before)
+
+
+def test_a_batch_confirm_the_buyer_cannot_pay_books_nothing(poor: Market, tmp_path: Path) -> None:
+    """With batches (docs/batches.md): the tasks held at a site are confirmed in one request,
+    and a batch whose total the buyer cannot pay is refused whole by the bank; every
+    reservation is then released, as with single confirms."""
+    before = poor.ids()
+    bag = {"tasks": [{"id": "t", "cores": 4, "runtime": 600, "count": 8}]}
+    written = write_bag(tmp_path / "bag.yaml", bag)
+    done = poor.client(["select", written, "--reserve", "--json"])
+    assert done.returncode == 3, done.stderr
+    result = json.loads(done.stdout)
+    assert result["state"] == "failed" and "insufficient_funds" in result["message"]
+    assert "the confirm of part" in result["message"] and "released" in result["message"]
+    states = [e["state"] for e in result["entries"] if e["state"] != "refused"]
+    assert states == ["cancelled"] * 8
     made = [r for records in poor.alices(before).values() for r in records]
     assert sorted(r.state.value for r in made) == ["CANCELLED"] * 8
     assert_settled(poor, before)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from siteagent.client.greedy import Alternative, data_ready, provision
+from siteagent.client.greedy import Alternative, data_ready, provision, provision_in_batches
 from siteagent.client.heft import rank_order, upward_ranks
 from siteagent.client.plans import Network, PlanningError
 from siteagent.client.tasks import (
@@ -23,8 +23,16 @@ from siteagent.client.tasks import (
     task_of,
 )
 from siteagent.client.workflow import ensemble
+from siteagent.core.model import BatchReservation
 from siteagent.core.scheduling import plan as plan_afresh
-from testbed.provisioning import T0, MarketSites, attributes, busy_site, layered_workflow
+from testbed.provisioning import (
+    T0,
+    BatchMarketSites,
+    MarketSites,
+    attributes,
+    busy_site,
+    layered_workflow,
+)
 
 GB = 10**9
 #: 1 GB/s and 10 s of latency: 2 GB take 12 s between two sites.
@@ -176,6 +184,79 @@ def test_every_greedy_plan_respects_dependencies_and_data_arrival(
         assert p.start >= max((T0, *data_ready(graph, node, p.site, placed, NET)))
     assert plan.makespan == max(p.finish for p in plan.placements) - T0
     assert len(market.held) == len(placed)
+
+
+# -- asking several tasks at once (docs/batches.md) ------------------------------------------
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sites_and_workflows)
+def test_every_batched_plan_respects_dependencies_and_data_arrival(
+    case: Tuple[int, int, int, float],
+) -> None:
+    """The planner asking runs of tasks together keeps every promise of the one-by-one
+    planner; it holds each task once, and holds tasks together."""
+    seed, count, tasks, alpha = case
+    snapshots = {f"s{i}": busy_site(seed + i, 32, 6, 8) for i in range(count)}
+    sites = [attributes(name) for name in snapshots]
+    graph = layered_workflow(seed, tasks=tasks, levels=3, mean_cores=4, mean_bytes=GB)
+    market = BatchMarketSites(snapshots, limit=4)
+    plan = provision_in_batches(graph, sites, market, NET, alpha, now=T0)
+    placed = {p.task: p for p in plan.placements}
+    assert set(placed) == set(graph.nodes)
+    assert [p.task for p in plan.placements] == rank_order(graph, upward_ranks(graph, sites, NET))
+    for node, p in placed.items():
+        assert p.start >= T0 and p.site in snapshots
+        assert p.finish - p.start == task_of(graph, node).walltime(sites[0])
+        for parent in graph.predecessors(node):
+            moved = NET.transfer_s(edge_bytes(graph, parent, node), placed[parent].site == p.site)
+            assert p.start >= placed[parent].finish + moved
+    assert len(market.held) == len(placed)
+
+
+def test_a_run_is_quoted_at_once_and_held_together() -> None:
+    """Ten independent tasks: each site asked once for all ten, and the windows chosen at a
+    site held in one batch; the plan is the one-by-one planner's when nothing collides."""
+    graph = layered_workflow(1, tasks=10, levels=1, mean_cores=2)
+    snapshots = {f"s{i}": busy_site(3 + i, 256, 2, 2) for i in range(2)}
+    sites = [attributes(name) for name in snapshots]
+    market = BatchMarketSites(dict(snapshots), limit=4)
+    batched = provision_in_batches(graph, sites, market, NET, 0.0, now=T0)
+    assert max(market.batches) > 1 and len(market.batches) <= len(sites)
+    alone = provision(graph, sites, MarketSites(dict(snapshots), limit=4), NET, 0.0, now=T0)
+    assert [(p.task, p.site, p.start) for p in batched.placements] == [
+        (p.task, p.site, p.start) for p in alone.placements
+    ]
+
+
+def test_a_batch_that_cannot_be_held_is_planned_again_task_by_task() -> None:
+    """Two tasks that both choose the only window a site has: their batch fails, and each
+    is quoted afresh and held alone (the second elsewhere, or later)."""
+    a = Task("a", 2, runtime_s=100)
+    b = Task("b", 2, runtime_s=100)
+    graph = task_graph([(a, []), (b, [])], "pair")
+
+    class OneWindow(BatchMarketSites):
+        def taken(self) -> bool:
+            return any(held.start == 0 for held in self.held)
+
+        def alternatives(
+            self, site: str, cores: int, walltime: int, earliest_start: int
+        ) -> Sequence[Alternative]:
+            if not self.taken():
+                return [Alternative(0, 100, Decimal(0))]
+            return [Alternative(500, 600, Decimal(5))]
+
+        def hold(self, site: str, cores: int, alternative: Alternative) -> bool:
+            if alternative.start == 0 and self.taken():
+                return False
+            self.held.append(BatchReservation(site, alternative.start, alternative.end, cores))
+            return True
+
+    market = OneWindow({"A": busy_site(1, 8, 0, 0)}, limit=4)
+    plan = provision_in_batches(graph, [attributes("A")], market, NET, 0.0, now=0)
+    assert sorted(p.start for p in plan.placements) == [0, 500]
+    assert market.batches == [2, 1, 1]  # the pair failed; then each alone
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -17,11 +17,11 @@ import pytest
 
 from siteagent.cli.main import main
 from siteagent.ledger.audit import check
-from siteagent.ledger.bank import BANK, Ledger, LedgerConflict, LedgerUnavailable
+from siteagent.ledger.bank import BANK, Ledger, LedgerConflict, LedgerError, LedgerUnavailable
 from siteagent.ledger.schema import LATEST, V1_SQLITE, SchemaError
 from siteagent.protocol import documents, keys
 from siteagent.protocol.documents import Cancellation, Receipt
-from testbed.parties import NOW, Party, receipt
+from testbed.parties import NOW, Party, deal, receipt
 from testbed.postgres import PostgresTestServer
 from testbed.processes import free_port, require_postgres_driver
 
@@ -278,4 +278,47 @@ def test_a_connection_cut_under_the_bank_is_replaced(postgres_server: PostgresTe
     assert cut
     booked = ledger.book(receipt(site, alice, reservation_id="r-9"))
     assert booked.kind == "deal"
+    ledger.close()
+
+
+# --------------------------------------------------------------------------- batch bookings
+
+
+def batch_receipts(site: Party, buyer: Party, reservations: List[str]) -> List[Receipt]:
+    """A batch confirm's receipts (docs/batches.md): the buyer's one signature over their ids,
+    each countersigned by the site."""
+    made = [deal(site, buyer, reservation_id) for reservation_id in reservations]
+    ids = tuple(documents.deal_id(one) for one in made)
+    signed = documents.sign_document(documents.batch_document(ids), buyer.key, buyer.key_id)
+    out = []
+    for one in made:
+        countersigned = documents.countersigned_document(one, signed, NOW + 60, ids)
+        site_signature = documents.sign_document(countersigned, site.key, site.key_id)
+        out.append(Receipt(one, signed, NOW + 60, site_signature, ids))
+    return out
+
+
+def test_a_batch_is_booked_whole_or_not_at_all(ledger_location: str) -> None:
+    """On either database: a batch the buyer cannot pay for in all, or with one receipt that
+    does not verify (named by its place), books nothing; one it can pay books every receipt
+    in one go, and booked again answers the same transactions."""
+    ledger, site, alice = funded_bank(ledger_location)
+    before = ledger.balance(alice.key_id)  # 56.26 with 50.00 of credit: two deals, not three
+    with pytest.raises(LedgerError) as refused:
+        ledger.book_all(batch_receipts(site, alice, ["b-1", "b-2", "b-3"]))
+    assert refused.value.code == "insufficient_funds"
+    forged = receipt(Party("hpc1"), alice, reservation_id="b-9")  # another key as hpc1
+    with pytest.raises(LedgerError) as refused:
+        ledger.book_all([receipt(site, alice, reservation_id="b-8"), forged])
+    assert (refused.value.code, refused.value.field) == (
+        "bad_site_signature",
+        "receipts[1].site_signature",
+    )
+    assert ledger.balance(alice.key_id) == before
+    pair = batch_receipts(site, alice, ["b-1", "b-2"])
+    booked = ledger.book_all(pair)
+    assert ledger.balance(alice.key_id) == before - 2 * PRICE
+    assert ledger.book_all(pair) == booked
+    assert ledger.balance(alice.key_id) == before - 2 * PRICE
+    assert check(ledger.database).ok
     ledger.close()

@@ -10,14 +10,17 @@ path answers, its starts are exactly ``plan(..., extra_reservations=[window])``'
 from __future__ import annotations
 
 import dataclasses
+from decimal import ROUND_UP, Decimal
 from typing import Dict, List, Optional
 
+import pytest
 from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
-from siteagent.core.model import ClusterSnapshot
+from siteagent.core.model import ClusterSnapshot, Job
+from siteagent.core.money import CENT, HOUR
 from siteagent.core.scheduling import Policy, plan, replan_with_reservation
-from siteagent.pricing import Context, Refused, Window
+from siteagent.pricing import Context, ExternalityFee, Refused, Window
 from testbed.strategies import snapshots
 
 #: Of the generated cases, at least this share must reach the fast path's answer: most
@@ -128,3 +131,71 @@ def test_the_fast_path_leaves_easy_plans_to_planning_from_scratch(
     assert replan_with_reservation(
         context.plan, context.hard, window.start, window.end, window.size
     ) is None
+
+
+# -- the fee's re-plans, per poll (siteagent.core.replan) ------------------------------------
+
+
+@st.composite
+def longer_queues(draw: st.DrawFn) -> ClusterSnapshot:
+    """A snapshot of ``queues()``, one in two with up to 30 more queued jobs (submitted now,
+    or joining later): EASY passes then backfill many, and a conservative re-plan has a
+    prefix of jobs before the window to skip."""
+    snapshot = draw(queues())
+    if draw(st.booleans()):
+        return snapshot
+    more = []
+    for k in range(draw(st.integers(1, 30))):
+        size = draw(st.integers(1, snapshot.capacity))
+        limit = draw(st.integers(1, 3000))
+        later = draw(st.sampled_from([0, 0, 0, draw(st.integers(1, 3000))]))
+        job = Job(f"q{k}", size, snapshot.now, limit, not_before=snapshot.now + later or None)
+        more.append(job)
+    return dataclasses.replace(snapshot, pending=snapshot.pending + tuple(more))
+
+
+def fee_from_scratch(snapshot: ClusterSnapshot, context: Context, window: Window) -> Decimal:
+    """The fee by its definition: every queued job's delay times its size, planned twice."""
+    after = from_scratch(snapshot, context.policy, window)
+    core_seconds = sum(
+        max(0, after[job] - start) * context.plan.sizes[job]
+        for job, start in context.plan.starts.items()
+    )
+    return (Decimal(core_seconds) / HOUR * RATE).quantize(CENT, rounding=ROUND_UP)
+
+
+RATE = Decimal("1.7")
+
+
+@pytest.mark.parametrize("policy", [Policy.CONSERVATIVE, Policy.EASY], ids=lambda p: p.value)
+def test_the_incremental_fee_is_the_fee_planning_from_scratch(policy: Policy) -> None:
+    """Random queues, three windows against one poll's plan (so checkpoints are built and
+    re-used, every few jobs): each re-plan gives plan()'s starts and each fee its fee from
+    scratch; counted across the examples, conservative re-plans skip a prefix of the queue,
+    and fees are not all zero."""
+    skipped: List[bool] = []
+    charged: List[bool] = []
+
+    @settings(max_examples=250, deadline=None)
+    @given(longer_queues(), st.integers(1, 4), st.data())
+    def incremental_equals_scratch(
+        snapshot: ClusterSnapshot, spacing: int, data: st.DataObject
+    ) -> None:
+        context = Context(snapshot, policy)
+        context.replanner.spacing = spacing
+        fee = ExternalityFee(RATE)
+        for _ in range(3):
+            window = admissible_window(data, context)
+            starts = context.replanner.starts(window.start, window.end, window.size)
+            assert starts == from_scratch(snapshot, policy, window), window
+            expected = fee_from_scratch(snapshot, context, window)
+            assert fee.fee(context, window) == expected, window
+            charged.append(expected > 0)
+            if context.plan.placed_at_once:
+                first = context.replanner._first_disturbed(window.start, window.end)
+                skipped.append(first > 0)
+
+    incremental_equals_scratch()
+    assert sum(charged) >= 0.2 * len(charged), (sum(charged), len(charged))
+    if policy is Policy.CONSERVATIVE:
+        assert sum(skipped) >= 0.1 * len(skipped), (sum(skipped), len(skipped))

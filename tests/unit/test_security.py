@@ -145,6 +145,24 @@ def test_malformed_structured_fields_are_refused(text: str) -> None:
         httpsig.parse_dictionary(text)
 
 
+@given(st.text(alphabet=st.characters(max_codepoint=130), max_size=40))
+def test_strings_read_in_one_match_are_what_reading_them_by_character_gives(text: str) -> None:
+    """The parser reads a well-formed sf-string with one regular expression; it must agree
+    with the character-by-character reading (kept for the errors) on every input."""
+    quoted = '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    for candidate in (quoted, '"' + text + '"', '"' + text):
+        fast, slow = httpsig._Parser(candidate), httpsig._Parser(candidate)
+        try:
+            expected: object = slow.string_by_character()
+        except httpsig.SignatureError:
+            expected = httpsig.SignatureError
+        try:
+            got: object = fast.string()
+        except httpsig.SignatureError:
+            got = httpsig.SignatureError
+        assert got == expected and (got is httpsig.SignatureError or fast.pos == slow.pos)
+
+
 @given(st.text(max_size=60))
 def test_any_signature_header_either_parses_or_raises_signature_error(text: str) -> None:
     with contextlib.suppress(httpsig.SignatureError):

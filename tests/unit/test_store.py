@@ -110,10 +110,11 @@ def test_reservations_written_before_their_nodes_read_back_without_them(db: Stor
     raw = sqlite3.connect(db.path)
     raw.execute("ALTER TABLE reservations DROP COLUMN allocation")
     raw.execute("DROP INDEX bids_by_client_state")  # migration 9's
+    raw.execute("DROP TABLE accept_batches")  # migration 10's
     raw.execute("PRAGMA user_version = 7")
     raw.commit()
     raw.close()
-    assert SCHEMA_VERSION == 9  # 8, then the index of 9
+    assert SCHEMA_VERSION == 10  # 8, the index of 9, the batch accepts of 10
     again = Store(db.path)
     assert again.schema_version == SCHEMA_VERSION
     assert again.get_reservation(record.id) == dataclasses.replace(record, allocation=())

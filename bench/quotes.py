@@ -1,0 +1,268 @@
+"""Quotes under load, against a reference revision in one run, and where a signed quote's
+agent CPU goes (issue 34's item 4).
+
+Two parts:
+
+- **under load**: the running agent (``siteagent serve`` of this tree and of ``--reference``,
+  installed and compiled as users get them, side by side on the 10,000-job replayed queue of
+  ``python -m bench service``) with the default pricing; 1, 10 and 50 buyer processes
+  (bench/quote_clients.py: one HTTPS connection each, every quote signed afresh) asking one
+  offer per quote, the 50-client level for a whole poll interval; each level on each agent in
+  turn, ``--rounds`` times, the order alternating; p50/p99, quotes/s and the agents' CPU per
+  quote as medians over the rounds. Targets at 50 clients: p99 < 100 ms, quotes/s at least
+  twice the reference's.
+- **where the CPU goes**: one signed quote's path through the agent's ASGI application in
+  process (no TLS, no HTTP parsing; testbed/api_harness.py's small cluster), its parts timed
+  on their own (the signature check, the use case, storing the offers, the route's framework)
+  in this process's CPU time, medians over rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from bench.common import ROOT, commit_of, machine, md_table, median, source_at, write_results
+from bench.fees import START
+from bench.quote_clients import Load
+from bench.service import derived_trace
+from bench.service_agent import POLL_S, Build, RunningAgent, start_agent, stop_agent
+from bench.service_levels import in_turn, load_level, over_rounds
+
+#: Quotes per client at each level (the 50-client level also lasts a whole poll interval).
+PER_CLIENT = {1: 300, 10: 100, 50: 40}
+TARGET_P99_MS = 100.0
+TARGET_SPEEDUP = 2.0
+
+
+def under_load(args: argparse.Namespace, queue: Mapping[str, Any]) -> Dict[str, Any]:
+    builds = [Build.of("this tree", ROOT), Build.of("reference", source_at(args.reference))]
+    key = Ed25519PrivateKey.generate()
+    agents: Dict[str, RunningAgent] = {}
+    found: Dict[str, List[Dict[str, Any]]] = {build.name: [] for build in builds}
+    try:
+        for build in builds:
+            print(f"starting the {build.name} agent ...", flush=True)
+            agents[build.name] = start_agent(build, f"quotes-{build.name[:4]}", queue, key, {})
+        for agent in agents.values():
+            load_level(agent, key, 1, Load(1, 1))  # warm-up
+        for clients, per_client in PER_CLIENT.items():
+            seconds = POLL_S + 2 if clients == 50 else 0.0
+            load = Load(per_client, 1, seconds, 60)
+            seen: Dict[str, List[Dict[str, Any]]] = {name: [] for name in agents}
+            for turn in range(args.rounds):
+                for name in in_turn(list(agents), turn):
+                    seen[name].append(load_level(agents[name], key, clients, load))
+                print(f"  {clients} clients, round {turn + 1}/{args.rounds}", flush=True)
+            for name, levels in seen.items():
+                found[name].append(over_rounds(levels))
+    finally:
+        for agent in agents.values():
+            stop_agent(agent)
+    return found
+
+
+def where_it_goes(rounds: int) -> Dict[str, float]:
+    """ms of CPU per quote for each part of a signed quote's path (see the module's doc)."""
+    from siteagent.market import quoting
+    from siteagent.protocol import signing
+    from siteagent.protocol.models import QuoteRequest
+    from testbed.api_harness import BASE, make_world
+
+    limits = {"quotes": {"per_second": 10**6, "burst": 10**7}}
+    world = make_world(
+        Path(tempfile.mkdtemp()),
+        api={"rate_limits": limits, "max_live_offers_per_client": 10**7},
+    )
+    party, count = world.alice, 200
+
+    def signed() -> List[Any]:
+        out = []
+        for i in range(count):
+            body = json.dumps({"cores": 1 + i % 8, "walltime": 600, "limit": 1}).encode()
+            headers = signing.sign_request(
+                "POST", BASE + "/v1/quotes", body, party.key, party.key_id
+            )
+            out.append((body, {**headers, "content-type": "application/json"}))
+        return out
+
+    def per_quote(work: Callable[[Any], None], items: List[Any]) -> float:
+        began = time.process_time()
+        for item in items:
+            work(item)
+        return (time.process_time() - began) / len(items) * 1000
+
+    view, site = world.context.view(), world.site.config.site
+    authenticator = world.context.authenticator
+
+    def authenticate(item: Any) -> None:
+        body, headers = item
+        authenticator.authenticate("POST", BASE + "/v1/quotes", list(headers.items()), body)
+
+    def use_case(item: Any) -> None:
+        rfq = QuoteRequest.model_validate(json.loads(item[0]))
+        now = int(world.site.manager.clock())
+        request = quoting.requested(rfq, view.snapshot, site, now)
+        assert not isinstance(request, quoting.Refusal)
+        prices = quoting.priced(view.pricing, view, request, 1)
+        assert not isinstance(prices, quoting.Refusal)
+        offers = quoting.offered(prices, request, now, 300, site.name, party.key_id)
+        json.dumps(quoting.answered(view, now, offers, prices, 0.5).to_json())
+        stored.append(offers)
+
+    async def through_app(items: List[Any]) -> float:
+        began = time.process_time()
+        for body, headers in items:
+            status = await _call(world.app, body, headers)
+            assert status == 200, status
+        return (time.process_time() - began) / len(items) * 1000
+
+    parts: Dict[str, List[float]] = {}
+    try:
+        for _ in range(rounds):
+            stored: List[Any] = []
+            world.context.agent.cycle()
+            parts.setdefault("whole path (ASGI, no TLS)", []).append(
+                asyncio.run(through_app(signed()))
+            )
+            parts.setdefault("signature check", []).append(per_quote(authenticate, signed()))
+            parts.setdefault("use case (price, answer)", []).append(per_quote(use_case, signed()))
+            batches = [stored[k : k + 25] for k in range(0, len(stored), 25)]
+            began = time.process_time()
+            for batch in batches:
+                world.site.manager.record_offers([o for offers in batch for o in offers])
+            parts.setdefault("storing the offers (25 quotes a commit)", []).append(
+                (time.process_time() - began) / len(stored) * 1000
+            )
+    finally:
+        world.http.close()
+        world.app.state.quotes.close()
+        world.ledger.close()
+        world.site.close()
+    return {name: median(values) for name, values in parts.items()}
+
+
+async def _call(app: Any, body: bytes, headers: Mapping[str, str]) -> int:
+    """One request to the ASGI ``app``, in process; its status."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/quotes",
+        "raw_path": b"/v1/quotes",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+        + [(b"host", b"testserver")],
+        "server": ("testserver", 80),
+        "client": ("127.0.0.1", 1234),
+        "state": {},
+    }
+    given = False
+
+    async def receive() -> Dict[str, Any]:
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await asyncio.sleep(3600)
+        return {"type": "http.disconnect"}
+
+    statuses: List[int] = []
+
+    async def send(message: Dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    await app(scope, receive, send)
+    return statuses[0]
+
+
+def markdown(results: Dict[str, Any]) -> str:
+    where, ref = results["machine"], results["reference"]
+    mine, theirs = results["levels"]["this tree"], results["levels"]["reference"]
+    rows = []
+    for a, b in zip(mine, theirs):
+        rows.append(
+            {
+                "clients": a["clients"],
+                "p50 ms": a["p50_ms"],
+                "ref p50 ms": b["p50_ms"],
+                "p99 ms": a["p99_ms"],
+                "ref p99 ms": b["p99_ms"],
+                "quotes/s": a["throughput_per_s"],
+                "ref quotes/s": b["throughput_per_s"],
+                "quotes/s ratio": a["throughput_per_s"] / b["throughput_per_s"],
+                "agent CPU ms/quote": a["agent_cpu_ms_per_request"],
+                "ref agent CPU ms/quote": b["agent_cpu_ms_per_request"],
+                "errors": a["errors"],
+                "ref errors": b["errors"],
+            }
+        )
+    top = rows[-1]
+    p99_met = top["p99 ms"] < TARGET_P99_MS
+    speed_met = top["quotes/s ratio"] >= TARGET_SPEEDUP
+    parts = [{"part": name, "CPU ms per quote": value} for name, value in results["parts"].items()]
+    return "\n".join(
+        [
+            "# Quotes under load (`python -m bench quotes`)",
+            "",
+            f"Measured {where['date']} on {where['cpus']} CPUs shared with other work, load "
+            f"average {where['load_average_1m_at_start']} at start and "
+            f"{results['load_average_at_end']} at the end, Python {where['python']}. This "
+            f"tree's agent against the reference {ref['revision']} ({ref['commit'][:12]}), "
+            "both installed and compiled as users get them, running side by side on the "
+            "10,000-job replayed queue of `python -m bench service`, default pricing (unit "
+            "price and the externality fee), one offer asked per quote; each level on each "
+            f"agent in turn, {results['rounds']} rounds, the order alternating; medians over "
+            "the rounds. The buyers' processes share the machine's CPUs with the agents.",
+            "",
+            md_table(rows, list(rows[0])),
+            f"- 50 clients: p99 {top['p99 ms']:,.0f} ms (target < {TARGET_P99_MS:.0f} ms: "
+            f"{'met' if p99_met else 'NOT met'}); {top['quotes/s']:,.0f} quotes/s, "
+            f"{top['quotes/s ratio']:.2f}x the reference's (target >= {TARGET_SPEEDUP:.0f}x: "
+            f"{'met' if speed_met else 'NOT met'}).",
+            "",
+            "## Where a signed quote's agent CPU goes",
+            "",
+            "One signed quote (one offer) through the agent's ASGI application in process, "
+            "and its parts on their own, in CPU ms per quote (medians over "
+            f"{results['part_rounds']} rounds of 200): TLS and HTTP parsing are not in these.",
+            "",
+            md_table(parts, ["part", "CPU ms per quote"]),
+        ]
+    )
+
+
+def main(argv: List[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench quotes", description=__doc__)
+    parser.add_argument("--reference", default=START, help=f"revision to compare ({START})")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of each level (3)")
+    parser.add_argument("--trace", default="HPC2N-2002-2.2-cln.swf.gz", help="under traces/")
+    parser.add_argument("--cores", type=int, default=10_000)
+    parser.add_argument("--pending", type=int, default=10_000)
+    parser.add_argument("--overload", type=float, default=2.5)
+    args = parser.parse_args(argv)
+    results: Dict[str, Any] = {
+        "machine": machine(),
+        "rounds": args.rounds,
+        "reference": {"revision": args.reference, "commit": commit_of(args.reference)},
+    }
+    results["parts"] = where_it_goes(5)
+    results["part_rounds"] = 5
+    queue = derived_trace(args)
+    results["queue"] = queue
+    results["levels"] = under_load(args, queue)
+    results["load_average_at_end"] = round(os.getloadavg()[0], 2)
+    write_results("quotes", results, markdown(results))
+    return 0
