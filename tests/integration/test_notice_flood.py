@@ -8,6 +8,7 @@ one must send its whole line within the deadline however it drips it; at most
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -70,11 +71,14 @@ def agent(tmp_path: Path, place: Path) -> Iterator[RunningAgent]:
 
 
 def notice(path: Path) -> bytes:
-    """One notice as the batch system's program sends it, and the agent's answer."""
+    """One notice as the batch system's program sends it (contrib/slurm/resv-notify), and the
+    agent's answer: an agent refusing the connection as it comes may have closed it before the
+    notice is sent, and its answer is still there to read."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
         connection.settimeout(10)
         connection.connect(str(path))
-        connection.sendall(b'{"event": "begin", "reservation": "sa-0123456789ab"}\n')
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            connection.sendall(b'{"event": "begin", "reservation": "sa-0123456789ab"}\n')
         return connection.makefile("rb").readline()
 
 
