@@ -87,11 +87,7 @@ class Buyer:
         """
         payload = json.dumps(body).encode()
         headers = {"Content-Type": "application/json"}
-        headers.update(
-            sign_request(
-                "POST", self.quotes_url, payload, self.key, self.target.key_id
-            )
-        )
+        headers.update(sign_request("POST", self.quotes_url, payload, self.key, self.target.key_id))
         try:
             self.connection.request("POST", "/v1/quotes", body=payload, headers=headers)
             answer = self.connection.getresponse()

@@ -284,8 +284,9 @@ def boundary_accepts(cluster: SlurmTestCluster, state_dir: Path) -> Dict[str, An
             time.sleep(0.5)
         rng = random.Random(2)
         offers = [
-            record_offer(site.manager, rng.randint(4, 8), job.start + job.limit + offset, 600,
-                         valid_s=600)
+            record_offer(
+                site.manager, rng.randint(4, 8), job.start + job.limit + offset, 600, valid_s=600
+            )
             for job in running
             for offset in (-1, 0, 1)
             for _ in range(4)
@@ -382,8 +383,10 @@ SUMMARY: Sequence[Tuple[str, Callable[[Mapping[str, Any]], Any]]] = (
     ),
     ("accept median ms, idle", lambda v: round(v["accept"][0]["accept"]["median_ms"], 1)),
     ("accept median ms, 2,000 queued", lambda v: round(v["accept"][1]["accept"]["median_ms"], 1)),
-    ("bare scontrol create+delete median ms", lambda v: round(
-        v["accept"][0]["bare_create_delete"]["median_ms"], 1)),
+    (
+        "bare scontrol create+delete median ms",
+        lambda v: round(v["accept"][0]["bare_create_delete"]["median_ms"], 1),
+    ),
     ("snapshot s, 2,000 queued", lambda v: round(v["snapshot"]["snapshot_s"], 3)),
 )
 
@@ -465,14 +468,18 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--queued", type=int, default=2000, help="jobs queued (default 2000)")
     parser.add_argument("--seed", type=int, default=3, help="random queue seed (default 3)")
     parser.add_argument(
-        "--versions", default=",".join(selected_series()),
+        "--versions",
+        default=",".join(selected_series()),
         help="Slurm releases to measure, comma-separated (default: SLURM_VERSIONS, else every "
         "one: the host's and those of the chroots tests/setup/build-slurm-chroots makes)",
     )
     args = parser.parse_args(argv)
     WORK.mkdir(parents=True, exist_ok=True)
     data: Dict[str, Any] = {
-        "machine": machine(), "rounds": args.rounds, "seed": args.seed, "versions": {}
+        "machine": machine(),
+        "rounds": args.rounds,
+        "seed": args.seed,
+        "versions": {},
     }
     for series in args.versions.split(","):
         print(f"== Slurm {series}", flush=True)

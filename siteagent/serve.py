@@ -418,9 +418,7 @@ def keep_restart_settings(old: Config, new: Config) -> Config:
     )
 
 
-def apply(
-    site: Site, parts: Parts, config: Config, clients: Dict[str, AuthorizedClient]
-) -> None:
+def apply(site: Site, parts: Parts, config: Config, clients: Dict[str, AuthorizedClient]) -> None:
     """Hand the reloaded settings to the running objects (each reads them at its next use),
     and price the latest market view again with them."""
     pricing = pricing_of(config.pricing)

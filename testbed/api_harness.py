@@ -107,7 +107,12 @@ class World:
     def counts(self) -> Dict[str, int]:
         """Rows in each table a state-changing request could touch (offers to receipts)."""
         tables = (
-            "offers", "reservations", "transitions", "idempotency", "receipts", "ledger_bookings"
+            "offers",
+            "reservations",
+            "transitions",
+            "idempotency",
+            "receipts",
+            "ledger_bookings",
         )
         with sqlite3.connect(self.site.store.path) as db:
             return {t: db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in tables}
@@ -155,18 +160,14 @@ def make_world(
     credit = settings.ledger.default_credit
     deals = Deals(site.manager, Party("hpc1").key, "hpc1", Ledger(":memory:"), credit)
     deals.open_accounts(clients.values())
-    authenticator = authentication.Authenticator(
-        clients, settings.api.public_names, max_age_s=300
-    )
+    authenticator = authentication.Authenticator(clients, settings.api.public_names, max_age_s=300)
     context = ApiContext(site, agent, authenticator, deals, metrics)
     app = create_app(context)
     return World(app, TestClient(app), context, faulty, clock, alice, bob)
 
 
 @contextlib.contextmanager
-def running_world(
-    tmp_path: Path, pricing: Optional[Dict[str, Any]] = None
-) -> Iterator[World]:
+def running_world(tmp_path: Path, pricing: Optional[Dict[str, Any]] = None) -> Iterator[World]:
     """:func:`make_world`, closed afterwards (the quote desk, the bank, the site)."""
     made = make_world(tmp_path, pricing=pricing)
     ledger = made.ledger

@@ -97,9 +97,7 @@ class NodeCluster(Backend):
 
     name = "nodes"
 
-    def __init__(
-        self, cores: Mapping[str, int], running: Sequence[Job], now: int
-    ) -> None:
+    def __init__(self, cores: Mapping[str, int], running: Sequence[Job], now: int) -> None:
         self.cores = dict(cores)
         self.running = tuple(running)
         self.clock = now

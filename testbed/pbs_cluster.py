@@ -236,8 +236,20 @@ class PbsTestCluster:
         pgrun.chmod(0o2775)
         self.holder = subprocess.Popen(
             [
-                "unshare", "--net", "--uts", "--mount", "--fork", "--kill-child", "--",
-                "sh", "-c", _HOLDER, "holder", SERVER, str(hosts), str(pgrun),
+                "unshare",
+                "--net",
+                "--uts",
+                "--mount",
+                "--fork",
+                "--kill-child",
+                "--",
+                "sh",
+                "-c",
+                _HOLDER,
+                "holder",
+                SERVER,
+                str(hosts),
+                str(pgrun),
                 *self._addresses().values(),
             ],
             stdout=subprocess.PIPE,
@@ -302,8 +314,12 @@ class PbsTestCluster:
     ) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "PBS_CONF_FILE": str(conf), "TZ": "UTC"}
         return subprocess.run(
-            [*self._enter(), *args], env=env, capture_output=True, text=True,
-            timeout=timeout, check=False,
+            [*self._enter(), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
 
     def _initialise_home(self) -> None:
@@ -326,9 +342,16 @@ class PbsTestCluster:
 
     def _make_mom_home(self, home: Path) -> None:
         modes = {
-            "": 0o755, "aux": 0o755, "checkpoint": 0o700, "mom_logs": 0o755,
-            "mom_priv": 0o751, "mom_priv/jobs": 0o751, "mom_priv/hooks": 0o750,
-            "mom_priv/hooks/tmp": 0o750, "spool": 0o1777, "undelivered": 0o1777,
+            "": 0o755,
+            "aux": 0o755,
+            "checkpoint": 0o700,
+            "mom_logs": 0o755,
+            "mom_priv": 0o751,
+            "mom_priv/jobs": 0o751,
+            "mom_priv/hooks": 0o750,
+            "mom_priv/hooks/tmp": 0o750,
+            "spool": 0o1777,
+            "undelivered": 0o1777,
         }
         for sub, mode in modes.items():
             path = home / sub
@@ -489,13 +512,16 @@ class PbsTestCluster:
     ) -> subprocess.CompletedProcess[str]:
         """Run a PBS client command against this cluster; with ``check``, raise on rc != 0."""
         proc = subprocess.run(
-            list(args), env={**os.environ, **self.env}, capture_output=True, text=True,
-            timeout=timeout, check=False,
+            list(args),
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
         if check and proc.returncode != 0:
             raise PbsClusterError(
-                f"{' '.join(args)} exited {proc.returncode}: "
-                f"{(proc.stderr or proc.stdout).strip()}"
+                f"{' '.join(args)} exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()}"
             )
         return proc
 
@@ -506,8 +532,7 @@ class PbsTestCluster:
     def submit(self, *qsub_args: str, seconds: int = 3600) -> str:
         """Submit ``sleep seconds`` as root with these qsub options; the job id."""
         proc = self.run(
-            ["qsub", "-j", "oe", "-o", "/dev/null", *qsub_args, "--", "/bin/sleep",
-             str(seconds)]
+            ["qsub", "-j", "oe", "-o", "/dev/null", *qsub_args, "--", "/bin/sleep", str(seconds)]
         )
         return proc.stdout.strip()
 

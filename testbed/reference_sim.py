@@ -500,4 +500,3 @@ AGREEMENT = settings(
 PROPERTY = settings(
     max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
 )
-

@@ -42,7 +42,10 @@ class SlurmAccounting:
     (``SLURM_CONF`` says where slurmdbd.conf goes)."""
 
     def __init__(
-        self, base: Path, env: Dict[str, str], install: Optional[SlurmInstall] = None,
+        self,
+        base: Path,
+        env: Dict[str, str],
+        install: Optional[SlurmInstall] = None,
         timeout: float = 120.0,
     ) -> None:
         self.base = base
@@ -64,7 +67,8 @@ class SlurmAccounting:
         missing = missing_accounting_binaries(self.install)
         if missing:
             raise ClusterError(
-                "missing accounting programs: " + ", ".join(missing)
+                "missing accounting programs: "
+                + ", ".join(missing)
                 + " (run tests/setup/install-system-deps)"
             )
         t0 = time.monotonic()
@@ -82,29 +86,50 @@ class SlurmAccounting:
         os.chown(self.db_dir / "data", uid, gid)
         db_dir = self.install.inside(self.db_dir)
         install = subprocess.run(
-            self.install.daemon([
-                "mariadb-install-db", "--no-defaults", "--user=mysql",
-                f"--datadir={db_dir}/data", "--auth-root-authentication-method=socket",
-                "--skip-test-db",
-            ]),
-            capture_output=True, text=True, timeout=120, check=False,
+            self.install.daemon(
+                [
+                    "mariadb-install-db",
+                    "--no-defaults",
+                    "--user=mysql",
+                    f"--datadir={db_dir}/data",
+                    "--auth-root-authentication-method=socket",
+                    "--skip-test-db",
+                ]
+            ),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
         if install.returncode != 0:
             raise ClusterError(f"mariadb-install-db failed: {install.stderr.strip()[-2000:]}")
         # the child keeps its own copy of the log's descriptor
         with open(self.db_dir / "mariadbd.out", "wb") as log:
             self._mariadbd = subprocess.Popen(
-                self.install.daemon([
-                    "mariadbd", "--no-defaults", "--user=mysql",
-                    f"--datadir={db_dir}/data", f"--socket={db_dir}/mysqld.sock",
-                    f"--port={self.db_port}", "--bind-address=127.0.0.1",
-                    f"--pid-file={db_dir}/mariadbd.pid", "--skip-name-resolve",
-                    "--innodb-buffer-pool-size=64M", "--innodb-log-file-size=16M",
-                ]),
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                self.install.daemon(
+                    [
+                        "mariadbd",
+                        "--no-defaults",
+                        "--user=mysql",
+                        f"--datadir={db_dir}/data",
+                        f"--socket={db_dir}/mysqld.sock",
+                        f"--port={self.db_port}",
+                        "--bind-address=127.0.0.1",
+                        f"--pid-file={db_dir}/mariadbd.pid",
+                        "--skip-name-resolve",
+                        "--innodb-buffer-pool-size=64M",
+                        "--innodb-log-file-size=16M",
+                    ]
+                ),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
-        self._wait("mariadbd to answer", lambda: self.sql("SELECT 1", check=False) == 0,
-                   self.db_dir / "mariadbd.out")
+        self._wait(
+            "mariadbd to answer",
+            lambda: self.sql("SELECT 1", check=False) == 0,
+            self.db_dir / "mariadbd.out",
+        )
 
     @property
     def socket(self) -> Path:
@@ -113,11 +138,21 @@ class SlurmAccounting:
     def sql(self, statement: str, check: bool = True) -> int:
         """Run one statement as the database's root over the unix socket; the exit status."""
         proc = subprocess.run(
-            self.install.command([
-                "mariadb", "--no-defaults", f"--socket={self.install.inside(self.socket)}",
-                "-u", "root", "-e", statement,
-            ]),
-            capture_output=True, text=True, timeout=30, check=False,
+            self.install.command(
+                [
+                    "mariadb",
+                    "--no-defaults",
+                    f"--socket={self.install.inside(self.socket)}",
+                    "-u",
+                    "root",
+                    "-e",
+                    statement,
+                ]
+            ),
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
         )
         if check and proc.returncode != 0:
             raise ClusterError(f"mariadb: {statement!r} failed: {proc.stderr.strip()}")
@@ -131,28 +166,34 @@ class SlurmAccounting:
     def _start_slurmdbd(self) -> None:
         conf = self.base / "slurmdbd.conf"
         conf.write_text(
-            "\n".join([
-                "AuthType=auth/munge",
-                "DbdHost=localhost",
-                "DbdAddr=127.0.0.1",
-                f"DbdPort={self.dbd_port}",
-                "SlurmUser=root",
-                "DebugLevel=info",
-                f"LogFile={self.install.inside(self.base)}/log/slurmdbd.log",
-                f"PidFile={self.install.inside(self.base)}/slurmdbd.pid",
-                "StorageType=accounting_storage/mysql",
-                "StorageHost=127.0.0.1",
-                f"StoragePort={self.db_port}",
-                "StorageUser=slurm",
-                f"StoragePass={self._password}",
-                "StorageLoc=slurm_acct_db",
-                "",
-            ])
+            "\n".join(
+                [
+                    "AuthType=auth/munge",
+                    "DbdHost=localhost",
+                    "DbdAddr=127.0.0.1",
+                    f"DbdPort={self.dbd_port}",
+                    "SlurmUser=root",
+                    "DebugLevel=info",
+                    f"LogFile={self.install.inside(self.base)}/log/slurmdbd.log",
+                    f"PidFile={self.install.inside(self.base)}/slurmdbd.pid",
+                    "StorageType=accounting_storage/mysql",
+                    "StorageHost=127.0.0.1",
+                    f"StoragePort={self.db_port}",
+                    "StorageUser=slurm",
+                    f"StoragePass={self._password}",
+                    "StorageLoc=slurm_acct_db",
+                    "",
+                ]
+            )
         )
         conf.chmod(0o600)
         proc = subprocess.run(
-            self.install.daemon(["slurmdbd"]), env=self.env, capture_output=True, text=True,
-            timeout=60, check=False,
+            self.install.daemon(["slurmdbd"]),
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
         )
         if proc.returncode != 0:
             raise ClusterError(f"slurmdbd exited {proc.returncode}: {proc.stderr.strip()}")
@@ -160,8 +201,9 @@ class SlurmAccounting:
         self._wait("slurmdbd to listen", self._dbd_listens, self.base / "log" / "slurmdbd.log")
 
     def _dbd_listens(self) -> bool:
-        with contextlib.suppress(OSError), socket.create_connection(
-            ("127.0.0.1", self.dbd_port), timeout=1
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection(("127.0.0.1", self.dbd_port), timeout=1),
         ):
             return True
         return False
@@ -179,7 +221,11 @@ class SlurmAccounting:
         try:
             proc = subprocess.run(
                 self.install.command(["sacctmgr", "-i", "add", "cluster", name]),
-                env=self.env, capture_output=True, text=True, timeout=30, check=False,
+                env=self.env,
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
             )
         except subprocess.TimeoutExpired as exc:
             raise ClusterError(f"sacctmgr add cluster {name}: no answer in 30 s") from exc

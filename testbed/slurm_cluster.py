@@ -218,8 +218,7 @@ class SlurmTestCluster:
         missing = missing_binaries(self.install)
         if missing:
             raise ClusterError(
-                "missing programs: " + ", ".join(missing)
-                + " (run tests/setup/install-system-deps)"
+                "missing programs: " + ", ".join(missing) + " (run tests/setup/install-system-deps)"
             )
         t0 = time.monotonic()
         try:
@@ -301,7 +300,8 @@ class SlurmTestCluster:
             "TaskPlugin=task/none",
             "JobAcctGatherType=jobacct_gather/none",
             *(
-                self.accounting.conf_lines() if self.accounting is not None
+                self.accounting.conf_lines()
+                if self.accounting is not None
                 else ["AccountingStorageType=accounting_storage/none"]
             ),
             "JobCompType=jobcomp/none",
@@ -338,7 +338,11 @@ class SlurmTestCluster:
     def _daemon(self, args: Sequence[str]) -> None:
         """Start a daemonising Slurm program; it forks, so a non-zero exit means it failed."""
         proc = subprocess.run(
-            self.install.daemon(args), env=self.env, capture_output=True, text=True, timeout=60,
+            self.install.daemon(args),
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
             check=False,
         )
         if proc.returncode != 0:
@@ -452,13 +456,16 @@ class SlurmTestCluster:
         """Run a Slurm client command against this cluster (with ``env`` added to its
         variables); with ``check``, raise on rc != 0."""
         proc = subprocess.run(
-            self.install.command(args), env={**self.env, **(env or {})}, capture_output=True,
-            text=True, timeout=timeout, check=False,
+            self.install.command(args),
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
         if check and proc.returncode != 0:
             raise ClusterError(
-                f"{' '.join(args)} exited {proc.returncode}: "
-                f"{(proc.stderr or proc.stdout).strip()}"
+                f"{' '.join(args)} exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()}"
             )
         return proc
 
@@ -481,8 +488,12 @@ class SlurmTestCluster:
         """Submit ``wrap`` with sbatch and return the job id (the array id for arrays)."""
         proc = self.run(
             [
-                "sbatch", "--parsable", f"--chdir={self.inner_dir}/jobs",
-                f"--output={self.inner_dir}/jobs/%j.out", *sbatch_args, f"--wrap={wrap}",
+                "sbatch",
+                "--parsable",
+                f"--chdir={self.inner_dir}/jobs",
+                f"--output={self.inner_dir}/jobs/%j.out",
+                *sbatch_args,
+                f"--wrap={wrap}",
             ]
         )
         return proc.stdout.strip().split(";")[0]

@@ -108,8 +108,13 @@ class SlurmInstall:
         if self.root is None:
             return list(args)
         return [
-            "unshare", "--mount", "--propagation=private", "--mount-proc=/proc",
-            f"--root={self.root}", f"--wd={cwd}", *args,
+            "unshare",
+            "--mount",
+            "--propagation=private",
+            "--mount-proc=/proc",
+            f"--root={self.root}",
+            f"--wd={cwd}",
+            *args,
         ]
 
     def inside(self, path: Path) -> str:
@@ -148,8 +153,10 @@ class SlurmInstall:
             run_dir, owned = Path("/run/munge"), ("/run/munge", "/var/log/munge", "/var/lib/munge")
         else:
             run_dir = self.root / "run" / "munge"
-            owned = tuple(str(self.root) + d for d in ("/run/munge", "/var/log/munge",
-                                                       "/var/lib/munge", "/etc/munge"))
+            owned = tuple(
+                str(self.root) + d
+                for d in ("/run/munge", "/var/log/munge", "/var/lib/munge", "/etc/munge")
+            )
         run_dir.mkdir(parents=True, exist_ok=True)
         uid, gid = self.ids("munge")
         for d in owned:
@@ -157,7 +164,10 @@ class SlurmInstall:
                 os.chown(d, uid, gid)
         proc = subprocess.run(
             self.daemon(["runuser", "-u", "munge", "--", "munged"]),
-            capture_output=True, text=True, timeout=30, check=False,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
         )
         # A munged that fails to start may have lost the race to one another test process
         # (an xdist worker) started a moment before: it fails only if none answers in time.
@@ -171,7 +181,10 @@ class SlurmInstall:
     def release(self) -> str:
         """The full release, as ``slurmctld -V`` prints it (``slurm-wlm 24.11.5``)."""
         proc = subprocess.run(
-            self.command(["slurmctld", "-V"]), capture_output=True, text=True, timeout=30,
+            self.command(["slurmctld", "-V"]),
+            capture_output=True,
+            text=True,
+            timeout=30,
             check=False,
         )
         return proc.stdout.strip() or self.series
@@ -183,7 +196,10 @@ class SlurmInstall:
         if cred.returncode != 0:
             return False
         check = subprocess.run(
-            self.command(["unmunge"]), input=cred.stdout, capture_output=True, timeout=10,
+            self.command(["unmunge"]),
+            input=cred.stdout,
+            capture_output=True,
+            timeout=10,
             check=False,
         )
         return check.returncode == 0

@@ -18,7 +18,12 @@ from testbed.slurm_cluster import ClusterError, SlurmTestCluster
 #: (cores, minutes), in priority (submission) order: backfill plans every one of them.
 SIMPLE_RUNNING: Sequence[Tuple[int, int]] = ((40, 10), (20, 20))
 SIMPLE_PENDING: Sequence[Tuple[int, int]] = (
-    (64, 30), (16, 15), (8, 5), (48, 40), (4, 60), (32, 25),
+    (64, 30),
+    (16, 15),
+    (8, 5),
+    (48, 40),
+    (4, 60),
+    (32, 25),
 )
 
 #: Seconds of one backfill pass in the test cluster's slurm.conf, plus a margin.
@@ -123,7 +128,10 @@ def reserve_windows(cluster: SlurmTestCluster, node: str) -> None:
         cluster.run(
             [
                 *("scontrol", "create", "reservation", f"ReservationName={name}"),
-                f"StartTime={begin}", f"Duration={minutes}", size, "Users=root",
+                f"StartTime={begin}",
+                f"Duration={minutes}",
+                size,
+                "Users=root",
             ]
         )
 

@@ -69,9 +69,7 @@ def calibrate(
             return utilization
 
         measured.steps = 0  # type: ignore[attr-defined]
-        return calibrate_load(
-            measured, target, tolerance, overlay_scaling(replay, seed), MAX_STEPS
-        )
+        return calibrate_load(measured, target, tolerance, overlay_scaling(replay, seed), MAX_STEPS)
 
 
 def days(length: float, warm_up: float = 0.0) -> Window:

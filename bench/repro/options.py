@@ -59,31 +59,44 @@ def add_options(parser: argparse.ArgumentParser, seeds: int = 10) -> None:
     """Add the common options to a repro command's parser (``seeds``: its default count)."""
     group = parser.add_argument_group("common reproduction options")
     group.add_argument(
-        "--seeds", type=_positive, default=None, metavar="N",
+        "--seeds",
+        type=_positive,
+        default=None,
+        metavar="N",
         help=f"paired seeds 0..N-1 (default {seeds}; {QUICK_SEEDS} with --quick)",
     )
     group.add_argument(
-        "--quick", action="store_true",
+        "--quick",
+        action="store_true",
         help=f"smoke run: {QUICK_SEEDS} seeds and the command's small setup (minutes)",
     )
     group.add_argument(
-        "--jobs", type=_positive, default=os.cpu_count() or 1, metavar="N",
+        "--jobs",
+        type=_positive,
+        default=os.cpu_count() or 1,
+        metavar="N",
         help="local worker processes for sweeps (default: every CPU); results do not depend on it",
     )
     group.add_argument(
-        "--slurm", metavar="PARTITION",
+        "--slurm",
+        metavar="PARTITION",
         help="run sweeps as Slurm job arrays on PARTITION (one task per configuration; the "
         "source tree, where bench/.work/slurm holds the tasks' files, must be on a file "
         "system the nodes share)",
     )
     group.add_argument(
-        "--sbatch", action="append", default=[], metavar="--OPTION=VALUE",
-        help="an extra sbatch option for --slurm arrays, e.g. --sbatch=--time=2:00:00 "
-        "(repeatable)",
+        "--sbatch",
+        action="append",
+        default=[],
+        metavar="--OPTION=VALUE",
+        help="an extra sbatch option for --slurm arrays, e.g. --sbatch=--time=2:00:00 (repeatable)",
     )
     group.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     group.add_argument(
-        "--out", type=Path, default=RESULTS, metavar="DIR",
+        "--out",
+        type=Path,
+        default=RESULTS,
+        metavar="DIR",
         help=f"where repro-NAME.json/.md and the plots go (default {RESULTS})",
     )
     parser.set_defaults(default_seeds=seeds)

@@ -23,7 +23,15 @@ Tolerance = Union[float, str, Tuple[float, float]]
 
 _ID = re.compile(r"00[0-4]-[0-9]+")
 _FIELDS = {
-    "result", "claim", "source", "unit", "units", "values", "tolerance", "direction", "unavailable",
+    "result",
+    "claim",
+    "source",
+    "unit",
+    "units",
+    "values",
+    "tolerance",
+    "direction",
+    "unavailable",
     "note",
 }
 

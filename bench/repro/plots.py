@@ -31,15 +31,29 @@ def draw_replica(
         ys = [e.value for _, e in series]
         below = [max(e.value - e.low, 0.0) if e.low == e.low else 0.0 for _, e in series]
         above = [max(e.high - e.value, 0.0) if e.high == e.high else 0.0 for _, e in series]
-        axis.errorbar(xs, ys, yerr=[below, above], marker=markers[index % len(markers)],
-                      capsize=3, label=f"ours: {label}")
+        axis.errorbar(
+            xs,
+            ys,
+            yerr=[below, above],
+            marker=markers[index % len(markers)],
+            capsize=3,
+            label=f"ours: {label}",
+        )
     for index, (label, points) in enumerate(paper.items()):
         xs = [p[0] for p in points]
         ys = [p[1] for p in points]
         errors = [p[2] if len(p) > 2 else 0.0 for p in points]
-        axis.errorbar(xs, ys, yerr=errors if any(errors) else None, linestyle="none",
-                      marker=markers[index % len(markers)], markerfacecolor="none",
-                      color="black", capsize=3, label=f"paper: {label}")
+        axis.errorbar(
+            xs,
+            ys,
+            yerr=errors if any(errors) else None,
+            linestyle="none",
+            marker=markers[index % len(markers)],
+            markerfacecolor="none",
+            color="black",
+            capsize=3,
+            label=f"paper: {label}",
+        )
     axis.set(xlabel=xlabel, ylabel=ylabel, title=title)
     axis.legend(fontsize="small")
 

@@ -165,10 +165,16 @@ class Report:
     def problems(self) -> List[str]:
         """What makes the report incomplete: missing rows, verdicts without their why."""
         found = {row.id for row in self.rows}
-        out = [f"{rid}: no row (every result of seed {self.seed} needs one)"
-               for rid in seed_ids(self.seed) if rid not in found]
-        out += [f"{row.id}{'/' + row.point if row.point else ''}: verdict {row.verdict} without "
-                "a why" for row in self.rows if row.verdict in NEED_WHY and not row.why.strip()]
+        out = [
+            f"{rid}: no row (every result of seed {self.seed} needs one)"
+            for rid in seed_ids(self.seed)
+            if rid not in found
+        ]
+        out += [
+            f"{row.id}{'/' + row.point if row.point else ''}: verdict {row.verdict} without a why"
+            for row in self.rows
+            if row.verdict in NEED_WHY and not row.why.strip()
+        ]
         return out
 
     def to_dict(self) -> Dict[str, Any]:
@@ -206,12 +212,28 @@ class Report:
         table = [{**row.to_dict(), "ours": row.ours_text or "-"} for row in self.rows]
         lines.append(_md_table(table))
         if self.calibrations:
-            lines += ["", "## Load calibration", "",
-                      "Best-effort utilization measured over the paper's window (targets from "
-                      "the paper).", ""]
-            lines.append(_md_table(self.calibrations, (
-                "label", "target", "achieved", "converged", "overlay_probability",
-                "interarrival_factor", "steps")))
+            lines += [
+                "",
+                "## Load calibration",
+                "",
+                "Best-effort utilization measured over the paper's window (targets from "
+                "the paper).",
+                "",
+            ]
+            lines.append(
+                _md_table(
+                    self.calibrations,
+                    (
+                        "label",
+                        "target",
+                        "achieved",
+                        "converged",
+                        "overlay_probability",
+                        "interarrival_factor",
+                        "steps",
+                    ),
+                )
+            )
         for section in self.sections:
             lines += ["", section]
         if self.figures:
@@ -234,7 +256,9 @@ class Report:
         else:
             console.print_table(
                 [{**row.to_dict(), "ours": row.ours_text or "-"} for row in self.rows],
-                COLUMNS, title=self.title, headers=HEADERS,
+                COLUMNS,
+                title=self.title,
+                headers=HEADERS,
             )
             console.stdout.print(f"wrote {json_path} and {md_path}", highlight=False)
         for problem in document["problems"]:

@@ -65,11 +65,21 @@ def run_array(
     script.chmod(0o755)
     submitted = subprocess.run(
         [
-            "sbatch", "--parsable", f"--partition={partition}", f"--array=0-{tasks - 1}",
-            f"--job-name=repro-{label}"[:60], f"--output={work}/task-%a.log",
-            f"--chdir={ROOT}", "--ntasks=1", "--cpus-per-task=1", *sbatch_args, str(script),
+            "sbatch",
+            "--parsable",
+            f"--partition={partition}",
+            f"--array=0-{tasks - 1}",
+            f"--job-name=repro-{label}"[:60],
+            f"--output={work}/task-%a.log",
+            f"--chdir={ROOT}",
+            "--ntasks=1",
+            "--cpus-per-task=1",
+            *sbatch_args,
+            str(script),
         ],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if submitted.returncode != 0:
         raise SweepError(f"sbatch refused the array: {submitted.stderr.strip()}")

@@ -51,7 +51,7 @@ class Estimate:
         raise ValueError(f"direction must be 'increase' or 'decrease', got {direction!r}")
 
     def text(self, digits: int = 3) -> str:
-        """"12.3 [10.1, 14.5], n = 10" with ``digits`` significant digits."""
+        """ "12.3 [10.1, 14.5], n = 10" with ``digits`` significant digits."""
         if self.method == "exact":
             return f"{_fmt(self.value, digits)}, n = {self.n}"
         return (
@@ -173,8 +173,8 @@ def _statistic(statistic: Statistic) -> Callable[..., Any]:
 
 
 #: scipy 1.15 renamed bootstrap's random_state to rng
-_RNG_ARGUMENT = "rng" if "rng" in inspect.signature(scipy_stats.bootstrap).parameters else (
-    "random_state"
+_RNG_ARGUMENT = (
+    "rng" if "rng" in inspect.signature(scipy_stats.bootstrap).parameters else ("random_state")
 )
 
 

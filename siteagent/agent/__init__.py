@@ -1,2 +1,1 @@
-"""The daemon: the polling loop, each cycle's state, and the Prometheus metrics taken from it.
-"""
+"""The daemon: the polling loop, each cycle's state, and the Prometheus metrics taken from it."""

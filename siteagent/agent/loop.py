@@ -217,9 +217,7 @@ class Agent:
         if self.metrics is not None:
             self.metrics.observe_failure()
         self.last_error = error
-        log.error(
-            "backend %s failed: %s (keeping the state from before)", self.backend.name, error
-        )
+        log.error("backend %s failed: %s (keeping the state from before)", self.backend.name, error)
         self._beat(f"backend {self.backend.name} unavailable: {error}")
 
     def _beat(self, status: Optional[str] = None) -> None:

@@ -40,8 +40,6 @@ def add_routes(app: fastapi.FastAPI, context: ApiContext) -> None:
         return bidding().bid(body, client.key_id, context.view()).to_json()
 
     @app.delete("/v1/bids/{auction_id}", tags=["auctions"], **answers(BidAnswer))
-    def release(
-        auction_id: str = AuctionId, client: AuthorizedClient = signed
-    ) -> Dict[str, Any]:
+    def release(auction_id: str = AuctionId, client: AuthorizedClient = signed) -> Dict[str, Any]:
         """Release this site's bid in a lost auction: its capacity is free at once."""
         return bidding().release(client.key_id, auction_id).to_json()

@@ -86,4 +86,3 @@ class Backend(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release whatever the backend holds (processes, sockets). Default: nothing."""
-

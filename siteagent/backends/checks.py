@@ -36,9 +36,7 @@ def checked_start(
     """
     names.check(name_rule, spec.name, "reservation name")
     if name_prefix and not spec.name.startswith(name_prefix):
-        raise ValueError(
-            f"reservation name {spec.name!r} lacks the agent's prefix {name_prefix!r}"
-        )
+        raise ValueError(f"reservation name {spec.name!r} lacks the agent's prefix {name_prefix!r}")
     for label, val in (("start", spec.start), ("duration", spec.duration), ("size", spec.size)):
         if isinstance(val, bool) or not isinstance(val, int):
             raise ValueError(f"reservation {label} must be an integer, got {val!r}")

@@ -52,8 +52,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         type=float,
         default=DEFAULT_K,
         metavar="K",
-        help=f"the auction lasts K x the mean run time ({DEFAULT_K}; the paper finds 0.3-0.4 "
-        "best)",
+        help=f"the auction lasts K x the mean run time ({DEFAULT_K}; the paper finds 0.3-0.4 best)",
     )
     english.add_argument(
         "--mean-run-time",
@@ -100,17 +99,23 @@ def _english_auction(args: argparse.Namespace) -> int:
     for site in sites:
         site.signing_key()  # a missing or unsafe key is the buyer's to fix: say so now
     done: List[Placement] = []
-    with interruptible() as interrupted, console.progress_bar(
-        f"{len(jobs)} jobs at {len(sites)} sites", enabled=not args.json
-    ) as update:
+    with (
+        interruptible() as interrupted,
+        console.progress_bar(
+            f"{len(jobs)} jobs at {len(sites)} sites", enabled=not args.json
+        ) as update,
+    ):
 
         def decided(placement: Placement) -> None:
             done.append(placement)
             update(len(done) / len(jobs))
 
-        with contextlib.closing(SitePool(sites)) as pool, Auctioneer(
-            pool, journal, length, args.rounds, args.start_price, interrupted
-        ) as auctioneer:
+        with (
+            contextlib.closing(SitePool(sites)) as pool,
+            Auctioneer(
+                pool, journal, length, args.rounds, args.start_price, interrupted
+            ) as auctioneer,
+        ):
             placements = auctioneer.run(jobs, decided)
         stopped = interrupted()
     _report(args, placements, length, mean)

@@ -266,9 +266,7 @@ class Auction:
         """A site offers nothing this round (it may still stand by earlier offers)."""
         self.no_bids.append(NoBid(site, part, round, reason))
 
-    def drop(
-        self, site: str, part: int, round: int, reason: str, answered: bool = False
-    ) -> None:
+    def drop(self, site: str, part: int, round: int, reason: str, answered: bool = False) -> None:
         """A site failed (or refused the buyer itself, ``answered``): it leaves the auction,
         its bids with it."""
         self.no_bids.append(NoBid(site, part, round, reason, dropped=True, answered=answered))

@@ -39,9 +39,7 @@ class LiveBatchOffers(LiveOffers):
         max_price: Optional[Decimal] = None,
         budget: Optional[Decimal] = None,
     ) -> None:
-        super().__init__(
-            connections, commit, dry_run, on_hold, offers_per_quote, max_price, budget
-        )
+        super().__init__(connections, commit, dry_run, on_hold, offers_per_quote, max_price, budget)
         self.batch_commit = commit
         self._unused: Dict[str, Set[str]] = {}  # offers quoted at each site, not held yet
         # the bids behind each alternative handed out: tasks of one run may be offered the

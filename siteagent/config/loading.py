@@ -392,9 +392,7 @@ def read_notifications(section: Section, paths: Paths) -> NotificationsConfig:
     )
 
 
-def parse(
-    data: Any, source: Optional[Path] = None, state_dir: Optional[Path] = None
-) -> Config:
+def parse(data: Any, source: Optional[Path] = None, state_dir: Optional[Path] = None) -> Config:
     """Validate a loaded document (None: no file, all defaults); raise ConfigError.
 
     ``state_dir`` (the command line's ``--state-dir``) wins over the file's, before the paths

@@ -33,7 +33,11 @@ class Shape:
     __slots__ = ("cpus", "exclusive", "max_nodes", "min_nodes", "nodes")
 
     def __init__(
-        self, cpus: int, min_nodes: int = 1, max_nodes: int = 0, exclusive: bool = False,
+        self,
+        cpus: int,
+        min_nodes: int = 1,
+        max_nodes: int = 0,
+        exclusive: bool = False,
         nodes: int = 0,
     ) -> None:
         self.cpus = cpus

@@ -402,8 +402,9 @@ class Engine(abc.ABC):
         machine = self.machine
         if not isinstance(machine, PooledMachine):
             raise ValueError("only an engine on pooled units can be copied")
-        twin = make_engine(self.policy, self.capacity, self.now, None, self.preemptive,
-                           self.requeue)
+        twin = make_engine(
+            self.policy, self.capacity, self.now, None, self.preemptive, self.requeue
+        )
         twin_machine = twin.machine
         assert isinstance(twin_machine, PooledMachine)
         twin_machine.profile = machine.profile.copy()
@@ -1146,8 +1147,7 @@ def _with_margin(running: Tuple[Job, ...], margin: int) -> Tuple[Job, ...]:
     if not margin:
         return running
     return tuple(
-        dataclasses.replace(job, limit=job.limit + margin) if job.limit else job
-        for job in running
+        dataclasses.replace(job, limit=job.limit + margin) if job.limit else job for job in running
     )
 
 

@@ -319,9 +319,7 @@ class Ledger:
             "SELECT public_key FROM participants WHERE id = ? AND kind = ?", (key_id, kind)
         )
         if row is None:
-            raise LedgerRefused(
-                "unknown_participant", f"no {kind} {key_id!r} is registered", field
-            )
+            raise LedgerRefused("unknown_participant", f"no {kind} {key_id!r} is registered", field)
         return parse_public_key(row[0])
 
     # ---- booking
@@ -358,9 +356,7 @@ class Ledger:
         ]
         return self.database.run(lambda tx: self._book_all(tx, checked), idempotent=True)
 
-    def _book_all(
-        self, tx: Tx, checked: Sequence[Tuple[Receipt, DealTerms]]
-    ) -> List[Transaction]:
+    def _book_all(self, tx: Tx, checked: Sequence[Tuple[Receipt, DealTerms]]) -> List[Transaction]:
         # what it decides on: whether each receipt is booked or voided, and the buyers' funds
         tx.claim(
             *{f"receipt:{receipt.id}" for receipt, _ in checked},

@@ -200,9 +200,7 @@ class Bidding:
                 retry_after_s=wait,
             )
 
-    def _within_allowance(
-        self, call: BidRequest, client: str, view: MarketView, now: int
-    ) -> None:
+    def _within_allowance(self, call: BidRequest, client: str, view: MarketView, now: int) -> None:
         """A new bid's job, with what the client's open bids hold already, within what one
         client's bids may hold (``auctions.max_held_machine_hours`` of the whole machine):
         InvalidRequest if the job alone is more (it never could be), TooManyBids until the

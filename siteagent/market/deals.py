@@ -175,8 +175,7 @@ class Deals:
             return
         site = Participant(self.site_key_id, "site", self.site_key.public_key())
         users = [
-            Participant(client.key_id, "user", client.public_key, self.credit)
-            for client in clients
+            Participant(client.key_id, "user", client.public_key, self.credit) for client in clients
         ]
         register_all(self.ledger, [site, *users])
 
@@ -567,4 +566,3 @@ def countersign(
         raise ConfirmRefused("bad_confirm_signature", "the deal's signature does not verify")
     document = countersigned_document(expected, signature, now)
     return Receipt(expected, signature, now, sign_document(document, site_key, site_id))
-

@@ -1037,8 +1037,7 @@ class Store:
         comes after its receipt. Receipts of reservations not confirmed are left out (see
         :data:`_OWED`)."""
         rows = self._read(
-            f"SELECT reservation_id, kind, document FROM ledger_bookings WHERE {_OWED} "
-            "ORDER BY seq"
+            f"SELECT reservation_id, kind, document FROM ledger_bookings WHERE {_OWED} ORDER BY seq"
         )
         return [(rid, kind, json.loads(document)) for rid, kind, document in rows]
 
@@ -1061,9 +1060,7 @@ class Store:
         rows = self._read(f"SELECT {_BID_COLUMNS} FROM bids ORDER BY created, client, auction_id")
         return [_bid(row) for row in rows]
 
-    def save_bid(
-        self, record: BidRecord, offer: Optional[Offer], withdrawn: Optional[str]
-    ) -> None:
+    def save_bid(self, record: BidRecord, offer: Optional[Offer], withdrawn: Optional[str]) -> None:
         """Write the bid as valued now in one transaction: its new ``offer`` stored, the offer
         it made before (``withdrawn``) lapsing at once, so that no two offers of one bid can
         both be accepted.
@@ -1369,9 +1366,7 @@ def _insert_offers(db: sqlite3.Connection, offers: Sequence[Offer], at: float) -
 
 def _withdraw_offer(db: sqlite3.Connection, offer_id: str, at: float) -> None:
     """An offer lapses now (a bid moved on or was released): it can no longer be accepted."""
-    db.execute(
-        "UPDATE offers SET expires = MIN(expires, ?) WHERE id = ?", (int(at), offer_id)
-    )
+    db.execute("UPDATE offers SET expires = MIN(expires, ?) WHERE id = ?", (int(at), offer_id))
 
 
 def _release_bids(

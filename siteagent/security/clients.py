@@ -105,4 +105,3 @@ def ed25519_public_key(raw: Any) -> Ed25519PublicKey:
         raise Invalid(
             "an Ed25519 public key (base64 of 32 bytes, as `siteagent keys` prints it)"
         ) from None
-

@@ -231,7 +231,12 @@ class Simulator:
 
         self._tasks, rest = itertools.tee(self._tasks)
         twin = Simulator(
-            iter(()), self.cores, self.policy, self.now, on_start, on_finish,
+            iter(()),
+            self.cores,
+            self.policy,
+            self.now,
+            on_start,
+            on_finish,
             preemptive=self.preemptive,
         )
         twin._on_arrival = on_arrival

@@ -57,7 +57,11 @@ def test_draws_are_the_same_in_another_process_with_another_hash_salt() -> None:
     )
     outputs = {
         subprocess.run(
-            [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
             env={**os.environ, "PYTHONHASHSEED": salt},
         ).stdout
         for salt in ("1", "2", "random")
@@ -285,8 +289,9 @@ def test_a_sweep_runs_as_a_slurm_job_array(
         f"result-{i}.json" for i in range(len(CONFIGS))
     ]
     with pytest.raises(SweepError, match="seed 1 is broken"):
-        run_sweep(fails_on_seed_1, [{"seed": 0}, {"seed": 1}], slurm=slurm.partition,
-                  work_dir=tmp_path)
+        run_sweep(
+            fails_on_seed_1, [{"seed": 0}, {"seed": 1}], slurm=slurm.partition, work_dir=tmp_path
+        )
 
 
 # -- reports ----------------------------------------------------------------------------------
@@ -302,10 +307,12 @@ def test_the_report_holds_every_row_per_seed_values_and_figures(tmp_path: Path) 
     report.judge("003-2", mean_ci([91, 90, 92]), why="sites bid future windows (measured: 0 idle)")
     report.not_run(["003-3"], "not in --quick")
     report.data["runs"] = [{"seed": s, "tw": 1.0 + s} for s in range(3)]
-    report.calibration("SDSC 70 %", calibrate_load(lambda s: 0.6 + 0.2 * s.overlay_probability,
-                                                   0.7))
-    path = replica(report.figure_path("fig4"), {"k": [(0.0, mean_ci([1, 2, 3]))]},
-                   {"priority 1": [(0.0, 2.5)]})
+    report.calibration(
+        "SDSC 70 %", calibrate_load(lambda s: 0.6 + 0.2 * s.overlay_probability, 0.7)
+    )
+    path = replica(
+        report.figure_path("fig4"), {"k": [(0.0, mean_ci([1, 2, 3]))]}, {"priority 1": [(0.0, 2.5)]}
+    )
     assert report.finish() == 0
     document = json.loads((tmp_path / "repro-demo.json").read_text())
     assert [row["verdict"] for row in document["rows"]] == [MATCH, DIFFERS, NOT_RUN]
@@ -313,8 +320,10 @@ def test_the_report_holds_every_row_per_seed_values_and_figures(tmp_path: Path) 
     assert document["data"]["runs"][2]["tw"] == 3.0
     assert document["calibrations"][0]["converged"] is True
     markdown = (tmp_path / "repro-demo.json").with_suffix(".md").read_text()
-    assert "| 003-2 | Fig. 5: share of sites taking part | 70 ± 10 % of sites | 91 [88.5, 93.5]" \
+    assert (
+        "| 003-2 | Fig. 5: share of sites taking part | 70 ± 10 % of sites | 91 [88.5, 93.5]"
         in markdown
+    )
     assert "sites bid future windows" in markdown and "![repro-demo-fig4.png]" in markdown
     assert path.exists() and path.stat().st_size > 1000
 
@@ -346,7 +355,7 @@ def test_the_registry_covers_every_paper() -> None:
     assert seeds == ["000", "001", "002", "003", "004"]
 
 
-TOY = '''
+TOY = """
 import argparse
 from bench.repro.common import Report, add_options, mean_ci, options_from
 
@@ -358,7 +367,7 @@ def main(argv):
     report.judge("003-1", mean_ci([0.30, 0.35, 0.40]))
     report.not_run(["003-2", "003-3"], "a toy")
     return report.finish()
-'''
+"""
 
 
 def test_repro_all_runs_every_command_and_sums_up_verdicts(
@@ -370,8 +379,17 @@ def test_repro_all_runs_every_command_and_sums_up_verdicts(
     assert run_all.main(["--quick", "--json", "--out", str(tmp_path)]) == 0
     # stdout holds one JSON document, the summary: the commands' own tables went to stderr
     summary = json.loads(capsys.readouterr().out)
-    assert summary == {"commands": [
-        {"command": "repro-toy", "exit": 0, "match": 1, "trend": 0, "differs": 0, "n/a": 0,
-         "not run": 2},
-    ]}
+    assert summary == {
+        "commands": [
+            {
+                "command": "repro-toy",
+                "exit": 0,
+                "match": 1,
+                "trend": 0,
+                "differs": 0,
+                "n/a": 0,
+                "not run": 2,
+            },
+        ]
+    }
     assert json.loads((tmp_path / "repro-toy.json").read_text())["options"]["seeds"] == 2

@@ -27,7 +27,10 @@ def test_quick_run_reports_every_result_of_its_paper(
 ) -> None:
     run = subprocess.run(
         [sys.executable, "-m", "bench", name, "--quick", "--jobs", "2", "--out", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads((tmp_path / f"{name}.json").read_text())

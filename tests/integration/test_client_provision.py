@@ -50,9 +50,7 @@ def buyer(tmp_path: Path) -> Iterator[Market]:
     leaves more reservations than the sites' rate limits let a test cancel quickly. The
     limits are raised as for a provisioning buyer (bench/provision.py): these tests are not
     about them, and the defaults (2 reservation requests a second) cost a minute a plan."""
-    made = Market(
-        tmp_path / "market", flat_priced(), credit="100000.00", rate_limits=RAISED_LIMITS
-    )
+    made = Market(tmp_path / "market", flat_priced(), credit="100000.00", rate_limits=RAISED_LIMITS)
     made.start()
     yield made
     made.stop()

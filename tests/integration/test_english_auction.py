@@ -62,9 +62,7 @@ def buyer(market: Market, tmp_path: Path) -> Iterator[Market]:
     market.cancel_alices(before)
 
 
-def english_auction(
-    market: Market, tmp_path: Path, jobs: List[Dict[str, Any]], *args: str
-) -> Any:
+def english_auction(market: Market, tmp_path: Path, jobs: List[Dict[str, Any]], *args: str) -> Any:
     path = tmp_path / "jobs.yaml"
     path.write_text(json.dumps({"jobs": jobs}), encoding="utf-8")
     done = market.client(["english-auction", str(path), "--json", *args])
@@ -101,8 +99,7 @@ def test_concurrent_auctions_never_get_overlapping_capacity_from_a_site(
     can hold four of them within a walltime, and holds no core for two auctions."""
     since = buyer.ids()
     jobs = [
-        {"name": f"j{i}", "cores": 8, "walltime": 1800, "priority": 1 + i % 4}
-        for i in range(12)
+        {"name": f"j{i}", "cores": 8, "walltime": 1800, "priority": 1 + i % 4} for i in range(12)
     ]
     result = english_auction(buyer, tmp_path, jobs, "-k", "0.002", "--rounds", "3")
     placed = [a for a in result["auctions"] if a["state"] == "placed"]
@@ -195,8 +192,10 @@ def test_a_site_killed_with_a_bid_open_releases_it_on_restart(buyer: Market) -> 
     service.restart()
     wait_until(
         "the restarted agent to release the bid",
-        lambda: getattr(bid_of(buyer, "hpc1", "killed-while-bidding"), "state", None)
-        is BidState.RELEASED,
+        lambda: (
+            getattr(bid_of(buyer, "hpc1", "killed-while-bidding"), "state", None)
+            is BidState.RELEASED
+        ),
     )
     released = bid_of(buyer, "hpc1", "killed-while-bidding")
     assert released is not None and released.reason_code == "auction_ended"
@@ -212,4 +211,3 @@ def test_a_site_killed_with_a_bid_open_releases_it_on_restart(buyer: Market) -> 
     assert stale[0] == 409 and stale[1]["error"]["code"] == "offer_expired"
     at = buyer.buyer_at("hpc1")
     assert at.request("DELETE", "/v1/bids/the-cores-are-free-again")[0] == 200
-

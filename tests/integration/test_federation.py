@@ -159,9 +159,7 @@ def buy_at_hpc1(admin: Administrator) -> Dict[str, object]:
     buyer = Buyer(f"https://127.0.0.1:{config.api.port}", config.api.tls.cert, alice)
     reservation = buyer.reserve()
     body = documents.confirm_body(reservation["deal"], alice.key, alice.key_id)
-    status, confirmed = buyer.request(
-        "POST", f"/v1/reservations/{reservation['id']}/confirm", body
-    )
+    status, confirmed = buyer.request("POST", f"/v1/reservations/{reservation['id']}/confirm", body)
     assert status == 200, confirmed
     assert confirmed["state"] == "CONFIRMED"
     return confirmed

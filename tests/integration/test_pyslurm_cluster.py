@@ -78,8 +78,11 @@ def config(
     timeout: float = 30.0,
 ) -> SlurmConfig:
     return cluster.slurm_config(
-        users=("root",), partition="batch", unit=unit,
-        flags=flags, timeout=timeout,
+        users=("root",),
+        partition="batch",
+        unit=unit,
+        flags=flags,
+        timeout=timeout,
     )
 
 
@@ -154,12 +157,18 @@ def test_snapshot_equals_the_command_backends(
     slurm.submit("--begin=now+1hour", "-n1", "-t", "5")
     slurm.submit("-n1", "-t", "1", wrap="true")  # finishes: left out by both
     slurm.submit("-n4", "-t", "15", "--exclusive")  # pending: counts a whole node
-    wait_for("running jobs", lambda: job_state(slurm, big) == "RUNNING"
-             and job_state(slurm, eight) == "RUNNING")
+    wait_for(
+        "running jobs",
+        lambda: job_state(slurm, big) == "RUNNING" and job_state(slurm, eight) == "RUNNING",
+    )
     start = int(time.time()) + 7200
     command.create_reservation(spec("sa-held", start, 1800, 8))
-    wait_for("the blocked job's backfill estimate", lambda: any(
-        j.id == blocked and j.expected_start is not None for j in command.snapshot().pending))
+    wait_for(
+        "the blocked job's backfill estimate",
+        lambda: any(
+            j.id == blocked and j.expected_start is not None for j in command.snapshot().pending
+        ),
+    )
 
     ours, theirs = same_snapshots(pyslurm, command)
 
@@ -242,9 +251,14 @@ def test_node_count_is_silently_reduced_and_read_back(
     start = int(time.time()) + 7200
     slurm.run(
         [
-            "scontrol", "create", "reservation", "ReservationName=foreign", "Nodes=n[1-3]",
+            "scontrol",
+            "create",
+            "reservation",
+            "ReservationName=foreign",
+            "Nodes=n[1-3]",
             f"StartTime={time.strftime('%Y-%m-%dT%H:%M:%S', time.localtime(start))}",
-            "Duration=60", "Users=root",
+            "Duration=60",
+            "Users=root",
         ]
     )
     pyslurm = PyslurmBackend(config(slurm, unit=CapacityUnit.NODE))
@@ -280,9 +294,13 @@ def test_an_accepted_reservation_is_on_the_nodes_the_plan_chose(
     16 and 16 cores free, and twenty cores for an hour go on n1, n2 and n3 with the cores
     the plan chose on each, which both backends read back alike."""
     pyslurm, command = both
-    jobs = [slurm.submit(f"-w{node}", f"-n{cores}", "-t", "120") for node, cores in (
-        ("n1", 12), ("n2", 10),
-    )]
+    jobs = [
+        slurm.submit(f"-w{node}", f"-n{cores}", "-t", "120")
+        for node, cores in (
+            ("n1", 12),
+            ("n2", 10),
+        )
+    ]
     wait_for("the jobs to run", lambda: all(job_state(slurm, j) == "RUNNING" for j in jobs))
     manager = ReservationManager(Store(str(tmp_path / "store.db")), pyslurm)
     offer = record_offer(manager, 20, int(time.time()) + 600, 3600)

@@ -64,12 +64,22 @@ def test_the_pyslurm_backend_on_slurm_24_11(
         "LC_ALL": "C.UTF-8",
     }
     args = [
-        f"{VENV}/bin/python", "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs",
+        f"{VENV}/bin/python",
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-rs",
         "tests/integration/test_pyslurm_cluster.py",
     ]
     done = subprocess.run(
-        slurm_version.daemon(args, cwd=inner), env=env, capture_output=True, text=True,
-        timeout=1200, check=False,
+        slurm_version.daemon(args, cwd=inner),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
     )
     report = done.stdout[-4000:] + done.stderr[-2000:]
     assert done.returncode == 0, report

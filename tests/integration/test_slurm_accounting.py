@@ -85,15 +85,33 @@ def submit_jobs(cluster: SlurmTestCluster) -> Tuple[Dict[str, Bin], str]:
 def sacct_text(cluster: SlurmTestCluster) -> List[Job]:
     """Slurm's own view of every job, as text (UTC, ISO times)."""
     proc = cluster.run(
-        ["sacct", "-a", "-X", "-n", "-P", "-S", "now-1hour",
-         "-o", "JobID,Submit,Eligible,Start,AllocCPUS,Timelimit,State"],
+        [
+            "sacct",
+            "-a",
+            "-X",
+            "-n",
+            "-P",
+            "-S",
+            "now-1hour",
+            "-o",
+            "JobID,Submit,Eligible,Start,AllocCPUS,Timelimit,State",
+        ],
         env={"TZ": "UTC", "SLURM_TIME_FORMAT": "standard"},
     )
     jobs = []
     for line in proc.stdout.splitlines():
         job_id, submit, eligible, start, cpus, limit, state = line.split("|")
-        jobs.append(Job(job_id, _epoch(submit), _epoch(eligible), _epoch(start), int(cpus),
-                        _limit_s(limit), state.split()[0]))
+        jobs.append(
+            Job(
+                job_id,
+                _epoch(submit),
+                _epoch(eligible),
+                _epoch(start),
+                int(cpus),
+                _limit_s(limit),
+                state.split()[0],
+            )
+        )
     return jobs
 
 
@@ -101,8 +119,9 @@ def _epoch(text: str) -> int:
     """A UTC ``YYYY-MM-DDTHH:MM:SS``; 0 for ``Unknown``/``None``."""
     if not text[:1].isdigit():
         return 0
-    return int(datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
-               .timestamp())
+    return int(
+        datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
+    )
 
 
 def _limit_s(text: str) -> int:
@@ -117,9 +136,14 @@ def test_sacct_waits_match_slurm_accounting(
 ) -> None:
     since = int(time.time()) - 1
     expected_bins, held_id = submit_jobs(acct)
-    wait_for("every job finished and in accounting", lambda: sorted(
-        j.job_id for j in sacct_text(acct) if j.state == "COMPLETED") == sorted(expected_bins),
-        timeout=90)
+    wait_for(
+        "every job finished and in accounting",
+        lambda: (
+            sorted(j.job_id for j in sacct_text(acct) if j.state == "COMPLETED")
+            == sorted(expected_bins)
+        ),
+        timeout=90,
+    )
     until = int(time.time()) + 1
     reference = {j.job_id: j for j in sacct_text(acct) if j.state == "COMPLETED"}
     # released 5 s after submission; (array tasks too become eligible after submission)
@@ -133,7 +157,11 @@ def test_sacct_waits_match_slurm_accounting(
     for job_id, ref in reference.items():
         got = waits[job_id]
         assert (got.cores, got.walltime, got.submit, got.start, got.wait) == (
-            ref.cores, ref.walltime, max(ref.submit, ref.eligible), ref.start, ref.wait
+            ref.cores,
+            ref.walltime,
+            max(ref.submit, ref.eligible),
+            ref.start,
+            ref.wait,
         ), job_id
 
     table = wait_table(waits.values(), source="sacct").to_json()
@@ -147,11 +175,27 @@ def test_sacct_waits_match_slurm_accounting(
 
     config = tmp_path / "agent.yaml"
     config.write_text(
-        json.dumps({"backend": {"type": "slurm", "slurm": {**acct.backend_options(),
-                                                          "partition": "batch"}}})
+        json.dumps(
+            {
+                "backend": {
+                    "type": "slurm",
+                    "slurm": {**acct.backend_options(), "partition": "batch"},
+                }
+            }
+        )
     )
-    argv = ["history", "--config", str(config), "--state-dir", str(tmp_path / "state"),
-            "--source", "sacct", "--since", str(since), "--json"]
+    argv = [
+        "history",
+        "--config",
+        str(config),
+        "--state-dir",
+        str(tmp_path / "state"),
+        "--source",
+        "sacct",
+        "--since",
+        str(since),
+        "--json",
+    ]
     assert main(argv) == 0
     assert json.loads(capsys.readouterr().out)["bins"] == table["bins"]
 
@@ -172,19 +216,37 @@ def test_the_jobs_of_a_reservation_come_from_accounting(acct: SlurmTestCluster) 
     accounting's own record of each job that ran in it, to the second, and no other job."""
     name = "sa-acctusage"
     start = int(time.time()) - 1
-    acct.run(["scontrol", "create", "reservation", f"ReservationName={name}", "StartTime=now",
-              "Duration=5", "CoreCnt=4", "Users=root"])
+    acct.run(
+        [
+            "scontrol",
+            "create",
+            "reservation",
+            f"ReservationName={name}",
+            "StartTime=now",
+            "Duration=5",
+            "CoreCnt=4",
+            "Users=root",
+        ]
+    )
     try:
         inside = acct.submit(f"--reservation={name}", "-n2", "-t", "2", wrap="sleep 2")
         outside = acct.submit("-n1", "-t", "2", wrap="sleep 2")
-        wait_for("both jobs finished and in accounting", lambda: {inside, outside} <= {
-            j.job_id for j in sacct_text(acct) if j.state == "COMPLETED"}, timeout=90)
+        wait_for(
+            "both jobs finished and in accounting",
+            lambda: (
+                {inside, outside} <= {j.job_id for j in sacct_text(acct) if j.state == "COMPLETED"}
+            ),
+            timeout=90,
+        )
         reference = {j.job_id: j for j in sacct_text(acct)}[inside]
         backend = SlurmBackend(acct.slurm_config(partition="batch"))
         # slurmdbd files a job under its reservation apart from its completion (late on
         # 24.11 under load): wait for the reservation's record, then compare it whole
-        wait_for("the reservation's jobs in accounting", lambda: bool(
-            backend.reservation_jobs(name, start, int(time.time()) + 1)), timeout=60)
+        wait_for(
+            "the reservation's jobs in accounting",
+            lambda: bool(backend.reservation_jobs(name, start, int(time.time()) + 1)),
+            timeout=60,
+        )
         jobs = backend.reservation_jobs(name, start, int(time.time()) + 1)
         # what a job started in the reservation's first second is matched by (docs/slurm.md §6.8)
         ids = acct.run(reservation_ids_args(name, start, int(time.time()) + 1)).stdout.split()
@@ -214,8 +276,16 @@ def test_operator_level_suffices_for_reservations(acct: SlurmTestCluster) -> Non
     """What the README's administrator's guide promises: AdminLevel=Operator, set with
     sacctmgr once the user exists in accounting, lets a non-root user create and delete
     reservations for others; without it slurmctld refuses, with a misleading message."""
-    create = ["scontrol", "create", "reservation", "ReservationName=sa_optest",
-              "StartTime=now+1hour", "Duration=10", "CoreCnt=4", "Users=root"]
+    create = [
+        "scontrol",
+        "create",
+        "reservation",
+        "ReservationName=sa_optest",
+        "StartTime=now+1hour",
+        "Duration=10",
+        "CoreCnt=4",
+        "Users=root",
+    ]
     delete = ["scontrol", "delete", "ReservationName=sa_optest"]
     refused = as_user(acct, "nobody", create)
     assert refused.returncode == 1
@@ -228,8 +298,9 @@ def test_operator_level_suffices_for_reservations(acct: SlurmTestCluster) -> Non
     acct.run(delete)
 
     # sacctmgr modifies only users accounting knows
-    unknown = acct.run(["sacctmgr", "-i", "modify", "user", "nobody", "set",
-                        "adminlevel=operator"], check=False)
+    unknown = acct.run(
+        ["sacctmgr", "-i", "modify", "user", "nobody", "set", "adminlevel=operator"], check=False
+    )
     # (26.05 says " Modified users...\n  Nothing modified" first)
     assert unknown.returncode == 1 and unknown.stdout.strip().endswith("Nothing modified")
     acct.run(["sacctmgr", "-i", "add", "user", "nobody", "account=root"])
@@ -242,8 +313,11 @@ def test_operator_level_suffices_for_reservations(acct: SlurmTestCluster) -> Non
             still = as_user(acct, "nobody", create)
             assert still.stderr.strip() == "Error creating the reservation: Invalid user id"
             pytest.xfail("Slurm 26.05 refuses an Operator's reservation for another user")
-        wait_for("slurmctld to learn nobody's operator level",
-                 lambda: as_user(acct, "nobody", create).returncode == 0, timeout=30)
+        wait_for(
+            "slurmctld to learn nobody's operator level",
+            lambda: as_user(acct, "nobody", create).returncode == 0,
+            timeout=30,
+        )
         made = acct.run(["scontrol", "show", "reservation", "-o", "sa_optest"]).stdout
         assert "CoreCnt=4" in made and "Users=root" in made
         deleted = as_user(acct, "nobody", delete)

@@ -107,14 +107,26 @@ def test_snapshot_of_jobs_in_reservations_matches_squeue_and_sinfo(
     now = int(time.time())
     slurm.run(
         [
-            "scontrol", "create", "reservation", "ReservationName=maint-now", "Nodes=n4",
-            f"StartTime={iso(now)}", "Duration=60", "Users=root",
+            "scontrol",
+            "create",
+            "reservation",
+            "ReservationName=maint-now",
+            "Nodes=n4",
+            f"StartTime={iso(now)}",
+            "Duration=60",
+            "Users=root",
         ]
     )
     slurm.run(
         [
-            "scontrol", "create", "reservation", "ReservationName=course-later", "Nodes=n3",
-            f"StartTime={iso(now + 3600)}", "Duration=30", "Users=root",
+            "scontrol",
+            "create",
+            "reservation",
+            "ReservationName=course-later",
+            "Nodes=n3",
+            f"StartTime={iso(now + 3600)}",
+            "Duration=30",
+            "Users=root",
         ]
     )
     inside = slurm.submit("-n4", "-t", "20", "--reservation=maint-now")
@@ -122,8 +134,10 @@ def test_snapshot_of_jobs_in_reservations_matches_squeue_and_sinfo(
     outside = slurm.submit("-n8", "-t", "30")
     held = slurm.submit("-H", "-n2", "-t", "10")
     array = slurm.submit("--array=0-2", "-n16", "-t", "15", "--begin=now+2hours")
-    wait_for("both jobs to run", lambda: job_state(slurm, inside) == "RUNNING"
-             and job_state(slurm, outside) == "RUNNING")
+    wait_for(
+        "both jobs to run",
+        lambda: job_state(slurm, inside) == "RUNNING" and job_state(slurm, outside) == "RUNNING",
+    )
 
     snap = site.backend.snapshot()
     running = squeue(slurm, "R", "%i|%C|%v|%S")
@@ -213,8 +227,10 @@ def test_accepted_reservation_has_its_size_and_blocks_capacity(
     assert parse_slurm_time(shown["StartTime"]) == start
     assert parse_slurm_time(shown["EndTime"]) == start + 1800
     assert shown["Users"] == "root" and shown["PartitionName"] == "batch"
-    wait_for("the reservation to start", lambda: show_reservation(slurm, record.name)
-             .get("State") == "ACTIVE")
+    wait_for(
+        "the reservation to start",
+        lambda: show_reservation(slurm, record.name).get("State") == "ACTIVE",
+    )
 
     too_big = slurm.submit("-n48", "-t", "5")  # 64 - 24 = 40 cores outside the reservation
     fits = slurm.submit("-n40", "-t", "5")
@@ -232,24 +248,31 @@ def test_unconfirmed_reservation_is_deleted_at_its_deadline(
     assert record.deadline is not None
     assert site.manager.housekeeping().expired == []  # before the deadline: kept
     assert show_reservation(slurm, record.name)
-    wait_for("the confirm deadline", lambda: site.manager.clock() >= (record.deadline or 0),
-             timeout=CONFIRM_TIMEOUT_S + 5)
+    wait_for(
+        "the confirm deadline",
+        lambda: site.manager.clock() >= (record.deadline or 0),
+        timeout=CONFIRM_TIMEOUT_S + 5,
+    )
     assert site.manager.housekeeping().expired == [record.id]
     expired = site.store.get_reservation(record.id)
     assert expired is not None and expired.state is ReservationState.EXPIRED
     assert show_reservation(slurm, record.name) == {}
 
 
-def test_reconciliation_deletes_the_agents_orphan_only(
-    slurm: SlurmTestCluster, site: Site
-) -> None:
+def test_reconciliation_deletes_the_agents_orphan_only(slurm: SlurmTestCluster, site: Site) -> None:
     live = accept(site, 4, int(time.time()) + 600, 600)
     start = iso(int(time.time()) + 1200)
     for name in ("sa-orphan0001", "someone-else"):
         slurm.run(
             [
-                "scontrol", "create", "reservation", f"ReservationName={name}", "CoreCnt=4",
-                f"StartTime={start}", "Duration=10", "Users=root",
+                "scontrol",
+                "create",
+                "reservation",
+                f"ReservationName={name}",
+                "CoreCnt=4",
+                f"StartTime={start}",
+                "Duration=10",
+                "Users=root",
             ]
         )
     result = site.manager.reconcile()
@@ -276,9 +299,7 @@ def test_slurm_refusal_is_carried_into_the_failed_record(
 # ----------------------------------------------------------------------------- outages
 
 
-def test_squeue_json_with_controller_down_is_an_outage(
-    slurm: SlurmTestCluster, site: Site
-) -> None:
+def test_squeue_json_with_controller_down_is_an_outage(slurm: SlurmTestCluster, site: Site) -> None:
     offer = record_offer(site.manager, 4, int(time.time()) + 600, 600)
     slurm.stop_controller()
     try:
@@ -303,6 +324,7 @@ def test_squeue_json_with_controller_down_is_an_outage(
 
 
 # ----------------------------------------------------------------------------- estimates
+
 
 def test_predicted_starts_agree_with_slurms_within_a_minute(
     slurm: SlurmTestCluster, site: Site

@@ -28,7 +28,6 @@ from testbed.slurm_queue import job_state, wait_for
 pytestmark = pytest.mark.slurm
 
 
-
 def backend(
     cluster: SlurmTestCluster,
     unit: CapacityUnit = CapacityUnit.CORE,
@@ -36,8 +35,11 @@ def backend(
     timeout: float = 30.0,
 ) -> SlurmBackend:
     config = cluster.slurm_config(
-        users=("root",), partition="batch", unit=unit,
-        flags=flags, timeout=timeout,
+        users=("root",),
+        partition="batch",
+        unit=unit,
+        flags=flags,
+        timeout=timeout,
     )
     return SlurmBackend(config)
 
@@ -46,7 +48,6 @@ def squeue(cluster: SlurmTestCluster, states: str, fmt: str) -> List[List[str]]:
     """Text squeue with array tasks expanded (-r): the reference the snapshot must match."""
     out = cluster.run(["squeue", "-h", "-r", "-t", states, "-o", fmt]).stdout
     return [line.split("|") for line in out.splitlines() if line.strip()]
-
 
 
 def spec(
@@ -73,11 +74,15 @@ def test_snapshot_matches_squeue_and_sinfo(slurm: SlurmTestCluster) -> None:
     held = slurm.submit("-H", "-n2", "-t", "10")
     dep = slurm.submit(f"--dependency=afterok:{blocked}", "-n1", "-t", "10")
     begin = slurm.submit("--begin=now+1hour", "-n1", "-t", "5")
-    wait_for("running jobs", lambda: job_state(slurm, big) == "RUNNING"
-             and job_state(slurm, eight) == "RUNNING")
+    wait_for(
+        "running jobs",
+        lambda: job_state(slurm, big) == "RUNNING" and job_state(slurm, eight) == "RUNNING",
+    )
     # the backfill pass (bf_interval=5) publishes the blocked job's expected start
-    wait_for("a backfill estimate", lambda: any(
-        r[0] == blocked and r[1] != "N/A" for r in squeue(slurm, "PD", "%i|%S")))
+    wait_for(
+        "a backfill estimate",
+        lambda: any(r[0] == blocked and r[1] != "N/A" for r in squeue(slurm, "PD", "%i|%S")),
+    )
 
     snap = backend(slurm).snapshot()
     running = squeue(slurm, "R", "%i|%C|%D|%S|%l")
@@ -167,9 +172,14 @@ def test_node_count_is_silently_reduced_and_read_back(slurm: SlurmTestCluster) -
     start = int(time.time()) + 7200
     slurm.run(
         [
-            "scontrol", "create", "reservation", "ReservationName=foreign", "Nodes=n[1-3]",
+            "scontrol",
+            "create",
+            "reservation",
+            "ReservationName=foreign",
+            "Nodes=n[1-3]",
             f"StartTime={time.strftime('%Y-%m-%dT%H:%M:%S', time.localtime(start))}",
-            "Duration=60", "Users=root",
+            "Duration=60",
+            "Users=root",
         ]
     )
     b = backend(slurm, unit=CapacityUnit.NODE)

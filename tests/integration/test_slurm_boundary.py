@@ -56,8 +56,9 @@ def test_offers_from_a_running_jobs_end_are_created_as_admitted(
     long = cluster.submit("-p", "a", "-n8", "-t", "120")
     for _ in range(2):
         cluster.submit("-p", "a", "-n8", "-t", "30")  # pending behind them
-    wait_for("both jobs to run", lambda: {job_state(cluster, j) for j in (short, long)} == {
-        "RUNNING"})
+    wait_for(
+        "both jobs to run", lambda: {job_state(cluster, j) for j in (short, long)} == {"RUNNING"}
+    )
     backend = SlurmBackend(cluster.slurm_config(partition="a", users=("root",)))
     [job] = [j for j in backend.snapshot().running if j.id == short]
     assert job.start is not None
@@ -69,10 +70,19 @@ def test_offers_from_a_running_jobs_end_are_created_as_admitted(
     # later it is not
     def create(start: int) -> str:
         proc = cluster.run(
-            ["scontrol", "create", "reservation", "ReservationName=probe", "Users=root",
-             f"StartTime={time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(start))}",
-             "Duration=10", f"Nodes={node}", "CoreCnt=4"],
-            check=False, env={"TZ": "UTC"},
+            [
+                "scontrol",
+                "create",
+                "reservation",
+                "ReservationName=probe",
+                "Users=root",
+                f"StartTime={time.strftime('%Y-%m-%dT%H:%M:%S', time.gmtime(start))}",
+                "Duration=10",
+                f"Nodes={node}",
+                "CoreCnt=4",
+            ],
+            check=False,
+            env={"TZ": "UTC"},
         )
         cluster.run(["scontrol", "delete", "ReservationName=probe"], check=False)
         return proc.stdout + proc.stderr

@@ -61,8 +61,14 @@ def test_sleep_job_runs(slurm: SlurmTestCluster) -> None:
 def test_reservation_create_show_delete(slurm: SlurmTestCluster) -> None:
     created = slurm.run(
         [
-            "scontrol", "create", "reservation", "ReservationName=smoke", "StartTime=now+1hour",
-            "Duration=30", "NodeCnt=1", "Users=root",
+            "scontrol",
+            "create",
+            "reservation",
+            "ReservationName=smoke",
+            "StartTime=now+1hour",
+            "Duration=30",
+            "NodeCnt=1",
+            "Users=root",
         ]
     )
     assert "Reservation created: smoke" in created.stdout

@@ -91,9 +91,13 @@ def test_an_accepted_reservation_is_on_the_nodes_the_plan_chose(
 ) -> None:
     """Jobs leave 4, 6, 16 and 16 cores free: twenty cores for an hour go on the first two
     nodes with room in Slurm's order and weights, as the plan chose, with the cores on each."""
-    jobs = [slurm.submit(f"-w{node}", f"-n{cores}", "-t", "120") for node, cores in (
-        ("n1", 12), ("n2", 10),
-    )]
+    jobs = [
+        slurm.submit(f"-w{node}", f"-n{cores}", "-t", "120")
+        for node, cores in (
+            ("n1", 12),
+            ("n2", 10),
+        )
+    ]
     wait_for("the jobs to run", lambda: all(job_state(slurm, j) == "RUNNING" for j in jobs))
     config = slurm.slurm_config(partition="batch", users=("root",))
     manager = ReservationManager(Store(str(tmp_path / "store.db")), SlurmBackend(config))

@@ -136,7 +136,8 @@ def test_holding_nothing_is_the_same_context() -> None:
     st.lists(st.tuples(st.integers(1, 6), st.integers(60, 7200), st.integers(1, 5)), max_size=6),
 )
 def test_bids_made_one_after_another_never_share_capacity(
-    snapshot: ClusterSnapshot, jobs: List[tuple]  # type: ignore[type-arg]
+    snapshot: ClusterSnapshot,
+    jobs: List[tuple],  # type: ignore[type-arg]
 ) -> None:
     """Each bid is valued around the ones made before it and then held: together with running
     work and reservations, the held windows never need more than the machine has."""

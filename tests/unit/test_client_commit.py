@@ -310,9 +310,7 @@ def test_an_interrupt_at_any_step_leaves_nothing_tentative(journal: Journal, aft
 # ---- a provisioning plan: parts held by the planner, then confirmed or all released
 
 
-def plan_holds(
-    journal: Journal, plan_id: str, sellers: Dict[str, FakeSeller]
-) -> Dict[int, Held]:
+def plan_holds(journal: Journal, plan_id: str, sellers: Dict[str, FakeSeller]) -> Dict[int, Held]:
     """One part held at each seller, as a planner holds a task's window."""
     held: Dict[int, Held] = {}
     for part, seller in enumerate(sellers.values()):

@@ -197,9 +197,7 @@ def test_a_bad_jobs_file_is_refused_naming_the_job_and_key(
 # --------------------------------------------------------------------------- the auctioneer
 
 
-def place(
-    journal: Journal, sites: FakeSites, length_s: float = 0.0, rounds: int = 5
-) -> Placement:
+def place(journal: Journal, sites: FakeSites, length_s: float = 0.0, rounds: int = 5) -> Placement:
     with Auctioneer(sites, journal, length_s, rounds) as auctioneer:
         return auctioneer.place(Job("j", JOB))
 

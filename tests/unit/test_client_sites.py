@@ -91,7 +91,10 @@ def test_without_a_ledger_section_the_bank_is_refused_saying_how_to_add_it(
     tmp_path: Path,
 ) -> None:
     registry = load_registry(write(tmp_path, registry_document()))
-    with pytest.raises(RegistryError, match=r"no ledger section: `siteagent-client sites add ledger https://HOST:8444"):
+    with pytest.raises(
+        RegistryError,
+        match=r"no ledger section: `siteagent-client sites add ledger https://HOST:8444",
+    ):
         registry.bank()
 
 

@@ -457,11 +457,13 @@ def test_preemption_bid_mode_and_qos_levels_are_read(tmp_path: Path) -> None:
 def test_a_command_prefix_runs_slurm_elsewhere(tmp_path: Path) -> None:
     """The commands run through another program (ssh, chroot): slurm.conf is then a path
     there, not checked here, and the prefix reaches the backend's configuration."""
-    loaded = loading.load(write(
-        tmp_path,
-        "backend: {type: slurm, slurm: {slurm_conf: /srv/ctl/slurm.conf,"
-        " command_prefix: [ssh, -oBatchMode=yes, ctl]}}",
-    ))
+    loaded = loading.load(
+        write(
+            tmp_path,
+            "backend: {type: slurm, slurm: {slurm_conf: /srv/ctl/slurm.conf,"
+            " command_prefix: [ssh, -oBatchMode=yes, ctl]}}",
+        )
+    )
     assert loaded.backend.slurm.command_prefix == ("ssh", "-oBatchMode=yes", "ctl")
     assert site.slurm_config(loaded).command_prefix == ("ssh", "-oBatchMode=yes", "ctl")
     found = problems(tmp_path, "backend: {type: slurm, slurm: {command_prefix: [ssh, '']}}")

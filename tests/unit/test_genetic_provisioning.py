@@ -156,6 +156,4 @@ def test_a_fixed_seed_finds_the_same_pareto_set_and_choice() -> None:
     front = [(p.plan.cost, p.plan.makespan) for p in first.plans]
     assert len(front) > 1
     for cost, makespan in front:
-        assert not any(
-            (c, m) != (cost, makespan) and c <= cost and m <= makespan for c, m in front
-        )
+        assert not any((c, m) != (cost, makespan) and c <= cost and m <= makespan for c, m in front)

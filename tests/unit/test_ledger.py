@@ -324,9 +324,7 @@ def test_a_buyer_pays_within_its_balance_and_credit(ledger: Ledger, site: Party)
     refused(ledger, InsufficientFunds, "insufficient_funds", ledger.book, receipt(site, bob, "r-2"))
 
 
-def test_a_booked_receipt_is_answered_again_whatever_the_funds(
-    ledger: Ledger, site: Party
-) -> None:
+def test_a_booked_receipt_is_answered_again_whatever_the_funds(ledger: Ledger, site: Party) -> None:
     """A retried booking is idempotent: the funds were checked when it was booked."""
     bob = Party("bob@desk")
     ledger.register(bob.key_id, "user", bob.key.public_key(), PRICE)

@@ -182,8 +182,11 @@ def test_reference_requests_are_quoted_again_only_after_their_interval(
     base = pricing_of(PricingConfig())
     counting = CountingPricing(base.unit, base.fee, base.policy, base.penalty_factor)
     metrics = Metrics(
-        site=SiteConfig(name="test-site"), reference_requests=SHAPES[:1],
-        reference_interval_s=300.0, store=store, clock=clock,
+        site=SiteConfig(name="test-site"),
+        reference_requests=SHAPES[:1],
+        reference_interval_s=300.0,
+        store=store,
+        clock=clock,
     )
     agent = Agent(metrics.instrument(backend), counting, clock=clock, metrics=metrics)
     agent.cycle()

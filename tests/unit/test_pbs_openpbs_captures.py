@@ -59,7 +59,10 @@ def test_jobs() -> None:
 def test_nodes() -> None:
     nodes = {n.node.name: n.node for n in parse_nodes(load("pbsnodes-openpbs.json"))}
     assert {name: n.alloc_cores for name, n in nodes.items()} == {
-        "n1": 16, "n2": 16, "n3": 12, "n4": 0
+        "n1": 16,
+        "n2": 16,
+        "n3": 12,
+        "n4": 0,
     }
     assert all(n.usable and n.cores == 16 for n in nodes.values())
     assert nodes["n1"].state == "job-busy" and nodes["n3"].state == "free"

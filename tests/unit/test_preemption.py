@@ -333,15 +333,27 @@ def test_a_fork_taken_while_a_job_is_suspended_goes_on_as_the_original(policy: P
     """Forked at 25, while one of two low-priority jobs is suspended for high: the fork
     suspends the other for mid (arriving at 27) and resumes both with what remains, start for
     start as the unforked replay."""
-    specs = [("low", 0, 4, 100, 1), ("side", 0, 4, 100, 1), ("high", 20, 4, 10, 2),
-             ("mid", 27, 4, 30, 2)]
+    specs = [
+        ("low", 0, 4, 100, 1),
+        ("side", 0, 4, 100, 1),
+        ("high", 20, 4, 10, 2),
+        ("mid", 27, 4, 30, 2),
+    ]
 
     def prepared() -> Tuple[Simulator, List[Tuple[str, int]]]:
         starts: List[Tuple[str, int]] = []
-        tasks = [Task(key, size, run, submit, run=run, priority=priority)
-                 for key, submit, size, run, priority in specs]
-        sim = Simulator(iter(tasks), 8, policy, start_time=0, preemptive=True,
-                        on_start=lambda task: starts.append((str(task.key), sim.now)))
+        tasks = [
+            Task(key, size, run, submit, run=run, priority=priority)
+            for key, submit, size, run, priority in specs
+        ]
+        sim = Simulator(
+            iter(tasks),
+            8,
+            policy,
+            start_time=0,
+            preemptive=True,
+            on_start=lambda task: starts.append((str(task.key), sim.now)),
+        )
         return sim, starts
 
     reference, expected = prepared()

@@ -93,9 +93,7 @@ def test_the_deal_example_its_canonical_form_id_and_signatures() -> None:
 def test_the_error_code_table_is_the_apis() -> None:
     start = PAGE.index("<!-- error codes -->")
     listed: Dict[str, int] = {}
-    for status, codes in re.findall(
-        r"^\| (\d{3}) \| ([^|]+) \|", PAGE[start : start + 4000], re.M
-    ):
+    for status, codes in re.findall(r"^\| (\d{3}) \| ([^|]+) \|", PAGE[start : start + 4000], re.M):
         names: List[str] = re.findall(r"`([a-z_]+)`", codes)
         listed.update({name: int(status) for name in names})
     published = {code: status for code, status in STATUS.items() if not code.startswith("ledger_")}

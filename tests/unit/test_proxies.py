@@ -63,7 +63,12 @@ def test_a_site_is_reached_through_the_environment_s_proxy(
     key_file = tmp_path / "alice.key"
     keys.write_private(key_file, keys.private_key_pem(Party("alice@laptop").key))
     site = Site(
-        "hpc1", "https://hpc1.example:8443", None, "ab" * 32, "alice@laptop", key_file,
+        "hpc1",
+        "https://hpc1.example:8443",
+        None,
+        "ab" * 32,
+        "alice@laptop",
+        key_file,
         Timeouts(connect=2, read=2),
     )
     with SiteConnection(site) as connection:

@@ -128,9 +128,10 @@ def test_the_fast_path_leaves_easy_plans_to_planning_from_scratch(
     its other starts come from running the queue forward), so EASY is always planned again."""
     context = Context(snapshot, Policy.EASY)
     window = admissible_window(data, context)
-    assert replan_with_reservation(
-        context.plan, context.hard, window.start, window.end, window.size
-    ) is None
+    assert (
+        replan_with_reservation(context.plan, context.hard, window.start, window.end, window.size)
+        is None
+    )
 
 
 # -- the fee's re-plans, per poll (siteagent.core.replan) ------------------------------------

@@ -731,9 +731,7 @@ def test_the_site_key_is_made_once_and_kept_private(tmp_path: Path) -> None:
     key = load_or_create_site_key(path)
     assert mode(path) == 0o600
     again = load_or_create_site_key(path)
-    assert public_key_text(again.public_key()) == public_key_text(
-        key.public_key()
-    )
+    assert public_key_text(again.public_key()) == public_key_text(key.public_key())
 
 
 def handshake(cert: Path, key: Path, host: str) -> str:

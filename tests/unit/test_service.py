@@ -116,7 +116,10 @@ def test_the_site_key_is_made_once_and_kept(running: Tuple[Site, Parts]) -> None
     [(["--port", "70000"], "--port: expected"), (["--listen", "not an address!"], "--listen")],
 )
 def test_a_bad_listener_option_is_refused_naming_it(
-    command: List[str], option: List[str], expected: str, tmp_path: Path,
+    command: List[str],
+    option: List[str],
+    expected: str,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The agent and the ledger service check --listen/--port as the file's values, before

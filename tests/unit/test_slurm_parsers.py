@@ -139,7 +139,16 @@ def test_finished_jobs_are_dropped(queue: SlurmJobs) -> None:
 
 def test_pending_order_is_priority_then_submit(queue: SlurmJobs) -> None:
     assert [j.id for j in queue.pending] == [
-        "3", "4_2", "4_3", "4_4", "4_5", "5", "7", "8", "13", "6",
+        "3",
+        "4_2",
+        "4_3",
+        "4_4",
+        "4_5",
+        "5",
+        "7",
+        "8",
+        "13",
+        "6",
     ]
 
 
@@ -179,8 +188,14 @@ def test_running_text_form_gives_the_jobs_json_gives() -> None:
 
 @pytest.mark.parametrize(
     "text, seconds",
-    [("7:00", 420), ("1:30:00", 5400), ("1-02:00:00", 93600), ("UNLIMITED", UNLIMITED_S),
-     ("NOT_SET", UNLIMITED_S), ("0:00", UNLIMITED_S)],
+    [
+        ("7:00", 420),
+        ("1:30:00", 5400),
+        ("1-02:00:00", 93600),
+        ("UNLIMITED", UNLIMITED_S),
+        ("NOT_SET", UNLIMITED_S),
+        ("0:00", UNLIMITED_S),
+    ],
 )
 def test_time_limit_text(text: str, seconds: int) -> None:
     assert parse_time_limit(text) == seconds
@@ -215,7 +230,11 @@ def test_arrays_with_steps_lists_and_cancelled_jobs() -> None:
         range(49, 98, 3)
     )
     assert sorted(i for i in pending if i.startswith("15_")) == [
-        "15_1", "15_3", "15_5", "15_6", "15_7",
+        "15_1",
+        "15_3",
+        "15_5",
+        "15_6",
+        "15_7",
     ]
     assert pending["15_1"].cores == 16
     assert jobs.finished == 12  # the CANCELLED queue
@@ -300,7 +319,12 @@ def reservations() -> Dict[str, Any]:
 
 def test_reservations_fields(reservations: Dict[str, Any]) -> None:
     assert sorted(reservations) == [
-        "r_acct", "r_active", "r_cores", "r_cores2", "r_future", "r_purge",
+        "r_acct",
+        "r_active",
+        "r_cores",
+        "r_cores2",
+        "r_future",
+        "r_purge",
     ]
     fut = reservations["r_future"]
     assert fut.start == parse_slurm_time("2026-11-22T07:50:10") == 1795333810
@@ -368,8 +392,14 @@ def spec(**kw: Any) -> ReservationSpec:
 
 def test_reservation_args() -> None:
     assert reservation_args(spec(), CONFIG, now=T0 - 100) == [
-        "scontrol", "create", "reservation", "ReservationName=sa-r1",
-        "StartTime=2026-11-22T06:46:40", "Duration=60", "CoreCnt=8", "Users=root",
+        "scontrol",
+        "create",
+        "reservation",
+        "ReservationName=sa-r1",
+        "StartTime=2026-11-22T06:46:40",
+        "Duration=60",
+        "CoreCnt=8",
+        "Users=root",
         "PartitionName=batch",
     ]
 
@@ -378,7 +408,8 @@ def test_reservation_args_nodes_accounts_flags() -> None:
     config = SlurmConfig(unit=CapacityUnit.NODE, flags=("IGNORE_JOBS",))
     args = reservation_args(
         spec(unit=CapacityUnit.NODE, size=2, accounts=("proj1",), users=("alice",)),
-        config, now=T0,
+        config,
+        now=T0,
     )
     assert args[6:] == ["NodeCnt=2", "Users=alice", "Accounts=proj1", "Flags=IGNORE_JOBS"]
 
@@ -589,11 +620,18 @@ def test_cores_on_each_node_up_to_23_02_and_one_total_from_23_11() -> None:
     placed = spec(size=12, allocation=(("n1", 4), ("n3", 8)))
     assert reservation_args(placed, CONFIG, now=T0)[6:8] == ["Nodes=n1,n3", "CoreCnt=4,8"]
     assert reservation_args(placed, CONFIG, T0, cores_per_node=False)[6:8] == [
-        "Nodes=n1,n3", "CoreCnt=12",
+        "Nodes=n1,n3",
+        "CoreCnt=12",
     ]
     config = "SelectType = select/cons_tres\nSchedulerType = sched/backfill\n"
-    for version, per_node in (("22.05.8", True), ("23.02.7", True), ("23.11.0", False),
-                              ("24.11.5", False), ("26.05.5", False), ("", True)):
+    for version, per_node in (
+        ("22.05.8", True),
+        ("23.02.7", True),
+        ("23.11.0", False),
+        ("24.11.5", False),
+        ("26.05.5", False),
+        ("", True),
+    ):
         settings = parse_scheduler_config(config + f"SLURM_VERSION = {version}\n")
         assert settings.version == version and settings.cores_per_node is per_node
 
@@ -604,7 +642,13 @@ def test_a_command_prefix_carries_the_variables_as_env_words() -> None:
     assert plain.command(["squeue", "--json"], {"TZ": "UTC"}) == ["squeue", "--json"]
     remote = SlurmConfig(slurm_conf="/etc/slurm/slurm.conf", command_prefix=("ssh", "ctl"))
     assert remote.command(["squeue", "--json"], {"TZ": "UTC", "LC_ALL": "C"}) == [
-        "ssh", "ctl", "env", "LC_ALL=C", "TZ=UTC", "squeue", "--json",
+        "ssh",
+        "ctl",
+        "env",
+        "LC_ALL=C",
+        "TZ=UTC",
+        "squeue",
+        "--json",
     ]
     for bad in ("", "a\nb", "nul\0"):
         with pytest.raises(ValueError, match="command prefix"):

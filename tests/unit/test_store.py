@@ -257,7 +257,13 @@ def test_a_confirm_keeps_its_receipt_and_owes_it_in_the_same_write(db: Store) ->
     assert db.receipt("r1") == first and db.booking("r1", RECEIPT) == first
     assert db.bookings_owed() == [("r1", RECEIPT, first)]
     db.transition(
-        "r1", S.CONFIRMED, S.CANCELLED, 7, "alice", "x", receipt={"id": "other"},
+        "r1",
+        S.CONFIRMED,
+        S.CANCELLED,
+        7,
+        "alice",
+        "x",
+        receipt={"id": "other"},
         owed=(REFUND, {"refund": 1}),
     )
     assert db.receipt("r1") == first  # the site signs a deal once

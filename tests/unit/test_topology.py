@@ -448,8 +448,9 @@ def test_the_replay_backend_runs_a_bgl_machine_and_keeps_it_in_its_state_file(
     state = str(tmp_path / "replay-state.json")
     clock = FakeClock(1_800_000_000.0)
     spec = MachineSpec("bgl", fat=1.0, torus=1.0)
-    backend = SwfReplayBackend(trace, offset_s=3 * 86400, clock=clock, state_file=state,
-                               machine=spec)
+    backend = SwfReplayBackend(
+        trace, offset_s=3 * 86400, clock=clock, state_file=state, machine=spec
+    )
     snapshot = backend.snapshot()
     assert snapshot.capacity == 128
     running = [job.cores for job in snapshot.running]

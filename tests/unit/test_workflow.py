@@ -108,9 +108,7 @@ def test_the_reader_agrees_with_wfcommons_on_a_generated_montage(tmp_path: Path)
     for parent, child in generated.edges:
         written = {f.file_id for f in generated.nodes[parent]["task"].output_files}
         read = generated.nodes[child]["task"].input_files
-        assert edge_bytes(graph, parent, child) == sum(
-            f.size for f in read if f.file_id in written
-        )
+        assert edge_bytes(graph, parent, child) == sum(f.size for f in read if f.file_id in written)
     assert sum(edge_bytes(graph, *e) for e in graph.edges) > 0
 
 

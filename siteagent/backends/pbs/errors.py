@@ -13,4 +13,3 @@ UNAVAILABLE_MARKERS = (
 )
 #: How pbs_rstat and pbs_rdel say a reservation id does not exist (deleted, or denied).
 UNKNOWN_RESV = "Unknown Reservation Id"
-

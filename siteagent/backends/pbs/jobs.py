@@ -167,4 +167,3 @@ def _expand_array(job_id: str, rec: Mapping[str, Any], tz: tzinfo, now: int) -> 
         sub = replace(template, id=job_id.replace("[]", f"[{i}]"))
         out.append(sub if not out else replace(sub, expected_start=None))
     return out
-

@@ -67,4 +67,3 @@ def parse_nodes(doc: Mapping[str, Any]) -> List[PbsNode]:
         )
         out.append(PbsNode(node=node, sharing=as_text(rec.get("sharing")) or "default_shared"))
     return out
-

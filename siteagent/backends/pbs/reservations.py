@@ -120,7 +120,6 @@ def parse_reservations(
     return out
 
 
-
 def _queue_of(resv_id: str) -> str:
     """A reservation's queue when pbs_rstat does not print it: its id without the server."""
     match = names.PBS_RESERVATION_ID.fullmatch(resv_id)

@@ -154,4 +154,3 @@ def array_indices(text: str) -> List[int]:
         lo, _, hi = item.partition("-")
         out.extend(range(int(lo), int(hi or lo) + 1, step))
     return out
-

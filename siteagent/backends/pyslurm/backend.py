@@ -187,9 +187,7 @@ class PyslurmBackend(Backend):
         end = start + int(fields["Duration"]) * 60
         request = self.reservations.request(fields, start, end)
         try:
-            self._call(
-                f"create reservation {spec.name}", lambda: self.reservations.create(request)
-            )
+            self._call(f"create reservation {spec.name}", lambda: self.reservations.create(request))
         except BackendUnavailable:
             raise
         except BackendError as exc:

@@ -116,9 +116,7 @@ class LegacyReservations:
                 # the node list names a node again per further core; Slurm reads the set
                 nodes = expand_hostlist(fields["Nodes"])
                 total = sum(counts)
-                request["node_list"] = NodeList(
-                    ",".join(nodes + [nodes[0]] * (total - len(nodes)))
-                )
+                request["node_list"] = NodeList(",".join(nodes + [nodes[0]] * (total - len(nodes))))
                 counts = [1] * total
             request["core_cnt"] = counts
         for key, word in (("users", "Users"), ("accounts", "Accounts")):

@@ -68,9 +68,7 @@ def reservation_args(
     return args
 
 
-def size_args(
-    spec: ReservationSpec, unit: CapacityUnit, cores_per_node: bool = True
-) -> List[str]:
+def size_args(spec: ReservationSpec, unit: CapacityUnit, cores_per_node: bool = True) -> List[str]:
     """What to reserve: a count Slurm places (``CoreCnt=``/``NodeCnt=``), or the nodes the
     spec's allocation names, whole (``Nodes=a,b``) or with the cores on each (``Nodes=a,b
     CoreCnt=4,8``: Slurm gives each node its count, taking the nodes in its own order, which
@@ -119,7 +117,14 @@ def sacct_args(since: int, until: int) -> List[str]:
 #: The fields of ``sacct_usage_args``' lines, in order: the admin comment last, since it is
 #: free text that may hold the separator.
 SACCT_USAGE_FIELDS = (
-    "JobID", "User", "AllocCPUS", "NNodes", "Start", "End", "Reservation", "ReservationId"
+    "JobID",
+    "User",
+    "AllocCPUS",
+    "NNodes",
+    "Start",
+    "End",
+    "Reservation",
+    "ReservationId",
 )
 
 
@@ -135,8 +140,18 @@ def reservation_ids_args(name: str, since: int, until: int) -> List[str]:
     """``sacctmgr`` arguments for the accounting ids of reservation ``name`` in the window:
     what a job that started in the reservation's first second is matched by, since sacct
     leaves its reservation name empty (docs/slurm.md §6.8)."""
-    return ["sacctmgr", "-n", "-P", "show", "reservation", "where", f"names={name}",
-            f"start={utc_text(since)}", f"end={utc_text(until)}", "format=ID"]
+    return [
+        "sacctmgr",
+        "-n",
+        "-P",
+        "show",
+        "reservation",
+        "where",
+        f"names={name}",
+        f"start={utc_text(since)}",
+        f"end={utc_text(until)}",
+        "format=ID",
+    ]
 
 
 def _sacct_selection(since: int, until: int) -> List[str]:

@@ -83,7 +83,6 @@ def check_command_word(word: object) -> str:
     argument, never parsed by a shell here); ValueError otherwise."""
     if not isinstance(word, str) or not word or any(c in word for c in "\0\n\r"):
         raise ValueError(
-            f"command prefix word: expected non-empty text without NUL or line breaks, "
-            f"got {word!r}"
+            f"command prefix word: expected non-empty text without NUL or line breaks, got {word!r}"
         )
     return word

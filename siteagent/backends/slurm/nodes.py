@@ -58,4 +58,3 @@ def parse_nodes(doc: Mapping[str, Any]) -> List[NodeState]:
             )
         )
     return nodes
-

@@ -103,4 +103,3 @@ def parse_reservations(text: str, tz: tzinfo = timezone.utc) -> List[BatchReserv
             )
         )
     return out
-

@@ -123,8 +123,7 @@ def neighbours(
         pending=tuple(
             job
             for job in jobs.pending
-            if partition not in job.partition.split(",")
-            and others & set(job.partition.split(","))
+            if partition not in job.partition.split(",") and others & set(job.partition.split(","))
         ),
     )
 

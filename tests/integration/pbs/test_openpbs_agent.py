@@ -60,8 +60,21 @@ def stamp(epoch: int) -> str:
 
 
 def rsub(cluster: PbsTestCluster, name: str, start: int, end: int, select: str) -> None:
-    cluster.run(["pbs_rsub", "-I", "30", "-R", stamp(start), "-E", stamp(end), "-N", name,
-                 "-l", f"select={select}"])
+    cluster.run(
+        [
+            "pbs_rsub",
+            "-I",
+            "30",
+            "-R",
+            stamp(start),
+            "-E",
+            stamp(end),
+            "-N",
+            name,
+            "-l",
+            f"select={select}",
+        ]
+    )
 
 
 def accept(
@@ -70,7 +83,6 @@ def accept(
     """Offer exactly this window and accept it, as a buyer mapped to ``users`` would."""
     offer = record_offer(site.manager, size, start, duration)
     return site.manager.accept(offer.id, "buyer", offer.id, users=users)
-
 
 
 def test_accepted_reservation_is_in_pbs_as_asked(openpbs: PbsTestCluster, site: Site) -> None:
@@ -91,17 +103,18 @@ def test_unconfirmed_reservation_is_deleted_at_its_deadline(
     assert record.deadline is not None
     assert site.manager.housekeeping().expired == []  # before the deadline: kept
     assert record.name in reservations(openpbs)
-    wait_until("the confirm deadline", lambda: site.manager.clock() >= (record.deadline or 0),
-             timeout=CONFIRM_TIMEOUT_S + 5)
+    wait_until(
+        "the confirm deadline",
+        lambda: site.manager.clock() >= (record.deadline or 0),
+        timeout=CONFIRM_TIMEOUT_S + 5,
+    )
     assert site.manager.housekeeping().expired == [record.id]
     expired = site.store.get_reservation(record.id)
     assert expired is not None and expired.state is ReservationState.EXPIRED
     assert record.name not in reservations(openpbs)
 
 
-def test_reconciliation_deletes_the_agents_orphan_only(
-    openpbs: PbsTestCluster, site: Site
-) -> None:
+def test_reconciliation_deletes_the_agents_orphan_only(openpbs: PbsTestCluster, site: Site) -> None:
     live = accept(site, 4, int(time.time()) + 600, 600)
     start = int(time.time()) + 1200
     for name in ("sa-orphan0001", "someone-else"):
@@ -113,9 +126,7 @@ def test_reconciliation_deletes_the_agents_orphan_only(
     assert sorted(reservations(openpbs)) == sorted([live.name, "someone-else"])
 
 
-def test_pbs_refusal_is_carried_into_the_failed_record(
-    openpbs: PbsTestCluster, site: Site
-) -> None:
+def test_pbs_refusal_is_carried_into_the_failed_record(openpbs: PbsTestCluster, site: Site) -> None:
     openpbs.qmgr("set server acl_resv_user_enable = True")
     openpbs.qmgr("set server acl_resv_users = nobody")
     try:

@@ -39,7 +39,6 @@ def spec(name: str, start: int, duration: int, size: int, **kw: Any) -> Reservat
     return ReservationSpec(name=name, start=start, duration=duration, size=size, **kw)
 
 
-
 def epoch(text: str) -> int:
     """A date as PBS prints it in UTC (``Sat Nov 28 14:55:54 2026``)."""
     return calendar.timegm(time.strptime(" ".join(text.split()), "%a %b %d %H:%M:%S %Y"))
@@ -76,14 +75,19 @@ def reserved_cpus(resv_nodes: str) -> Dict[str, int]:
 
 def test_snapshot_matches_qstat_and_pbsnodes(openpbs: PbsTestCluster) -> None:
     small = openpbs.submit("-l", "select=1:ncpus=4", "-l", "walltime=00:30:00")
-    wide = openpbs.submit("-l", "select=2:ncpus=16", "-l", "place=scatter", "-l",
-                          "walltime=01:00:00")
+    wide = openpbs.submit(
+        "-l", "select=2:ncpus=16", "-l", "place=scatter", "-l", "walltime=01:00:00"
+    )
     whole = openpbs.submit("-l", "select=4:ncpus=16", "-l", "walltime=01:00:00")
     short = openpbs.submit("-l", "select=1:ncpus=8", "-l", "walltime=00:10:00")  # backfills
     held = openpbs.submit("-h", "-l", "select=1:ncpus=2", "-l", "walltime=00:10:00")
-    wait_until("three jobs to run and the top job's estimate", lambda: all(
-        state(openpbs, j) == "R" for j in (small, wide, short)
-    ) and "estimated.start_time" in jobs(openpbs).get(whole, {}))
+    wait_until(
+        "three jobs to run and the top job's estimate",
+        lambda: (
+            all(state(openpbs, j) == "R" for j in (small, wide, short))
+            and "estimated.start_time" in jobs(openpbs).get(whole, {})
+        ),
+    )
 
     snap = backend(openpbs).snapshot()
     listed = jobs(openpbs)
@@ -117,17 +121,20 @@ def test_reservation_is_confirmed_blocks_its_cpus_and_is_deleted(openpbs: PbsTes
     made = b.create_reservation(spec("sa-block", start, 1800, 24))
     assert made.state == "CONFIRMED" and made.name == "sa-block" and made.cores == 24
     assert made.end == start + 1800 and start <= made.start <= start + 5
-    (resv_id, shown), = reservations(openpbs).items()
+    ((resv_id, shown),) = reservations(openpbs).items()
     assert shown["Reserve_Name"] == "sa-block" and shown["reserve_state"] == "RESV_CONFIRMED"
     assert (epoch(shown["reserve_start"]), epoch(shown["reserve_end"])) == (made.start, made.end)
     assert sum(reserved_cpus(shown["resv_nodes"]).values()) == 24
     assert made.node_list == shown["resv_nodes"] and made.users == ("root",)
     assert b.snapshot().extra["reservation_ids"] == {"sa-block": resv_id}
 
-    wait_until("the reservation to run", lambda: reservations(openpbs)[resv_id]
-             ["reserve_state"] == "RESV_RUNNING")
-    inside = openpbs.submit("-q", resv_id.split(".")[0], "-l", "select=24:ncpus=1",
-                            "-l", "walltime=00:05:00")
+    wait_until(
+        "the reservation to run",
+        lambda: reservations(openpbs)[resv_id]["reserve_state"] == "RESV_RUNNING",
+    )
+    inside = openpbs.submit(
+        "-q", resv_id.split(".")[0], "-l", "select=24:ncpus=1", "-l", "walltime=00:05:00"
+    )
     too_big = openpbs.submit("-l", "select=41:ncpus=1", "-l", "walltime=00:05:00")
     wait_until("the job in the reservation to run", lambda: state(openpbs, inside) == "R")
     time.sleep(2)  # scheduling cycles ran for both submissions
@@ -135,8 +142,10 @@ def test_reservation_is_confirmed_blocks_its_cpus_and_is_deleted(openpbs: PbsTes
     assert [r.name for r in b.snapshot().reservations] == ["sa-block"]
 
     b.delete_reservation("sa-block")
-    wait_until("the reservation and its job to go", lambda: not reservations(openpbs)
-             and state(openpbs, inside) in ("", "F"))
+    wait_until(
+        "the reservation and its job to go",
+        lambda: not reservations(openpbs) and state(openpbs, inside) in ("", "F"),
+    )
     wait_until("the big job to run once the CPUs are free", lambda: state(openpbs, too_big) == "R")
     assert b.list_reservations() == []
     b.delete_reservation("sa-block")  # gone already: not an error
@@ -185,8 +194,7 @@ def test_unconfirmed_in_time_is_refused_and_deleted(openpbs: PbsTestCluster) -> 
 def test_node_reservations_take_whole_vnodes(openpbs: PbsTestCluster) -> None:
     openpbs.submit("-l", "select=1:ncpus=1", "-l", "walltime=01:00:00")  # one vnode in use
     b = backend(openpbs, unit=CapacityUnit.NODE)
-    made = b.create_reservation(spec("sa-nodes", int(time.time()), 1800, 3,
-                                     unit=CapacityUnit.NODE))
+    made = b.create_reservation(spec("sa-nodes", int(time.time()), 1800, 3, unit=CapacityUnit.NODE))
     assert (made.nodes, made.cores) == (3, 48) and made.flags == ("scatter", "excl")
     (shown,) = reservations(openpbs).values()
     assert sorted(reserved_cpus(shown["resv_nodes"]).values()) == [16, 16, 16]

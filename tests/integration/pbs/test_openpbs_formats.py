@@ -101,18 +101,31 @@ def test_qstat_and_pbsnodes_json_have_openpbs_shape(
     assert idle["resources_assigned"] == {}  # zeros left out (docs/pbs.md §4)
 
 
-def test_reservations_print_as_in_openpbs(
-    openpbs: PbsTestCluster, standin: StandinServer
-) -> None:
+def test_reservations_print_as_in_openpbs(openpbs: PbsTestCluster, standin: StandinServer) -> None:
     start = stamp(time.time() + 3 * 86400)
-    args = ("pbs_rsub", "-R", start, "-D", "600", "-N", "sa-shape", "-l", "select=2:ncpus=1",
-            "-l", "place=free", "-U", "root")
+    args = (
+        "pbs_rsub",
+        "-R",
+        start,
+        "-D",
+        "600",
+        "-N",
+        "sa-shape",
+        "-l",
+        "select=2:ncpus=1",
+        "-l",
+        "place=free",
+        "-U",
+        "root",
+    )
     replies = [real(openpbs, *args), fake(standin, *args)]
     for rc, out, err in replies:
         assert rc == 0 and err == "" and re.fullmatch(r"R\d+\.\S+ UNCONFIRMED\n", out), out
     time.sleep(2)  # both confirm within a scheduling cycle
-    blocks = [text_blocks(real(openpbs, "pbs_rstat", "-f")[1]),
-              text_blocks(fake(standin, "pbs_rstat", "-f")[1])]
+    blocks = [
+        text_blocks(real(openpbs, "pbs_rstat", "-f")[1]),
+        text_blocks(fake(standin, "pbs_rstat", "-f")[1]),
+    ]
     (theirs,), (ours,) = (list(b.values()) for b in blocks)
     assert list(ours) == list(theirs)
     assert ours["reserve_state"] == theirs["reserve_state"] == "RESV_CONFIRMED"

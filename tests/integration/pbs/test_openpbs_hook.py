@@ -98,14 +98,23 @@ def hooked(
 def rsub(cluster: PbsTestCluster, name: str, start_in: int, duration: int) -> str:
     """``pbs_rsub`` of a 2-CPU reservation ``name``; its id once PBS confirmed it."""
     now = int(time.time())
-    stamp = [time.strftime("%Y%m%d%H%M.%S", time.gmtime(t)) for t in (now + start_in,
-                                                                      now + start_in + duration)]
+    stamp = [
+        time.strftime("%Y%m%d%H%M.%S", time.gmtime(t))
+        for t in (now + start_in, now + start_in + duration)
+    ]
     reply = cluster.run(
         ["pbs_rsub", "-R", stamp[0], "-E", stamp[1], "-N", name, "-l", "select=2:ncpus=1"]
     ).stdout.split()[0]
-    wait_until(f"{name} confirmed", lambda: text_blocks(
-        cluster.run(["pbs_rstat", "-f", reply]).stdout
-    ).get(reply, {}).get("reserve_state") == "RESV_CONFIRMED", timeout=30)
+    wait_until(
+        f"{name} confirmed",
+        lambda: (
+            text_blocks(cluster.run(["pbs_rstat", "-f", reply]).stdout)
+            .get(reply, {})
+            .get("reserve_state")
+            == "RESV_CONFIRMED"
+        ),
+        timeout=30,
+    )
     return reply
 
 
@@ -124,8 +133,9 @@ def test_the_prefix_is_the_agents_alone(hooked: Hooked) -> None:
         assert refused.returncode != 0
         assert "are the site agent's (siteagent's on " in refused.stderr
         assert rsub(cluster, "byhand", 3600, 600)  # any other name is left alone
-        assert [b["Reserve_Name"] for b in text_blocks(
-            cluster.run(["pbs_rstat", "-f"]).stdout).values()] == ["byhand"]
+        assert [
+            b["Reserve_Name"] for b in text_blocks(cluster.run(["pbs_rstat", "-f"]).stdout).values()
+        ] == ["byhand"]
         # the agent's account, but from another host than the one installed (this machine's
         # name; pbs_rsub runs on the cluster's head, SERVER)
         hooked.import_config(agent_user="root")
