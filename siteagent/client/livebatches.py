@@ -101,7 +101,7 @@ class LiveBatchOffers(LiveOffers):
             bids.append(dataclasses.replace(bid, part=part))
         if any(bid.expires <= time.time() for bid in bids):
             return [False] * len(bids)
-        if not self._within_budget_all(bids):
+        if not self._within_budget(bids):
             return [False] * len(bids)
         if self.dry_run:
             for bid in bids:
@@ -125,16 +125,3 @@ class LiveBatchOffers(LiveOffers):
                 self.on_hold()
             done.append(one is not None)
         return done
-
-    def _within_budget_all(self, bids: Sequence[Bid]) -> bool:
-        """Whether ``bids`` together fit in what is left of the budget (noted if not)."""
-        if self.budget is None:
-            return True
-        total = sum((bid.total for bid in bids), Decimal(0))
-        if self.spent + total <= self.budget:
-            return True
-        self._over_budget = (
-            f"the budget {self.budget} leaves {self.budget - self.spent} after the tasks "
-            f"held, and {bids[0].site}'s {len(bids)} window(s) cost {total}"
-        )
-        return False

@@ -155,7 +155,7 @@ class LiveOffers:
 
     def hold(self, site: str, cores: int, alternative: Alternative) -> bool:
         bid = self._bids.pop(_key(site, alternative))
-        if bid.expires <= time.time() or not self._within_budget(bid):
+        if bid.expires <= time.time() or not self._within_budget([bid]):
             return False
         if not self.dry_run:
             held = self.commit.accept(bid)
@@ -166,13 +166,16 @@ class LiveOffers:
         self.on_hold()
         return True
 
-    def _within_budget(self, bid: Bid) -> bool:
-        """Whether ``bid`` fits in what is left of the budget (noted if not)."""
-        if self.budget is None or self.spent + bid.total <= self.budget:
+    def _within_budget(self, bids: Sequence[Bid]) -> bool:
+        """Whether ``bids`` (one site's, held together) fit in what is left of the budget
+        (noted if not)."""
+        total = sum((bid.total for bid in bids), Decimal(0))
+        if self.budget is None or self.spent + total <= self.budget:
             return True
+        windows = "window costs" if len(bids) == 1 else f"{len(bids)} windows cost"
         self._over_budget = (
             f"the budget {self.budget} leaves {self.budget - self.spent} after the tasks "
-            f"held, and {bid.site}'s window costs {bid.total}"
+            f"held, and {bids[0].site}'s {windows} {total}"
         )
         return False
 
