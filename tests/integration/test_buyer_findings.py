@@ -4,7 +4,8 @@ ledger serve``, the client run as its own process (testbed/market.py).
 
 - provisioning and ``select --reserve`` keep within a site's live-offer allowance, and name the
   site's refusal (429 ``too_many_offers``) instead of "no site offers a window";
-- ``select --reserve`` takes ``--max-price`` and ``--budget``;
+- ``select --reserve`` and ``provision`` take ``--max-price`` and ``--budget``, and keep to
+  them when they hold tasks through batch deals (docs/batches.md);
 - another buyer's reservation is "not yours", a site that dies mid-commit is never said to be
   released, and ``recover`` lists what it could not settle apart from what it settled.
 """
@@ -13,12 +14,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sqlite3
+from decimal import Decimal
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 import yaml
 
+from siteagent.market.site import STORE_FILE
 from testbed.market import Market, flat_priced, with_fresh_journal
 
 #: hpc3's live-offer allowance per buyer: a plan of ten tasks asks it for at most 50 offers.
@@ -105,6 +109,41 @@ def test_select_reserve_keeps_to_the_price_caps(buyer: Market, tmp_path: Path) -
     result = json.loads(done.stdout)
     assert sum(float(row["cost"]) for row in result["tasks"]) <= 0.68
     assert result["state"] == "done"
+
+
+def held_batches(market: Market, site: str) -> int:
+    """How many batch accepts of alice's ``site`` held (its own database says so)."""
+    agent = market.agents[site]
+    with sqlite3.connect(str(agent.state_dir / STORE_FILE)) as db:
+        (count,) = db.execute(
+            "SELECT COUNT(*) FROM accept_batches WHERE client = ? AND state = 'held'",
+            (market.alice.key_id,),
+        ).fetchone()
+    return int(count)
+
+
+def test_provision_keeps_to_the_price_caps_through_batches(buyer: Market, tmp_path: Path) -> None:
+    """Four independent tasks of one core for ten minutes, 0.17 each at 1.00 per core-hour
+    (1.02 with the fee): a cap below the price and a budget for three tasks hold nothing;
+    a budget for four holds all four in batch accepts, within it."""
+    workflow = spread(tmp_path / "four.yaml", 4)
+    sites = ["--site", "hpc1", "--site", "hpc2"]
+    before = {site: held_batches(buyer, site) for site in ("hpc1", "hpc2")}
+    cheap = buyer.client(["provision", workflow, *sites, "--max-price", "0.5"])
+    assert cheap.returncode == 3
+    said = cheap.stderr.strip().splitlines()[-1]
+    assert "above the maximum 0.5 (price_above_maximum)" in said and "every task released" in said
+    tight = buyer.client(["provision", workflow, *sites, "--budget", "0.50"])
+    assert tight.returncode == 3
+    assert "the budget 0.50 leaves" in tight.stderr.strip().splitlines()[-1]
+    assert buyer.tentative_anywhere() == []
+    done = buyer.client(["provision", workflow, *sites, "--budget", "0.68", "--json"])
+    assert done.returncode == 0, done.stderr
+    tasks = json.loads(done.stdout)["tasks"]
+    assert len(tasks) == 4 and sum(Decimal(task["cost"]) for task in tasks) <= Decimal("0.68")
+    after = {site: held_batches(buyer, site) for site in ("hpc1", "hpc2")}
+    used = {task["site"] for task in tasks}
+    assert all(after[site] > before[site] for site in used), (before, after)
 
 
 def test_another_buyers_reservation_is_not_yours(buyer: Market) -> None:
