@@ -1,6 +1,7 @@
-"""One buyer of ``python -m bench auction``: runs ``siteagent-client auction`` (its real entry
-point, in this process, so that interpreter start-up is not counted) a number of times one
-after the other, and writes each auction's wall time, exit code and phases as JSON.
+"""One buyer of ``python -m bench auction``: runs ``siteagent-client auction`` (or ``quote``,
+``--command``) through its real entry point, in this process, so that interpreter start-up is
+not counted, a number of times one after the other, and writes each run's wall time, exit code
+and phases as JSON.
 
     python -m bench.auction_buyer --sites F --state DIR --out F --repeat N --start-at T -- ARGS
 
@@ -66,7 +67,7 @@ def run(args: argparse.Namespace, auction: Sequence[str]) -> List[Dict[str, Any]
         opened = time.time()
         began = time.perf_counter()
         with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-            code = client_main(["auction", *auction, "--json"])
+            code = client_main([args.command, *auction, "--json"])
         wall = time.perf_counter() - began
         ended = time.time()
         results.append(
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace, auction: Sequence[str]) -> List[Dict[str, Any]
                 "code": code,
                 "began": opened,
                 "ended": ended,
-                **phases(journal, opened - 1),
+                **(phases(journal, opened - 1) if args.command == "auction" else {}),
             }
         )
     return results
@@ -88,6 +89,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--start-at", type=float, default=0.0)
+    parser.add_argument("--command", choices=("auction", "quote"), default="auction")
     parser.add_argument("auction", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     os.environ["SITEAGENT_CLIENT_SITES"] = args.sites

@@ -9,7 +9,14 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
-from bench.auction import AGENT_MB, RESERVE_MB, TABLE2, agents_that_fit, table2_sites
+from bench.auction import (
+    AGENT_MB,
+    COPY_SHIFT_S,
+    RESERVE_MB,
+    TABLE2,
+    agents_that_fit,
+    table2_sites,
+)
 from bench.auction_buyer import phases
 from siteagent.client.journal import AuctionState, Journal
 from siteagent.config.loading import parse
@@ -74,3 +81,20 @@ def test_phases_reads_each_round_and_the_commit_from_the_journal(tmp_path: Path)
     assert all(duration >= 0 for duration in found["rounds_s"])
     assert found["commit_s"] >= 0
     assert phases(tmp_path / "journal.db", time.time() + 60) == {}
+
+
+def test_a_federation_wider_than_table2_repeats_it_a_week_later_under_new_names() -> None:
+    sites = table2_sites(50)
+    assert len({site.name for site in sites}) == 50
+    first, copy, third = sites[0], sites[20], sites[40]
+    assert (copy.name, third.name) == ("atlas1-2", "atlas1-3")
+    assert (
+        copy.offset - first.offset == COPY_SHIFT_S
+        and third.offset - first.offset == 2 * COPY_SHIFT_S
+    )
+    assert copy.pricing == first.pricing
+    assert copy.backend["swf"]["offset"] == copy.offset
+
+
+def test_agents_that_fit_takes_a_federation_wider_than_the_table() -> None:
+    assert agents_that_fit(100_000, wanted=50) == 50
