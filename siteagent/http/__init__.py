@@ -1,4 +1,3 @@
-"""How siteagent's services run: the HTTPS server shared by the agent and the bank, systemd
-notification, the socket on which the batch system notifies the agent, and what a site installs
-besides the package.
+"""The HTTP plumbing both services share (the agent's API and the bank's): the uvicorn server
+and its stop, the request gate, size and connection limits, and the JSON error pages.
 """
