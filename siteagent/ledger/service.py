@@ -37,6 +37,9 @@ from siteagent.config.loading import default_public_names
 from siteagent.config.reading import ConfigError
 from siteagent.config.schema import Config, LedgerConfig
 from siteagent.core.defaults import DEFAULT_MAX_BODY_BYTES
+from siteagent.http import errors
+from siteagent.http.gate import Gate
+from siteagent.http.server import ServiceError, run
 from siteagent.ledger.bank import Ledger, LedgerForbidden, LedgerRefused
 from siteagent.ledger.participants import load_participants, register_all
 from siteagent.ledger.storage import DatabaseError
@@ -47,9 +50,6 @@ from siteagent.security.authentication import Authenticator, NonceCache
 from siteagent.security.clients import AuthorizedClient
 from siteagent.security.errors import Unauthenticated
 from siteagent.security.replay import NONCES_FILE, SavedNonces
-from siteagent.serving import errors
-from siteagent.serving.gate import Gate
-from siteagent.serving.server import ServiceError, run
 
 log = logging.getLogger("siteagent.ledger")
 
@@ -85,7 +85,7 @@ def create_app(
     )
 
     async def reader(request: fastapi.Request) -> AuthorizedClient:
-        """The participant whose signature the gate checked (siteagent.serving.gate)."""
+        """The participant whose signature the gate checked (siteagent.http.gate)."""
         client = getattr(request.state, "client", None)
         if not isinstance(client, AuthorizedClient):  # the gate signs every account read
             raise Unauthenticated("unsigned", "this request must be signed (RFC 9421)")
@@ -275,7 +275,7 @@ def serve(config: Config) -> None:
     """Serve the ledger over HTTPS (``api.tls``) on ``ledger.listen``:``ledger.port`` until
     SIGTERM or SIGINT (requests in flight finish first); SIGHUP re-reads the participants."""
     # imported here: service.py imports the agent's whole web stack
-    from siteagent.serving.server import NotifyingServer, https_config, url_of
+    from siteagent.http.server import NotifyingServer, https_config, url_of
 
     ledger = open_ledger(config)
     try:
