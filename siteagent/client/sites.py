@@ -44,6 +44,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from siteagent.core import names
 from siteagent.core.errors import SiteagentError
 from siteagent.core.files import UnsafeFile
+from siteagent.protocol.errors import INVALID_SITES_FILE
 from siteagent.protocol.keys import check_key_id, load_private_key
 
 #: The environment variable naming the registry when ``--sites`` does not.
@@ -69,7 +70,7 @@ _HEX_DIGEST = re.compile(r"[0-9A-Fa-f]{64}")
 class RegistryError(SiteagentError, ValueError):
     """A sites file that cannot be used: the message names the file, the key and the fix."""
 
-    code = "invalid_sites_file"
+    code = INVALID_SITES_FILE
 
 
 @dataclass(frozen=True)

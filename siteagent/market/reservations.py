@@ -99,6 +99,14 @@ from siteagent.market.store import (
     Store,
 )
 from siteagent.pricing.bids import Hold, held_profile
+from siteagent.protocol.errors import (
+    IDEMPOTENCY_KEY_REUSED,
+    ILLEGAL_TRANSITION,
+    NOT_OWNER,
+    RESERVATION_FAILED,
+    UNKNOWN_OFFER,
+    UNKNOWN_RESERVATION,
+)
 
 log = logging.getLogger("siteagent.reservations")
 
@@ -171,27 +179,27 @@ class LifecycleError(SiteagentError):
 
 
 class UnknownOffer(LifecycleError):
-    code = "unknown_offer"
+    code = UNKNOWN_OFFER
 
 
 class UnknownReservation(LifecycleError):
-    code = "unknown_reservation"
+    code = UNKNOWN_RESERVATION
 
 
 class NotOwner(LifecycleError):
-    code = "not_owner"
+    code = NOT_OWNER
 
 
 class IdempotencyKeyReused(LifecycleError):
     """The idempotency key was used before by this client for another request."""
 
-    code = "idempotency_key_reused"
+    code = IDEMPOTENCY_KEY_REUSED
 
 
 class IllegalTransition(LifecycleError):
     """The reservation is in a state from which the requested move is not allowed."""
 
-    code = "illegal_transition"
+    code = ILLEGAL_TRANSITION
 
 
 class OfferRefused(LifecycleError):
@@ -211,7 +219,7 @@ class ReservationFailed(LifecycleError):
     """The batch system refused the reservation or gave less than asked; ``record`` is FAILED
     and keeps the batch system's message."""
 
-    code = "reservation_failed"
+    code = RESERVATION_FAILED
 
     def __init__(self, record: ReservationRecord) -> None:
         super().__init__(f"reservation {record.id} failed: {record.message}")

@@ -21,6 +21,7 @@ import uvicorn
 
 from siteagent.config.schema import ApiConfig
 from siteagent.core.errors import SiteagentError
+from siteagent.protocol.errors import CANNOT_START
 from siteagent.security import tls as tls_policy
 from siteagent.serving import sdnotify
 from siteagent.serving.connections import capped_per_address
@@ -33,7 +34,7 @@ class ServiceError(SiteagentError):
     """A service could not start (the address is taken, a file it needs is missing); the
     message says what to change."""
 
-    code = "cannot_start"
+    code = CANNOT_START
 
 
 #: How long in-flight requests may take to finish once a stop is asked for.

@@ -46,13 +46,17 @@ def test_every_site_is_asked_at_once(tmp_path: Path) -> None:
     ("error", "outcome", "reason"),
     [
         (
-            SiteError("s0", "unknown_key", "who are you?", 401),
+            SiteError("who are you?", code="unknown_key", site="s0", status=401),
             Outcome.REFUSED,
             "who are you? (unknown_key)",
         ),
-        (SiteError("s0", "busy", "too much", 503), Outcome.FAILED, "too much (busy)"),
         (
-            BadAnswer("s0", "invalid_answer", "not JSON", 404),
+            SiteError("too much", code="busy", site="s0", status=503),
+            Outcome.FAILED,
+            "too much (busy)",
+        ),
+        (
+            BadAnswer("not JSON", code="invalid_answer", site="s0", status=404),
             Outcome.FAILED,
             "not JSON (invalid_answer)",
         ),
