@@ -131,7 +131,7 @@ class FakeSeller:
         held = self.hold(offer, idempotency_key)
         if self.lose_accept_answer:
             self.lose_accept_answer = False
-            raise SiteUnreachable(self.name, "no answer within 10 s")
+            raise SiteUnreachable("no answer within 10 s", site=self.name)
         return self.accept_answer(held)
 
     def hold(self, offer: Offer, idempotency_key: str) -> Held:
@@ -161,7 +161,7 @@ class FakeSeller:
         held.state = "CONFIRMED"
         if self.lose_confirm_answer:
             self.lose_confirm_answer = False
-            raise SiteUnreachable(self.name, "no answer within 10 s")
+            raise SiteUnreachable("no answer within 10 s", site=self.name)
         return held.receipt
 
     def cancel(self, reservation_id: str) -> Optional[Cancellation]:
@@ -230,7 +230,7 @@ class FakeSeller:
 
     def _call(self, what: str, about: str) -> None:
         if self.down:
-            raise SiteUnreachable(self.name, "cannot connect")
+            raise SiteUnreachable("cannot connect", site=self.name)
         if self.rate_limited:
             self.rate_limited -= 1
             raise SiteError(

@@ -125,7 +125,7 @@ class SiteUnreachable(SiteagentError):
 
     code = UNREACHABLE
 
-    def __init__(self, site: str, reason: str, timed_out: bool = False) -> None:
+    def __init__(self, reason: str, *, site: str, timed_out: bool = False) -> None:
         super().__init__(f"{site}: {reason}")
         self.site = site
         self.reason = reason
@@ -361,9 +361,9 @@ class SiteConnection:
         except requests.RequestException as exc:
             reason = unreachable_reason(exc, self.site)
             timed_out = isinstance(exc, requests.Timeout)
-            raise SiteUnreachable(self.site.name, reason, timed_out) from None
+            raise SiteUnreachable(reason, site=self.site.name, timed_out=timed_out) from None
         except DeadlinePassed as exc:
-            raise SiteUnreachable(self.site.name, str(exc), timed_out=True) from None
+            raise SiteUnreachable(str(exc), site=self.site.name, timed_out=True) from None
         except AnswerTooLarge as exc:
             raise BadAnswer(
                 str(exc), code=INVALID_ANSWER, site=self.site.name, status=None

@@ -198,9 +198,9 @@ def load_buyer_key(path: Path) -> Ed25519PrivateKey:
         ) from None
     if mode & 0o077:
         raise UnsafeFile(
-            path,
             f"the buyer's private key is mode {mode:04o}, so others may read it and sign as "
             f"you; refusing it (fix: chmod 600 {shlex.quote(str(path))})",
+            path=path,
         )
     try:
         return load_private_key(path)

@@ -209,7 +209,7 @@ class OfferRefused(LifecycleError):
     ``window_passed``, ``capacity_gone``.
     """
 
-    def __init__(self, offer_id: str, reason: str, message: str) -> None:
+    def __init__(self, message: str, *, offer_id: str, reason: str) -> None:
         super().__init__(message, code=f"offer_{reason}", field="offer_id")
         self.offer_id = offer_id
         self.reason = reason
@@ -863,16 +863,16 @@ class ReservationManager:
         taken = self.store.reservation_for_offer(offer_id)
         if taken is not None:
             raise OfferRefused(
-                offer_id,
-                "used",
                 f"offer {offer_id} was accepted already (reservation {taken.id}, "
                 f"{taken.state.value}); ask for a new quote",
+                offer_id=offer_id,
+                reason="used",
             )
         if now >= offer.expires:
             raise OfferRefused(
-                offer_id,
-                "expired",
                 f"offer {offer_id} expired at {_when(offer.expires)}; ask for a new quote",
+                offer_id=offer_id,
+                reason="expired",
             )
         return offer
 
@@ -903,11 +903,11 @@ class ReservationManager:
             except ReservationConflict:
                 offer_id, start, end, size = windows[i]
                 refused = OfferRefused(
-                    offer_id,
-                    "capacity_gone",
                     f"offer {offer_id}'s {size} {snapshot.unit.value}s from {_when(start)} to "
                     f"{_when(end)} do not fit beside the batch's other parts (or running work "
                     "and reservations took them): accept it in another batch or alone",
+                    offer_id=offer_id,
+                    reason="capacity_gone",
                 )
                 refused.field = f"offer_ids[{i}]"
                 raise refused from None
@@ -952,10 +952,10 @@ class ReservationManager:
         """
         if offer.start < snapshot.now:
             raise OfferRefused(
-                offer.id,
-                "window_passed",
                 f"offer {offer.id}'s window started at {_when(offer.start)}, before now "
                 f"({_when(snapshot.now)}); ask for a new quote",
+                offer_id=offer.id,
+                reason="window_passed",
             )
         start, end = self.backend.held_window(offer.start, offer.end)
         holds = [Hold(*held) for held in self.store.bid_holds(except_offer=offer.id)]
@@ -966,11 +966,11 @@ class ReservationManager:
             fits = False
         if not fits:
             raise OfferRefused(
-                offer.id,
-                "capacity_gone",
                 f"the capacity offered in {offer.id} ({offer.size} {snapshot.unit.value}s, "
                 f"{_when(offer.start)} to {_when(offer.end)}) is no longer free: running work, "
                 "another reservation or an auction's bid holds it now; ask for a new quote",
+                offer_id=offer.id,
+                reason="capacity_gone",
             )
         return nodes
 

@@ -61,12 +61,12 @@ def test_every_site_is_asked_at_once(tmp_path: Path) -> None:
             "not JSON (invalid_answer)",
         ),
         (
-            SiteUnreachable("s0", "no answer within 1 s", timed_out=True),
+            SiteUnreachable("no answer within 1 s", site="s0", timed_out=True),
             Outcome.TIMED_OUT,
             "no answer within 1 s",
         ),
-        (SiteUnreachable("s0", "refused"), Outcome.FAILED, "refused"),
-        (UnsafeFile("k", "mode 0644"), Outcome.FAILED, "k: mode 0644"),
+        (SiteUnreachable("refused", site="s0"), Outcome.FAILED, "refused"),
+        (UnsafeFile("mode 0644", path="k"), Outcome.FAILED, "k: mode 0644"),
     ],
 )
 def test_a_sites_failure_is_its_row_with_the_reason(
