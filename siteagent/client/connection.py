@@ -125,10 +125,10 @@ class SiteUnreachable(SiteagentError):
 
     code = UNREACHABLE
 
-    def __init__(self, reason: str, *, site: str, timed_out: bool = False) -> None:
-        super().__init__(f"{site}: {reason}")
+    def __init__(self, message: str, *, site: str, timed_out: bool = False) -> None:
+        super().__init__(f"{site}: {message}")
         self.site = site
-        self.reason = reason
+        self.reason = message
         self.timed_out = timed_out
 
 

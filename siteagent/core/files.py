@@ -44,9 +44,9 @@ class UnsafeFile(SiteagentError, ValueError):
 
     code = "unsafe_file_mode"
 
-    def __init__(self, reason: str, *, path: Union[str, Path]) -> None:
-        super().__init__(f"{path}: {reason}")
-        self.reason = reason
+    def __init__(self, message: str, *, path: Union[str, Path]) -> None:
+        super().__init__(f"{path}: {message}")
+        self.reason = message
 
 
 def check_not_writable_by_others(path: Union[str, Path], what: str) -> None:

@@ -184,4 +184,4 @@ def refusal(url: str, status: int, reason: str, body: bytes) -> LedgerError:
     kind = REFUSALS.get(status)
     if kind is None:
         return LedgerUnavailable(f"the ledger service at {url} failed: {message}", code=code)
-    return kind(code, message)
+    return kind(message, code=code)
