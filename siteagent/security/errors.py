@@ -27,9 +27,7 @@ class SecurityError(SiteagentError):
     """A refused request: ``code`` a stable name a program can test (its HTTP status is in
     :data:`siteagent.protocol.errors.STATUS`), the message a sentence a person can act on."""
 
-    def __init__(
-        self, message: str, *, code: str, retry_after_s: Optional[int] = None
-    ) -> None:
+    def __init__(self, message: str, *, code: str, retry_after_s: Optional[int] = None) -> None:
         super().__init__(message, code=code, retry_after_s=retry_after_s)
 
 
