@@ -305,7 +305,7 @@ async def authenticated_client(
     was parsed; the parameter declares the signature in the OpenAPI."""
     client = getattr(request.state, "client", None)
     if not isinstance(client, AuthorizedClient):  # the gate signs every state change
-        raise Unauthenticated("unsigned", "this request must be signed (RFC 9421)")
+        raise Unauthenticated("this request must be signed (RFC 9421)", code="unsigned")
     return client
 
 

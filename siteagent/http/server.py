@@ -24,6 +24,7 @@ from siteagent.core.errors import SiteagentError
 from siteagent.host import sdnotify
 from siteagent.http.connections import capped_per_address
 from siteagent.http.limits import HeadMeter, guarded
+from siteagent.protocol.errors import CANNOT_START
 from siteagent.security import tls as tls_policy
 
 log = logging.getLogger("siteagent.serving")
@@ -33,7 +34,7 @@ class ServiceError(SiteagentError):
     """A service could not start (the address is taken, a file it needs is missing); the
     message says what to change."""
 
-    code = "cannot_start"
+    code = CANNOT_START
 
 
 #: How long in-flight requests may take to finish once a stop is asked for.
