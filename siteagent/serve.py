@@ -48,7 +48,8 @@ from siteagent.config import loading
 from siteagent.config.reading import ConfigError
 from siteagent.config.schema import BidMode, Config
 from siteagent.market.deals import Deals, open_deals
-from siteagent.market.reservations import LifecycleError, ReservationManager
+from siteagent.market.lifecycle import LifecycleError
+from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import Site, open_site, pricing_of
 from siteagent.market.usage import UsageRecorder
 from siteagent.security import authentication

@@ -30,9 +30,10 @@ import yaml
 
 from siteagent.backends.slurm import SlurmBackend
 from siteagent.config import loading
+from siteagent.market.lifecycle import ReservationState
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import STORE_FILE
-from siteagent.market.store import ReservationState, Store
+from siteagent.market.store import Store
 from siteagent.serving import installation
 from testbed.agents import SITEAGENT, spawn_agent
 from testbed.offers import record_offer

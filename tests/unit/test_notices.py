@@ -16,8 +16,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from siteagent.market.reservations import UnknownReservation
-from siteagent.market.store import ReservationRecord, ReservationState
+from siteagent.market.lifecycle import ReservationRecord, ReservationState, UnknownReservation
 from siteagent.serve import notice_handler
 from siteagent.serving import installation
 from siteagent.serving.notices import MAX_NOTICE_BYTES, Notice, NoticeListener, parse_notice
