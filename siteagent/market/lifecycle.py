@@ -16,6 +16,14 @@ from typing import Any, Dict, FrozenSet, Mapping, Optional, Tuple
 
 from siteagent.core.errors import SiteagentError
 from siteagent.core.model import Allocation, BatchReservation, CapacityUnit
+from siteagent.protocol.errors import (
+    IDEMPOTENCY_KEY_REUSED,
+    ILLEGAL_TRANSITION,
+    NOT_OWNER,
+    RESERVATION_FAILED,
+    UNKNOWN_OFFER,
+    UNKNOWN_RESERVATION,
+)
 
 
 class ReservationState(str, enum.Enum):
@@ -207,27 +215,27 @@ class LifecycleError(SiteagentError):
 
 
 class UnknownOffer(LifecycleError):
-    code = "unknown_offer"
+    code = UNKNOWN_OFFER
 
 
 class UnknownReservation(LifecycleError):
-    code = "unknown_reservation"
+    code = UNKNOWN_RESERVATION
 
 
 class NotOwner(LifecycleError):
-    code = "not_owner"
+    code = NOT_OWNER
 
 
 class IdempotencyKeyReused(LifecycleError):
     """The idempotency key was used before by this client for another request."""
 
-    code = "idempotency_key_reused"
+    code = IDEMPOTENCY_KEY_REUSED
 
 
 class IllegalTransition(LifecycleError):
     """The reservation is in a state from which the requested move is not allowed."""
 
-    code = "illegal_transition"
+    code = ILLEGAL_TRANSITION
 
 
 class OfferRefused(LifecycleError):
@@ -237,7 +245,7 @@ class OfferRefused(LifecycleError):
     ``window_passed``, ``capacity_gone``.
     """
 
-    def __init__(self, offer_id: str, reason: str, message: str) -> None:
+    def __init__(self, message: str, *, offer_id: str, reason: str) -> None:
         super().__init__(message, code=f"offer_{reason}", field="offer_id")
         self.offer_id = offer_id
         self.reason = reason
@@ -247,7 +255,7 @@ class ReservationFailed(LifecycleError):
     """The batch system refused the reservation or gave less than asked; ``record`` is FAILED
     and keeps the batch system's message."""
 
-    code = "reservation_failed"
+    code = RESERVATION_FAILED
 
     def __init__(self, record: ReservationRecord) -> None:
         super().__init__(f"reservation {record.id} failed: {record.message}")

@@ -620,16 +620,16 @@ class ReservationManager:
         taken = self.store.reservation_for_offer(offer_id)
         if taken is not None:
             raise OfferRefused(
-                offer_id,
-                "used",
                 f"offer {offer_id} was accepted already (reservation {taken.id}, "
                 f"{taken.state.value}); ask for a new quote",
+                offer_id=offer_id,
+                reason="used",
             )
         if now >= offer.expires:
             raise OfferRefused(
-                offer_id,
-                "expired",
                 f"offer {offer_id} expired at {when(offer.expires)}; ask for a new quote",
+                offer_id=offer_id,
+                reason="expired",
             )
         return offer
 
@@ -660,11 +660,11 @@ class ReservationManager:
             except ReservationConflict:
                 offer_id, start, end, size = windows[i]
                 refused = OfferRefused(
-                    offer_id,
-                    "capacity_gone",
                     f"offer {offer_id}'s {size} {snapshot.unit.value}s from {when(start)} to "
                     f"{when(end)} do not fit beside the batch's other parts (or running work "
                     "and reservations took them): accept it in another batch or alone",
+                    offer_id=offer_id,
+                    reason="capacity_gone",
                 )
                 refused.field = f"offer_ids[{i}]"
                 raise refused from None
@@ -709,10 +709,10 @@ class ReservationManager:
         """
         if offer.start < snapshot.now:
             raise OfferRefused(
-                offer.id,
-                "window_passed",
                 f"offer {offer.id}'s window started at {when(offer.start)}, before now "
                 f"({when(snapshot.now)}); ask for a new quote",
+                offer_id=offer.id,
+                reason="window_passed",
             )
         start, end = self.backend.held_window(offer.start, offer.end)
         holds = [Hold(*held) for held in self.store.bid_holds(except_offer=offer.id)]
@@ -723,11 +723,11 @@ class ReservationManager:
             fits = False
         if not fits:
             raise OfferRefused(
-                offer.id,
-                "capacity_gone",
                 f"the capacity offered in {offer.id} ({offer.size} {snapshot.unit.value}s, "
                 f"{when(offer.start)} to {when(offer.end)}) is no longer free: running work, "
                 "another reservation or an auction's bid holds it now; ask for a new quote",
+                offer_id=offer.id,
+                reason="capacity_gone",
             )
         return nodes
 

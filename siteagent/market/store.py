@@ -44,6 +44,7 @@ from siteagent.market.lifecycle import (
     ReservationState,
     Transition,
 )
+from siteagent.protocol.errors import STALE_STATE, STORE_UNAVAILABLE
 
 #: Seconds a writer waits for another process's transaction before giving up.
 BUSY_TIMEOUT_S = 30.0
@@ -65,7 +66,7 @@ _OWED = (
 class StoreError(SiteagentError):
     """The state database cannot be read or written; the message says which file and why."""
 
-    code = "store_unavailable"
+    code = STORE_UNAVAILABLE
 
 
 class StaleState(SiteagentError):
@@ -76,7 +77,7 @@ class StaleState(SiteagentError):
     never reaches a client.
     """
 
-    code = "stale_state"
+    code = STALE_STATE
 
     def __init__(self, current: ReservationRecord) -> None:
         super().__init__(f"reservation {current.id} is {current.state.value} now")
