@@ -46,7 +46,7 @@ from siteagent.config import loading
 from siteagent.core.estimates import DEFAULT_TOLERANCE_S, compare_starts
 from siteagent.core.model import CapacityUnit, Placement, ReservationSpec
 from siteagent.core.scheduling import plan
-from siteagent.market.reservations import OfferRefused, ReservationFailed
+from siteagent.market.lifecycle import OfferRefused, ReservationFailed
 from siteagent.market.site import Site, open_site
 from testbed.offers import record_offer
 from testbed.slurm_cluster import (

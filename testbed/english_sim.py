@@ -55,8 +55,9 @@ from siteagent.core.machine import Task
 from siteagent.core.model import BatchReservation, ClusterSnapshot, Job, ReservationSpec
 from siteagent.core.scheduling import Policy, ReservationConflict, plan
 from siteagent.market.bidding import Bidding
+from siteagent.market.lifecycle import BidState
 from siteagent.market.reservations import ReservationManager
-from siteagent.market.store import BidState, Store
+from siteagent.market.store import Store
 from siteagent.market.view import MarketView
 from siteagent.pricing import FlatPrice, NoFee, Pricing
 from siteagent.protocol.models import AuctionedJob, BidAnswer, BidRequest

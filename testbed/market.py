@@ -25,8 +25,9 @@ import yaml
 
 from siteagent.client.journal import JOURNAL_FILE, Journal
 from siteagent.core.waits import QueueWait
+from siteagent.market.lifecycle import ReservationRecord, ReservationState
 from siteagent.market.site import STORE_FILE
-from siteagent.market.store import ReservationRecord, ReservationState, Store
+from siteagent.market.store import Store
 from siteagent.protocol import keys
 from testbed.agents import SITEAGENT, Buyer
 from testbed.parties import Party

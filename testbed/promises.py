@@ -13,8 +13,8 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence
 from siteagent.backends.base import Backend
 from siteagent.core.model import BatchReservation, ClusterSnapshot
 from siteagent.ledger.bank import Ledger
-from siteagent.market.reservations import LIVE
-from siteagent.market.store import RECEIPT, ReservationState, Store
+from siteagent.market.lifecycle import LIVE, ReservationState
+from siteagent.market.store import RECEIPT, Store
 from siteagent.protocol.documents import Receipt
 
 S = ReservationState

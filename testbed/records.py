@@ -6,7 +6,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 from siteagent.core.model import CapacityUnit
-from siteagent.market.store import Remember, ReservationRecord, ReservationState, Store
+from siteagent.market.lifecycle import ReservationRecord, ReservationState
+from siteagent.market.store import Remember, Store
 from testbed.offers import an_offer
 
 S = ReservationState

@@ -9,8 +9,9 @@ from typing import Any, Dict, List, Optional
 import yaml
 
 from siteagent.client.sites import Site, Timeouts
+from siteagent.market.lifecycle import BidRecord
 from siteagent.market.site import STORE_FILE
-from siteagent.market.store import BidRecord, Store
+from siteagent.market.store import Store
 from siteagent.protocol import keys
 from testbed.agents import Buyer, SlurmBatch
 from testbed.market import Service

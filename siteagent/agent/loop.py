@@ -183,7 +183,7 @@ class Agent:
             if self.store is not None:
                 self.store.record_waits(self._waits.observe(state.snapshot))
             if self.manager is not None:
-                log.info(self.manager.housekeeping().describe())
+                log.info(self.manager.reconciler.housekeeping().describe())
             if self.usage is not None:
                 self.usage.observe(state.snapshot)
                 self.usage.settle()

@@ -53,14 +53,9 @@ from siteagent.config.schema import ReferenceRequest, SiteConfig
 from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
 from siteagent.core.model import BatchReservation, CapacityUnit, ClusterSnapshot, ReservationSpec
 from siteagent.core.usage import JobUsage
+from siteagent.market.lifecycle import ReservationRecord, ReservationState
 from siteagent.market.quoting import quote
-from siteagent.market.store import (
-    BidFigures,
-    ReservationRecord,
-    ReservationState,
-    Store,
-    UsageTotals,
-)
+from siteagent.market.store import BidFigures, Store, UsageTotals
 from siteagent.pricing import Refused, Window
 from siteagent.pricing.load import LoadOffer
 from siteagent.protocol.models import QuoteRequest

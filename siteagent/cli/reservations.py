@@ -21,8 +21,9 @@ from typing import Any, Callable, Dict, Iterator, Tuple
 from siteagent.cli import console, options
 from siteagent.core.usage import Usage
 from siteagent.market.deals import Deal, Deals, open_deals
+from siteagent.market.lifecycle import ReservationRecord, ReservationState
 from siteagent.market.site import STORE_FILE, open_site
-from siteagent.market.store import ReservationRecord, ReservationState, Store
+from siteagent.market.store import Store
 from siteagent.market.usage import reservation_usage
 from siteagent.protocol.documents import confirm_body
 from siteagent.protocol.keys import load_private_key, public_key_text

@@ -21,7 +21,8 @@ from siteagent.host import sdnotify
 from siteagent.host.notices import Handler, Notice, NoticeListener
 from siteagent.http.server import ServiceError
 from siteagent.market.deals import Deals, open_deals
-from siteagent.market.reservations import LifecycleError, ReservationManager
+from siteagent.market.lifecycle import LifecycleError
+from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import Site
 from siteagent.market.usage import UsageRecorder
 from siteagent.security import authentication

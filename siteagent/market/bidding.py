@@ -44,9 +44,10 @@ from siteagent.config.schema import AuctionsConfig, BidMode, SiteConfig
 from siteagent.core.errors import InvalidRequest, SiteagentError
 from siteagent.core.model import Offer, Request
 from siteagent.core.profile import Profile
+from siteagent.market.lifecycle import BIDDING, LIVE, BidRecord, BidState, ReservationState
 from siteagent.market.quoting import Refusal, offered, requested
-from siteagent.market.reservations import LIVE, ReservationManager
-from siteagent.market.store import BIDDING, BidRecord, BidState, ReservationState, Store
+from siteagent.market.reservations import ReservationManager
+from siteagent.market.store import Store
 from siteagent.market.view import MarketView
 from siteagent.pricing import Context, Refused
 from siteagent.pricing.bids import (

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, List, Mapping, Optional
 
 from siteagent.ledger.bank import Bookkeeper, LedgerError, LedgerUnavailable, Transaction
-from siteagent.market.reservations import LIVE
+from siteagent.market.lifecycle import LIVE
 from siteagent.market.store import RECEIPT, REFUND, Store
 from siteagent.protocol.documents import Cancellation, Receipt
 

@@ -46,13 +46,15 @@ from siteagent.ledger.bank import (
 from siteagent.ledger.client import RemoteLedger
 from siteagent.ledger.participants import Participant, register_all
 from siteagent.market import bookkeeping
-from siteagent.market.reservations import (
+from siteagent.market.lifecycle import (
     LifecycleError,
-    ReservationManager,
+    ReservationRecord,
+    ReservationState,
     UnknownReservation,
     check_transition,
 )
-from siteagent.market.store import ReservationRecord, ReservationState, Store
+from siteagent.market.reservations import ReservationManager
+from siteagent.market.store import Store
 from siteagent.market.usage import reservation_usage
 from siteagent.protocol.documents import (
     Receipt,

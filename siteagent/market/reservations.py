@@ -1,46 +1,10 @@
-"""Reservation lifecycle: offers turned into real, verified reservations, confirmed or released.
+"""The reservation manager: offers turned into real, verified reservations, confirmed or
+released (the paper's two-phase commit on one site: accept votes, confirm commits, expiry is
+the timer).
 
-The marketplace paper's two-phase commit (its section 5.1.1, steps 6-10; docs/design.md §4.5)
-on one site:
-
-* **vote** - :meth:`ReservationManager.accept` re-checks the offer against the cluster as it
-  is now (a fresh snapshot; the paper's "withdraw" if the capacity is gone), writes the intent
-  (REQUESTED), creates the reservation in the batch system, reads it back and verifies it
-  (Slurm silently shrinks reservations, docs/slurm.md §6.1), and only then answers
-  TENTATIVE with a confirm deadline;
-* **commit** - :meth:`~ReservationManager.confirm` by the owner before the deadline;
-* **timer** - :meth:`~ReservationManager.expire_due` deletes what was not confirmed in time.
-
-States and moves (docs/lifecycle.md §2)::
-
-    REQUESTED --> TENTATIVE --> CONFIRMED --> ACTIVE --> COMPLETED
-        |             |-> EXPIRED     |-> CANCELLED  '-> LOST
-        '-> FAILED    |-> CANCELLED   '-> LOST
-                      '-> LOST
-
-LOST is this module's addition: a TENTATIVE, CONFIRMED or ACTIVE reservation that vanished
-from the batch system before its window ended (an administrator deleted it, the batch system
-lost its state). It is a state, not a flag on the old one, because such a reservation no longer
-holds capacity: it must not be advanced to ACTIVE or COMPLETED (which would tell the buyer and
-the ledger it ran), and "how many promises did we break" is a count by state. The agent does
-not re-create it: whoever deleted it may have meant to.
-
-Crash safety: every move is written to the store before the batch system is touched, and the
-outcome after, so :meth:`~ReservationManager.reconcile` can always finish the job from the
-store and the batch system's own list: a reservation with the agent's prefix and no live
-record is deleted; a live record without its reservation is LOST; a REQUESTED record left by
-a crash is resolved (see :meth:`~ReservationManager.reconcile`). The agent never touches a
-reservation without its prefix.
-
-Locking: "re-check the plan, then create" must be atomic per agent, or two accepts could both
-see the same free cores. Accept and reconcile run inside :meth:`Store.exclusive`, a lock
-shared by the agent's threads and by every process using the same state directory (the admin
-commands). Confirm, cancel, expire and advance need no lock: they are compare-and-set moves
-in the store, then a deletion that is harmless to repeat.
-
-Time: the manager's ``clock`` is the batch system's clock (the replay backend's simulated
-time, the wall clock for Slurm), for windows, offer expiry and confirm deadlines alike, so
-they stay comparable when a replay runs faster than real time.
+Invariant: every move is written to the store before the batch system is touched, and "re-check
+the plan, then create" runs inside :meth:`Store.exclusive`. Crash recovery is reconcile.py, the
+states and legal moves lifecycle.py. docs/lifecycle.md §3-4, §7 (time).
 """
 
 from __future__ import annotations
@@ -49,13 +13,11 @@ import dataclasses
 import hashlib
 import logging
 import time
-from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import (
     Any,
     Callable,
     Dict,
-    FrozenSet,
     Iterable,
     List,
     Mapping,
@@ -88,25 +50,33 @@ from siteagent.core.scheduling import (
     reservation_nodes,
     without_queue,
 )
+from siteagent.market.lifecycle import (
+    AGENT,
+    LIVE,
+    IdempotencyKeyReused,
+    IllegalTransition,
+    NotOwner,
+    OfferRefused,
+    ReservationFailed,
+    ReservationRecord,
+    ReservationState,
+    UnknownOffer,
+    UnknownReservation,
+    check_transition,
+    describe,
+    shortfall,
+    when,
+)
+from siteagent.market.reconcile import Reconciler
 from siteagent.market.store import (
     RECEIPT,
     REFUND,
     AcceptBatch,
     Remember,
-    ReservationRecord,
-    ReservationState,
     StaleState,
     Store,
 )
 from siteagent.pricing.bids import Hold, held_profile
-from siteagent.protocol.errors import (
-    IDEMPOTENCY_KEY_REUSED,
-    ILLEGAL_TRANSITION,
-    NOT_OWNER,
-    RESERVATION_FAILED,
-    UNKNOWN_OFFER,
-    UNKNOWN_RESERVATION,
-)
 
 log = logging.getLogger("siteagent.reservations")
 
@@ -121,13 +91,6 @@ Pay = Callable[[ReservationRecord, Mapping[str, Any]], Mapping[str, Any]]
 
 S = ReservationState
 
-#: How long an offer nobody accepted is kept after it expired (seconds): a late accept is still
-#: told when it expired rather than that it never existed; after a day it is forgotten.
-OFFER_RETENTION_S = 86400
-
-#: The actor named in the history for the agent's own moves (expiry, reconciliation, time).
-AGENT = "agent"
-
 #: Seconds a batch system's notice that a window started or ended may come before the agent's
 #: clock says so (the clocks of the controller and the agent's host may differ this much).
 NOTICE_SKEW_S = 60
@@ -139,149 +102,6 @@ INTERRUPTED: Mapping[str, Any] = {
     "was released; ask for new quotes",
     "field": None,
 }
-
-#: Legal moves. Everything else raises IllegalTransition and changes nothing.
-TRANSITIONS: Mapping[ReservationState, FrozenSet[ReservationState]] = {
-    S.REQUESTED: frozenset({S.TENTATIVE, S.FAILED}),
-    S.TENTATIVE: frozenset({S.CONFIRMED, S.EXPIRED, S.CANCELLED, S.LOST}),
-    S.CONFIRMED: frozenset({S.ACTIVE, S.CANCELLED, S.LOST}),
-    S.ACTIVE: frozenset({S.COMPLETED, S.LOST}),
-    S.COMPLETED: frozenset(),
-    S.EXPIRED: frozenset(),
-    S.CANCELLED: frozenset(),
-    S.FAILED: frozenset(),
-    S.LOST: frozenset(),
-}
-
-#: States in which a reservation exists in the batch system on the agent's behalf.
-LIVE: FrozenSet[ReservationState] = frozenset({S.TENTATIVE, S.CONFIRMED, S.ACTIVE})
-
-#: Why a state cannot move, for the error a client sees.
-_STUCK = {
-    S.REQUESTED: "it is still being created; retry in a moment",
-    S.TENTATIVE: "it is waiting for its owner's confirmation",
-    S.CONFIRMED: "it is confirmed already",
-    S.ACTIVE: "its window has started",
-    S.COMPLETED: "its window is over",
-    S.EXPIRED: "it was not confirmed by its deadline and was released; accept a new offer",
-    S.CANCELLED: "it was cancelled",
-    S.FAILED: "the batch system did not create it; accept a new offer",
-    S.LOST: "it vanished from the batch system; accept a new offer",
-}
-
-
-# --------------------------------------------------------------------------- errors
-
-
-class LifecycleError(SiteagentError):
-    """A request the lifecycle cannot carry out; nothing was changed. The message says why
-    and what to do instead."""
-
-
-class UnknownOffer(LifecycleError):
-    code = UNKNOWN_OFFER
-
-
-class UnknownReservation(LifecycleError):
-    code = UNKNOWN_RESERVATION
-
-
-class NotOwner(LifecycleError):
-    code = NOT_OWNER
-
-
-class IdempotencyKeyReused(LifecycleError):
-    """The idempotency key was used before by this client for another request."""
-
-    code = IDEMPOTENCY_KEY_REUSED
-
-
-class IllegalTransition(LifecycleError):
-    """The reservation is in a state from which the requested move is not allowed."""
-
-    code = ILLEGAL_TRANSITION
-
-
-class OfferRefused(LifecycleError):
-    """The site withdraws (the paper's "Refuse"): expired, already used, or capacity gone.
-
-    ``code`` is ``offer_`` + ``reason``, which is one of ``expired``, ``used``,
-    ``window_passed``, ``capacity_gone``.
-    """
-
-    def __init__(self, message: str, *, offer_id: str, reason: str) -> None:
-        super().__init__(message, code=f"offer_{reason}", field="offer_id")
-        self.offer_id = offer_id
-        self.reason = reason
-
-
-class ReservationFailed(LifecycleError):
-    """The batch system refused the reservation or gave less than asked; ``record`` is FAILED
-    and keeps the batch system's message."""
-
-    code = RESERVATION_FAILED
-
-    def __init__(self, record: ReservationRecord) -> None:
-        super().__init__(f"reservation {record.id} failed: {record.message}")
-        self.record = record
-
-
-def check_transition(record: ReservationRecord, new: ReservationState) -> None:
-    """Raise IllegalTransition unless ``record`` may move to ``new``."""
-    if new not in TRANSITIONS[record.state]:
-        raise IllegalTransition(
-            f"reservation {record.id} is {record.state.value} and cannot become {new.value}: "
-            f"{_STUCK[record.state]}"
-        )
-
-
-# --------------------------------------------------------------------------- results
-
-
-@dataclass
-class Reconciliation:
-    """What one reconciliation did (ids of records, names of deleted reservations)."""
-
-    recovered: List[str] = field(default_factory=list)
-    failed: List[str] = field(default_factory=list)
-    lost: List[str] = field(default_factory=list)
-    orphans_deleted: List[str] = field(default_factory=list)
-    #: keys of batch accepts left unfinished whose held parts were released
-    batches_released: List[str] = field(default_factory=list)
-
-
-@dataclass
-class Housekeeping:
-    """What one agent cycle did to the reservations, and how many are in each state."""
-
-    activated: List[str]
-    completed: List[str]
-    expired: List[str]
-    reconciliation: Reconciliation
-    by_state: Dict[ReservationState, int]
-    offers_pruned: int = 0
-    bids_released: int = 0
-
-    def describe(self) -> str:
-        """One log line: the live reservations, then what changed (if anything)."""
-        live = ", ".join(f"{self.by_state.get(s, 0)} {s.value.lower()}" for s in _LIVE_ORDER)
-        rec = self.reconciliation
-        changes = [
-            (len(self.activated), "started"),
-            (len(self.completed), "completed"),
-            (len(self.expired), "expired"),
-            (len(rec.recovered), "recovered after a crash"),
-            (len(rec.failed), "failed after a crash"),
-            (len(rec.lost), "LOST (vanished from the batch system)"),
-            (len(rec.orphans_deleted), "leftovers deleted"),
-            (self.offers_pruned, "expired offers forgotten"),
-            (self.bids_released, "bids released (their auctions ended)"),
-        ]
-        done = "; ".join(f"{n} {what}" for n, what in changes if n)
-        return f"reservations: {live}" + (f"; this cycle: {done}" if done else "")
-
-
-_LIVE_ORDER = (S.TENTATIVE, S.CONFIRMED, S.ACTIVE)
 
 
 # --------------------------------------------------------------------------- the manager
@@ -330,6 +150,7 @@ class ReservationManager:
         #: Live reservations found vanished from the batch system since this process started
         #: (exported as a metric: every one is a promise the site broke).
         self.lost_total = 0
+        self.reconciler = Reconciler(self)
 
     # ---- offers
 
@@ -384,7 +205,7 @@ class ReservationManager:
                 if intent is None:
                     raise RuntimeError(f"idempotency key {idempotency_key!r} has no intent")
                 listing = self._ours(self.backend.list_reservations())
-                return _deliver(self._resolve_intent(intent, listing))
+                return _deliver(self.reconciler.resolve_intent(intent, listing))
             record = self._create(offer_id, client, idempotency_key, users, accounts)
         return _deliver(record)
 
@@ -546,11 +367,11 @@ class ReservationManager:
             if exc.current.state is S.TENTATIVE:  # still tentative: the deadline stopped it
                 raise IllegalTransition(
                     f"reservation {record.id} was not confirmed by its deadline "
-                    f"({_when(record.deadline)}); accept a new offer"
+                    f"({when(record.deadline)}); accept a new offer"
                 ) from None
             check_transition(exc.current, S.CONFIRMED)
             raise
-        log.info("%s: CONFIRMED by %s", _describe(confirmed), client)
+        log.info("%s: CONFIRMED by %s", describe(confirmed), client)
         return confirmed
 
     def check_confirmable(self, record: ReservationRecord, held: Optional[Set[str]] = None) -> None:
@@ -562,17 +383,17 @@ class ReservationManager:
         if record.deadline is not None and now >= record.deadline:
             raise IllegalTransition(
                 f"reservation {record.id} was not confirmed by its deadline "
-                f"({_when(record.deadline)}) and is being released; accept a new offer"
+                f"({when(record.deadline)}) and is being released; accept a new offer"
             )
         if record.end <= now:
             raise IllegalTransition(
-                f"reservation {record.id}'s window ended at {_when(record.end)} before it was "
+                f"reservation {record.id}'s window ended at {when(record.end)} before it was "
                 "confirmed; accept a new offer"
             )
         if held is None:
             held = self.listed()
         if record.name not in held:
-            self._mark_lost(record, "not in the batch system when its owner confirmed it")
+            self.reconciler.mark_lost(record, "not in the batch system when its owner confirmed it")
             raise IllegalTransition(
                 f"reservation {record.id} ({record.name}) no longer exists in the batch system "
                 "(deleted outside the agent?) and is marked LOST; accept a new offer"
@@ -625,7 +446,7 @@ class ReservationManager:
                 break
             except StaleState:
                 continue  # the next round finds the answer, or the state it moved to
-        log.info("%s: CANCELLED by %s, penalty %s", _describe(cancelled), client, cancelled.penalty)
+        log.info("%s: CANCELLED by %s, penalty %s", describe(cancelled), client, cancelled.penalty)
         self._delete(cancelled.name, "cancelled")
         return cancelled
 
@@ -644,11 +465,11 @@ class ReservationManager:
                     S.EXPIRED,
                     now,
                     AGENT,
-                    f"not confirmed by its deadline ({_when(record.deadline)})",
+                    f"not confirmed by its deadline ({when(record.deadline)})",
                 )
             except StaleState:
                 continue  # its owner cancelled it meanwhile
-            log.info("%s: EXPIRED (not confirmed in time), deleting it", _describe(gone))
+            log.info("%s: EXPIRED (not confirmed in time), deleting it", describe(gone))
             self._delete(gone.name, "expired")
             expired.append(gone)
         return expired
@@ -673,7 +494,7 @@ class ReservationManager:
         record = self._notified(name)
         if self.clock() + NOTICE_SKEW_S < record.start:
             raise IllegalTransition(
-                f"reservation {record.id} starts at {_when(record.start)}, not now: the "
+                f"reservation {record.id} starts at {when(record.start)}, not now: the "
                 "notice is ignored"
             )
         self._advance(record, max(self.clock(), record.start), "the batch system: its window")
@@ -689,7 +510,7 @@ class ReservationManager:
         record = self._notified(name)
         if self.clock() + NOTICE_SKEW_S < record.end:
             raise IllegalTransition(
-                f"reservation {record.id} ends at {_when(record.end)}, not now: the notice "
+                f"reservation {record.id} ends at {when(record.end)}, not now: the notice "
                 "is ignored (a reservation deleted early is found LOST by the next poll)"
             )
         self._advance(record, max(self.clock(), record.end), "the batch system: its window")
@@ -721,70 +542,6 @@ class ReservationManager:
         except StaleState:
             pass  # cancelled, found lost, or moved by another notice meanwhile
         return moved
-
-    def reconcile(self) -> Reconciliation:
-        """Make the store and the batch system agree, after a crash or anything else.
-
-        * A REQUESTED record is an accept that never finished (the lock guarantees none is in
-          flight). If its reservation exists and verifies, it becomes TENTATIVE with a fresh
-          deadline and is remembered as the answer to the accept's idempotency key: only the
-          answer was lost, a client retrying with the same key gets its reservation, and one
-          that gave up costs the site one confirm timeout of held capacity, as any unconfirmed
-          reservation does. Otherwise it is FAILED, and deleted if it half-exists.
-        * A TENTATIVE/CONFIRMED/ACTIVE record whose reservation is gone before its window ended
-          is LOST (logged as an error, counted in ``lost_total``).
-        * A reservation with the agent's prefix and no TENTATIVE/CONFIRMED/ACTIVE record is
-          deleted. Reservations without the prefix are never looked at.
-        """
-        result = Reconciliation()
-        with self.store.exclusive():
-            listing = self._ours(self.backend.list_reservations())
-            now = self.clock()  # after listing: what ended by now is allowed to be missing
-            for intent in self.store.reservations([S.REQUESTED]):
-                resolved = self._resolve_intent(intent, listing)
-                bucket = result.recovered if resolved.state is S.TENTATIVE else result.failed
-                bucket.append(resolved.id)
-            live = set()
-            for record in self.store.reservations(LIVE):
-                live.add(record.name)
-                missing = record.name not in listing and record.end > now
-                if missing and self._mark_lost(record, "vanished from the batch system"):
-                    result.lost.append(record.id)
-            for name in sorted(set(listing) - live):
-                log.warning(
-                    "reservation %s has the agent's prefix but no live record (left by a crash "
-                    "or an earlier failed deletion): deleting it",
-                    name,
-                )
-                if self._delete(name, "leftover"):
-                    result.orphans_deleted.append(name)
-        return result
-
-    def housekeeping(self) -> Housekeeping:
-        """One agent cycle's work: advance with time, expire, reconcile, release the bids of
-        auctions that ended (the first cycle after a restart releases those that ended while
-        the agent was down), forget old offers."""
-        activated: List[str] = []
-        completed: List[str] = []
-        for record in self.advance():
-            (completed if record.state is S.COMPLETED else activated).append(record.id)
-        expired = [record.id for record in self.expire_due()]
-        reconciliation = self.reconcile()
-        reconciliation.batches_released.extend(self.release_interrupted_batches())
-        with self.store.exclusive():  # not while an accept of one of their offers runs
-            released = self.store.release_due_bids(self.clock())
-        pruned = self.store.prune_offers(int(self.clock()) - OFFER_RETENTION_S)
-        return Housekeeping(
-            activated=activated,
-            completed=completed,
-            expired=expired,
-            reconciliation=reconciliation,
-            by_state=self.store.count_by_state(),
-            offers_pruned=pruned,
-            bids_released=released,
-        )
-
-    # ---- helpers
 
     def _create(
         self,
@@ -827,7 +584,7 @@ class ReservationManager:
             log.warning(
                 "%s: the batch system did not answer; the intent stays REQUESTED until the "
                 "client retries or the next reconciliation resolves it",
-                _describe(record),
+                describe(record),
             )
             raise
         except (ReservationRefused, ValueError) as exc:
@@ -848,7 +605,7 @@ class ReservationManager:
             remember=Remember(client, key, f"accept {offer_id}"),
         )
         log.info(
-            "%s: TENTATIVE, to be confirmed by %s", _describe(tentative), _when(tentative.deadline)
+            "%s: TENTATIVE, to be confirmed by %s", describe(tentative), when(tentative.deadline)
         )
         return tentative
 
@@ -870,7 +627,7 @@ class ReservationManager:
             )
         if now >= offer.expires:
             raise OfferRefused(
-                f"offer {offer_id} expired at {_when(offer.expires)}; ask for a new quote",
+                f"offer {offer_id} expired at {when(offer.expires)}; ask for a new quote",
                 offer_id=offer_id,
                 reason="expired",
             )
@@ -903,8 +660,8 @@ class ReservationManager:
             except ReservationConflict:
                 offer_id, start, end, size = windows[i]
                 refused = OfferRefused(
-                    f"offer {offer_id}'s {size} {snapshot.unit.value}s from {_when(start)} to "
-                    f"{_when(end)} do not fit beside the batch's other parts (or running work "
+                    f"offer {offer_id}'s {size} {snapshot.unit.value}s from {when(start)} to "
+                    f"{when(end)} do not fit beside the batch's other parts (or running work "
                     "and reservations took them): accept it in another batch or alone",
                     offer_id=offer_id,
                     reason="capacity_gone",
@@ -952,8 +709,8 @@ class ReservationManager:
         """
         if offer.start < snapshot.now:
             raise OfferRefused(
-                f"offer {offer.id}'s window started at {_when(offer.start)}, before now "
-                f"({_when(snapshot.now)}); ask for a new quote",
+                f"offer {offer.id}'s window started at {when(offer.start)}, before now "
+                f"({when(snapshot.now)}); ask for a new quote",
                 offer_id=offer.id,
                 reason="window_passed",
             )
@@ -967,7 +724,7 @@ class ReservationManager:
         if not fits:
             raise OfferRefused(
                 f"the capacity offered in {offer.id} ({offer.size} {snapshot.unit.value}s, "
-                f"{_when(offer.start)} to {_when(offer.end)}) is no longer free: running work, "
+                f"{when(offer.start)} to {when(offer.end)}) is no longer free: running work, "
                 "another reservation or an auction's bid holds it now; ask for a new quote",
                 offer_id=offer.id,
                 reason="capacity_gone",
@@ -1031,59 +788,10 @@ class ReservationManager:
             message=message,
             remember=Remember(record.client, record.accept_key, f"accept {record.offer_id}"),
         )
-        log.warning("%s: FAILED: %s", _describe(failed), message)
+        log.warning("%s: FAILED: %s", describe(failed), message)
         if delete:
             self._delete(record.name, "failed")
         return failed
-
-    def _resolve_intent(
-        self, record: ReservationRecord, listing: Mapping[str, BatchReservation]
-    ) -> ReservationRecord:
-        """Finish an accept interrupted after its intent was written (see reconcile)."""
-        made = listing.get(record.name)
-        remember = Remember(record.client, record.accept_key, f"accept {record.offer_id}")
-        now = self.clock()
-        if made is not None and not shortfall(record, made) and record.end > now:
-            recovered = self.store.transition(
-                record.id,
-                S.REQUESTED,
-                S.TENTATIVE,
-                now,
-                AGENT,
-                "the accept was interrupted before it answered; the reservation was found in "
-                "the batch system and verified, so it waits for a fresh confirm deadline",
-                deadline=now + self.confirm_timeout,
-                remember=remember,
-            )
-            log.warning(
-                "%s: interrupted accept recovered as TENTATIVE, to be confirmed by %s",
-                _describe(recovered),
-                _when(recovered.deadline),
-            )
-            return recovered
-        if made is None:
-            message = "the accept was interrupted before the batch system created it"
-        elif record.end <= now:
-            message = "the accept was interrupted and its window is over"
-        else:
-            message = "the accept was interrupted; " + shortfall(record, made)
-        return self._fail(record, message, delete=made is not None)
-
-    def _mark_lost(self, record: ReservationRecord, why: str) -> bool:
-        """Record that a live reservation vanished; False if it moved on meanwhile."""
-        try:
-            lost = self._move(record, S.LOST, why, message=why)
-        except StaleState:
-            return False
-        self.lost_total += 1
-        log.error(
-            "%s: LOST while %s: %s; the agent broke its promise to %s",
-            _describe(lost),
-            record.state.value,
-            why,
-            record.client,
-        )
-        return True
 
     def _move(
         self,
@@ -1154,27 +862,6 @@ def reservation_id(offer_id: str) -> str:
     return hashlib.sha256(offer_id.encode("utf-8")).hexdigest()[:12]
 
 
-def shortfall(record: ReservationRecord, made: BatchReservation) -> str:
-    """Why the batch system's reservation does not hold what was promised; "" if it does.
-
-    It must cover the window (Slurm rounds durations up to whole minutes, so a longer one is
-    fine) with at least the size promised, on the nodes the agent chose if it chose any.
-    """
-    size = made.demand(record.unit)
-    problems = []
-    if size < record.size:
-        problems.append(f"it holds {size} {record.unit.value}s, not {record.size}")
-    wanted = sorted(name for name, _ in record.allocation)
-    if wanted and made.node_names and sorted(made.node_names) != wanted:
-        problems.append(f"it is on {','.join(made.node_names)}, not {','.join(wanted)}")
-    if made.start > record.start or made.end < record.end:
-        problems.append(
-            f"it covers {_when(made.start)} to {_when(made.end)}, not "
-            f"{_when(record.start)} to {_when(record.end)}"
-        )
-    return "; ".join(problems)
-
-
 def _require_identity(client: str, key: str) -> None:
     if not client:
         raise ValueError("a client name is required (who is asking?)")
@@ -1195,20 +882,6 @@ def _deliver(record: ReservationRecord) -> ReservationRecord:
     if record.state is S.FAILED:
         raise ReservationFailed(record)
     return record
-
-
-def _when(epoch: Optional[float]) -> str:
-    if epoch is None:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%SZ", time.gmtime(epoch))
-
-
-def _describe(record: ReservationRecord) -> str:
-    """How a reservation appears in the log: name, owner, size and window."""
-    return (
-        f"reservation {record.name} ({record.client}, {record.size} {record.unit.value}s, "
-        f"{_when(record.start)} to {_when(record.end)})"
-    )
 
 
 def without_lower(snapshot: ClusterSnapshot, priority: int) -> ClusterSnapshot:

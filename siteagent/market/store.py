@@ -1,39 +1,24 @@
-"""The agent's memory: reservations and their history, offers, bids, idempotency keys, queue
-waits, and the jobs that ran in each reservation.
+"""The agent's memory in one SQLite file: reservations and their history, offers, bids,
+idempotency keys, queue waits, and the jobs that ran in each reservation.
 
-Why SQLite: one file in the state directory that ``siteagent serve`` and the admin commands
-share, transactions that survive SIGKILL and power loss (WAL journal, ``synchronous=FULL``; the
-few writes that a power loss may take without harm skip their own sync: a bid, a bid's release
-and the mark that the ledger booked something, see each), and no server to run. Every write is
-one short transaction, so a crash leaves the store as it was before or after a write, never in
-between. The reservation lifecycle relies on that: it writes each transition *before* touching
-the batch system (see ``reservations.py``).
-
-Schema changes are migrations: one function per schema version, applied in order in one
-transaction when the store is opened, the version kept in ``PRAGMA user_version``. A store
-written by a newer siteagent is refused rather than misread.
-
-This module knows what is stored, not which changes are legal: the state machine lives in
-``reservations.py``. It offers compare-and-set transitions (:meth:`Store.transition` changes a
-record only if it is still in the state the caller saw), which is what makes concurrent
-confirm/expire/cancel from several threads or processes safe without holding a lock across
-batch-system calls.
+Invariant: every write is one short transaction (WAL, ``synchronous=FULL``), so a crash leaves
+the store as it was before or after a write; :meth:`Store.transition` is compare-and-set, so
+concurrent moves need no lock across batch-system calls. It knows what is stored, not which
+moves are legal (lifecycle.py); the schema is migrations.py. docs/lifecycle.md §5.
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 import fcntl
 import json
 import os
 import sqlite3
 import threading
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import (
     Any,
-    Callable,
     Dict,
     Iterable,
     Iterator,
@@ -47,9 +32,18 @@ from typing import (
 from siteagent.core import transactions
 from siteagent.core.errors import SiteagentError
 from siteagent.core.files import make_database_private, make_private
-from siteagent.core.model import Allocation, CapacityUnit, Offer, Request
+from siteagent.core.model import CapacityUnit, Offer, Request
 from siteagent.core.usage import JobUsage, UsageSource
 from siteagent.core.waits import QueueWait
+from siteagent.market import migrations
+from siteagent.market.lifecycle import (
+    BIDDING,
+    BidRecord,
+    BidState,
+    ReservationRecord,
+    ReservationState,
+    Transition,
+)
 from siteagent.protocol.errors import STALE_STATE, STORE_UNAVAILABLE
 
 #: Seconds a writer waits for another process's transaction before giving up.
@@ -90,142 +84,6 @@ class StaleState(SiteagentError):
         self.current = current
 
 
-class ReservationState(str, enum.Enum):
-    """Where a reservation stands (docs/lifecycle.md §1); the legal moves are in reservations.py."""
-
-    REQUESTED = "REQUESTED"
-    TENTATIVE = "TENTATIVE"
-    CONFIRMED = "CONFIRMED"
-    ACTIVE = "ACTIVE"
-    COMPLETED = "COMPLETED"
-    EXPIRED = "EXPIRED"
-    CANCELLED = "CANCELLED"
-    FAILED = "FAILED"
-    LOST = "LOST"
-
-
-@dataclass(frozen=True)
-class ReservationRecord:
-    """One reservation as the agent remembers it: the deal, its window and where it stands.
-
-    ``name`` is the batch system's reservation name (the agent's prefix + ``id``).
-    ``accept_key`` is the idempotency key of the accept that made it, so that a crash-left
-    intent can be answered when the client retries. ``deadline`` is the confirm deadline, set
-    when it became TENTATIVE and kept afterwards as history. ``penalty_factor`` is fixed at
-    accept time: changing the site's setting never changes the terms of a deal already made.
-    ``penalty`` is set when it is cancelled.
-    ``message`` keeps the batch system's words for FAILED and the reason for LOST.
-    ``allocation`` is where it is, node by node, where the batch system places reservations on
-    nodes the agent chose (Slurm shows a multi-node core reservation's total only).
-    """
-
-    id: str
-    name: str
-    offer_id: str
-    client: str
-    accept_key: str
-    state: ReservationState
-    start: int
-    end: int
-    size: int
-    unit: CapacityUnit
-    users: Tuple[str, ...]
-    accounts: Tuple[str, ...]
-    unit_price: Decimal
-    fee: Decimal
-    total: Decimal
-    penalty_factor: Decimal
-    created: float
-    updated: float
-    deadline: Optional[float] = None
-    penalty: Optional[Decimal] = None
-    message: str = ""
-    allocation: Allocation = ()
-
-    def to_dict(self) -> Dict[str, Any]:
-        """A JSON-ready dict: money as decimal strings, enums as their values."""
-        out = asdict(self)
-        for key, value in out.items():
-            if isinstance(value, Decimal):
-                out[key] = str(value)
-            elif isinstance(value, enum.Enum):
-                out[key] = value.value
-            elif isinstance(value, tuple):
-                out[key] = list(value)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> ReservationRecord:
-        """The inverse of :meth:`to_dict` (used to give back a stored idempotent answer)."""
-        money = {"unit_price", "fee", "total", "penalty_factor", "penalty"}
-        values: Dict[str, Any] = {}
-        for item in fields(cls):
-            value = data.get(item.name)
-            if item.name in money:
-                value = None if value is None else Decimal(value)
-            elif item.name == "state":
-                value = ReservationState(value)
-            elif item.name == "unit":
-                value = CapacityUnit(value)
-            elif item.name in ("users", "accounts"):
-                value = tuple(value or ())
-            elif item.name == "allocation":
-                value = tuple((str(name), int(cores)) for name, cores in value or ())
-            values[item.name] = value
-        return cls(**values)
-
-
-class BidState(str, enum.Enum):
-    """Where the site's bid in one English auction stands: ``OPEN`` (it bids, and holds the
-    capacity its offer names), ``NONE`` (it takes part without a bid: no capacity), ``WON``
-    (its offer was accepted: the reservation holds the capacity now) or ``RELEASED`` (lost, or
-    the auction ended: it holds nothing)."""
-
-    OPEN = "OPEN"
-    NONE = "NONE"
-    WON = "WON"
-    RELEASED = "RELEASED"
-
-
-#: Bid states whose auction the site still takes part in.
-BIDDING = (BidState.OPEN, BidState.NONE)
-
-
-@dataclass(frozen=True)
-class BidRecord:
-    """The site's bid in one client's auction, as valued last.
-
-    ``job`` is the job as announced (its JSON), ``closes_at`` when the auction ends and
-    ``held_until`` when the bid's capacity is released if its offer was not accepted by then.
-    An OPEN bid names its ``offer_id`` and holds ``size`` units over [start, end); ``value``
-    and its parts are the valuation it was made with. ``reason_code``/``reason`` say why a
-    bid is NONE or RELEASED. ``made`` is true once the site bid in the auction; ``updates``
-    counts the valuations.
-    """
-
-    client: str
-    auction_id: str
-    job: Mapping[str, Any]
-    closes_at: int
-    held_until: int
-    state: BidState
-    created: float
-    updated: float
-    offer_id: Optional[str] = None
-    start: Optional[int] = None
-    end: Optional[int] = None
-    size: Optional[int] = None
-    value: Optional[Decimal] = None
-    cores_value: Optional[Decimal] = None
-    displacement: Optional[Decimal] = None
-    transfer: Optional[Decimal] = None
-    transfer_s: int = 0
-    reason_code: str = ""
-    reason: str = ""
-    made: bool = False
-    updates: int = 0
-
-
 @dataclass(frozen=True)
 class BidFigures:
     """The bids as the metrics show them: auctions the site takes part in now, auctions it
@@ -235,18 +93,6 @@ class BidFigures:
     made: int
     won: int
     held_units: int
-
-
-@dataclass(frozen=True)
-class Transition:
-    """One line of a reservation's history: who moved it from where to where, when and why."""
-
-    reservation_id: str
-    at: float
-    actor: str
-    from_state: Optional[ReservationState]
-    to_state: ReservationState
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -277,233 +123,6 @@ class IdempotencyEntry:
 
     operation: str
     answer: Optional[ReservationRecord]
-
-
-def _migrate_1(db: sqlite3.Connection) -> None:
-    """The first schema: offers, reservations with history, idempotency keys, queue waits."""
-    states = ", ".join(f"'{state.value}'" for state in ReservationState)
-    db.execute(
-        """CREATE TABLE offers (
-            id TEXT PRIMARY KEY,
-            site TEXT NOT NULL,
-            request TEXT NOT NULL,
-            start_time INTEGER NOT NULL,
-            duration INTEGER NOT NULL,
-            size INTEGER NOT NULL,
-            unit_price TEXT NOT NULL,
-            fee TEXT NOT NULL,
-            total TEXT NOT NULL,
-            expires INTEGER NOT NULL,
-            created REAL NOT NULL
-        )"""
-    )
-    db.execute(
-        f"""CREATE TABLE reservations (
-            id TEXT PRIMARY KEY,
-            name TEXT NOT NULL UNIQUE,
-            offer_id TEXT NOT NULL UNIQUE REFERENCES offers(id),
-            client TEXT NOT NULL,
-            accept_key TEXT NOT NULL,
-            state TEXT NOT NULL CHECK (state IN ({states})),
-            start_time INTEGER NOT NULL,
-            end_time INTEGER NOT NULL,
-            size INTEGER NOT NULL,
-            unit TEXT NOT NULL,
-            users TEXT NOT NULL,
-            accounts TEXT NOT NULL,
-            unit_price TEXT NOT NULL,
-            fee TEXT NOT NULL,
-            total TEXT NOT NULL,
-            penalty_factor TEXT NOT NULL,
-            penalty TEXT,
-            deadline REAL,
-            message TEXT NOT NULL DEFAULT '',
-            created REAL NOT NULL,
-            updated REAL NOT NULL
-        )"""
-    )
-    db.execute("CREATE INDEX reservations_by_state ON reservations(state)")
-    db.execute(
-        """CREATE TABLE transitions (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
-            reservation_id TEXT NOT NULL REFERENCES reservations(id),
-            at REAL NOT NULL,
-            actor TEXT NOT NULL,
-            from_state TEXT,
-            to_state TEXT NOT NULL,
-            reason TEXT NOT NULL
-        )"""
-    )
-    db.execute("CREATE INDEX transitions_by_reservation ON transitions(reservation_id, seq)")
-    db.execute(
-        """CREATE TABLE idempotency (
-            client TEXT NOT NULL,
-            key TEXT NOT NULL,
-            operation TEXT NOT NULL,
-            result TEXT,
-            created REAL NOT NULL,
-            PRIMARY KEY (client, key)
-        )"""
-    )
-    db.execute(
-        """CREATE TABLE queue_waits (
-            job_id TEXT NOT NULL,
-            submit INTEGER NOT NULL,
-            cores INTEGER NOT NULL,
-            walltime INTEGER NOT NULL,
-            start_time INTEGER NOT NULL,
-            PRIMARY KEY (job_id, submit)
-        )"""
-    )
-    db.execute("CREATE INDEX queue_waits_by_start ON queue_waits(start_time)")
-
-
-def _migrate_2(db: sqlite3.Connection) -> None:
-    """Receipts: the doubly signed deal of each confirmed reservation, kept by the agent
-    itself (with or without a ledger) so that it can show and cancel what it signed."""
-    db.execute(
-        """CREATE TABLE receipts (
-            reservation_id TEXT PRIMARY KEY REFERENCES reservations(id),
-            document TEXT NOT NULL
-        )"""
-    )
-
-
-def _migrate_3(db: sqlite3.Connection) -> None:
-    """What the site owes its ledger: each receipt and refund it signed, until booked, so that
-    the agent's loop books what a confirm or cancel could not (ledger down, no retry)."""
-    db.execute(
-        """CREATE TABLE ledger_bookings (
-            seq INTEGER PRIMARY KEY AUTOINCREMENT,
-            reservation_id TEXT NOT NULL REFERENCES reservations(id),
-            kind TEXT NOT NULL CHECK (kind IN ('receipt', 'refund')),
-            document TEXT NOT NULL,
-            booked_at REAL,
-            UNIQUE (reservation_id, kind)
-        )"""
-    )
-
-
-def _migrate_4(db: sqlite3.Connection) -> None:
-    """Offers by expiry, so that each cycle finds the expired ones to prune cheaply."""
-    db.execute("CREATE INDEX offers_by_expiry ON offers(expires)")
-
-
-def _migrate_5(db: sqlite3.Connection) -> None:
-    """Offers remember the client they were quoted to: only it may accept them. Offers of
-    earlier versions have none and stay acceptable by anyone until they lapse."""
-    db.execute("ALTER TABLE offers ADD COLUMN client TEXT NOT NULL DEFAULT ''")
-
-
-def _migrate_6(db: sqlite3.Connection) -> None:
-    """The jobs that ran in each reservation (seen by the polls, or read from the batch
-    system's accounting), and which reservations' figures are final and from where."""
-    sources = ", ".join(f"'{source.value}'" for source in UsageSource)
-    db.execute(
-        f"""CREATE TABLE reservation_jobs (
-            reservation_id TEXT NOT NULL REFERENCES reservations(id),
-            job_id TEXT NOT NULL,
-            user TEXT NOT NULL,
-            cores INTEGER NOT NULL,
-            nodes INTEGER NOT NULL,
-            start_time INTEGER NOT NULL,
-            end_time INTEGER,
-            last_seen INTEGER NOT NULL,
-            source TEXT NOT NULL CHECK (source IN ({sources})),
-            PRIMARY KEY (reservation_id, job_id)
-        )"""
-    )
-    db.execute("CREATE INDEX reservation_jobs_running ON reservation_jobs(end_time)")
-    db.execute(
-        f"""CREATE TABLE reservation_usage (
-            reservation_id TEXT PRIMARY KEY REFERENCES reservations(id),
-            source TEXT NOT NULL CHECK (source IN ({sources})),
-            settled_at REAL NOT NULL
-        )"""
-    )
-
-
-def _migrate_7(db: sqlite3.Connection) -> None:
-    """Bids in English auctions: one per (client, auction), holding the capacity its offer
-    names until the auction ends (docs/design.md §4.6)."""
-    states = ", ".join(f"'{state.value}'" for state in BidState)
-    db.execute(
-        f"""CREATE TABLE bids (
-            client TEXT NOT NULL,
-            auction_id TEXT NOT NULL,
-            job TEXT NOT NULL,
-            closes_at INTEGER NOT NULL,
-            held_until INTEGER NOT NULL,
-            state TEXT NOT NULL CHECK (state IN ({states})),
-            offer_id TEXT REFERENCES offers(id),
-            start_time INTEGER,
-            end_time INTEGER,
-            size INTEGER,
-            value TEXT,
-            cores_value TEXT,
-            displacement TEXT,
-            transfer TEXT,
-            transfer_s INTEGER NOT NULL DEFAULT 0,
-            reason_code TEXT NOT NULL DEFAULT '',
-            reason TEXT NOT NULL DEFAULT '',
-            made INTEGER NOT NULL DEFAULT 0,
-            updates INTEGER NOT NULL DEFAULT 0,
-            created REAL NOT NULL,
-            updated REAL NOT NULL,
-            PRIMARY KEY (client, auction_id)
-        )"""
-    )
-    db.execute("CREATE INDEX bids_by_state ON bids(state, held_until)")
-    db.execute("CREATE INDEX bids_by_offer ON bids(offer_id)")
-
-
-def _migrate_8(db: sqlite3.Connection) -> None:
-    """Reservations remember their nodes (JSON [[name, cores], ...]); earlier ones have none
-    and are planned as the batch system shows them."""
-    db.execute("ALTER TABLE reservations ADD COLUMN allocation TEXT NOT NULL DEFAULT '[]'")
-
-
-def _migrate_9(db: sqlite3.Connection) -> None:
-    """A client's bids by state: each call for bids counts the client's open auctions, which
-    the primary key found only by reading every bid the client ever made."""
-    db.execute("CREATE INDEX bids_by_client_state ON bids(client, state, held_until)")
-
-
-def _migrate_10(db: sqlite3.Connection) -> None:
-    """Batch accepts (docs/batches.md), journaled before their first part so that a batch
-    an agent did not finish is released when it comes back: its offers in order, whether it
-    is in progress (``open``), ``held`` or ``released``, and its answer (the reservations
-    held, or the error that released it)."""
-    db.execute(
-        """CREATE TABLE accept_batches (
-            client TEXT NOT NULL,
-            key TEXT NOT NULL,
-            offer_ids TEXT NOT NULL,
-            state TEXT NOT NULL CHECK (state IN ('open', 'held', 'released')),
-            answer TEXT,
-            created REAL NOT NULL,
-            PRIMARY KEY (client, key)
-        )"""
-    )
-    db.execute("CREATE INDEX accept_batches_open ON accept_batches(state)")
-
-
-#: Migration i+1 takes the schema from version i to i+1. Append, never edit a released one.
-MIGRATIONS: Tuple[Callable[[sqlite3.Connection], None], ...] = (
-    _migrate_1,
-    _migrate_2,
-    _migrate_3,
-    _migrate_4,
-    _migrate_5,
-    _migrate_6,
-    _migrate_7,
-    _migrate_8,
-    _migrate_9,
-    _migrate_10,
-)
-
-
-SCHEMA_VERSION = len(MIGRATIONS)
 
 
 #: The columns of a reservation's job, in :class:`JobUsage`'s order.
@@ -600,15 +219,15 @@ class Store:
     def _migrate(self) -> None:
         with self._write() as db:
             version = int(db.execute("PRAGMA user_version").fetchone()[0])
-            if version > SCHEMA_VERSION:
+            if version > migrations.SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path} was written by a newer siteagent (schema {version}, this one "
-                    f"knows up to {SCHEMA_VERSION}): upgrade siteagent or use another state "
-                    "directory"
+                    f"knows up to {migrations.SCHEMA_VERSION}): upgrade siteagent or use another "
+                    "state directory"
                 )
-            for migrate in MIGRATIONS[version:]:
+            for migrate in migrations.MIGRATIONS[version:]:
                 migrate(db)
-            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            db.execute(f"PRAGMA user_version = {migrations.SCHEMA_VERSION}")
 
     @property
     def schema_version(self) -> int:
@@ -825,7 +444,7 @@ class Store:
     # ---- batch accepts
 
     def open_batch(self, client: str, key: str, offer_ids: Sequence[str], at: float) -> None:
-        """Journal a batch accept before its first part (see :func:`_migrate_10`)."""
+        """Journal a batch accept before its first part (see :func:`migrations._migrate_10`)."""
         with self._write() as db:
             db.execute(
                 "INSERT INTO accept_batches (client, key, offer_ids, state, created) "

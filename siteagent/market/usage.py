@@ -22,7 +22,8 @@ from typing import Callable, Dict, List, Optional
 from siteagent.backends.base import Backend
 from siteagent.core.model import ClusterSnapshot
 from siteagent.core.usage import JobUsage, Usage, UsageSource, usage_of
-from siteagent.market.store import ReservationRecord, ReservationState, Store
+from siteagent.market.lifecycle import ReservationRecord, ReservationState
+from siteagent.market.store import Store
 
 log = logging.getLogger("siteagent.usage")
 

@@ -20,7 +20,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 import pytest
 
 from siteagent.core.model import ReservationSpec
-from siteagent.market.store import BidState
+from siteagent.market.lifecycle import BidState
 from siteagent.protocol import documents
 from testbed.api_harness import World, make_world, running_world
 from testbed.parties import Party

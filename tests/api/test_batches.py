@@ -11,7 +11,7 @@ from typing import Any, Dict, Iterator, List
 import pytest
 
 from siteagent.backends.base import ReservationRefused
-from siteagent.market.store import ReservationState
+from siteagent.market.lifecycle import ReservationState
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Receipt
 from testbed.api_harness import World, make_world, running_world
@@ -262,7 +262,7 @@ def test_an_interrupted_batch_is_released_by_housekeeping(world: World) -> None:
     with manager.store.exclusive():
         first = manager._create(ids[0], "alice@laptop", "k1#0", ("alice",), ())
     assert first.state is ReservationState.TENTATIVE
-    report = manager.housekeeping()
+    report = manager.reconciler.housekeeping()
     assert report.reconciliation.batches_released == ["k1"]
     assert state(world, first.id) is ReservationState.CANCELLED
     assert first.name not in {res.name for res in world.backend.list_reservations()}

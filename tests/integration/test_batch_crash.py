@@ -15,8 +15,9 @@ from typing import Iterator, List
 
 import pytest
 
+from siteagent.market.lifecycle import ReservationState
 from siteagent.market.site import STORE_FILE
-from siteagent.market.store import ReservationState, Store
+from siteagent.market.store import Store
 from testbed.market import Market, flat_priced
 from testbed.processes import wait_until
 

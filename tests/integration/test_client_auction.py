@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
-from siteagent.market.store import ReservationState
+from siteagent.market.lifecycle import ReservationState
 from testbed.market import Market, flat_priced, load_priced, on_slurm
 from testbed.processes import wait_until
 from testbed.slurm_cluster import SlurmTestCluster

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from bench.provision import RAISED_LIMITS
-from siteagent.market.store import ReservationState
+from siteagent.market.lifecycle import ReservationState
 from testbed.market import Market, flat_priced
 
 S = ReservationState

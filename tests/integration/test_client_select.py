@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from siteagent.core.waits import QueueWait
-from siteagent.market.store import ReservationState
+from siteagent.market.lifecycle import ReservationState
 from testbed.market import Market, flat_priced
 
 S = ReservationState

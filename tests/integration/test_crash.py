@@ -42,7 +42,7 @@ from typing import Callable, Counter, Dict, List, Optional, Set, Tuple
 import pytest
 
 from siteagent.ledger.bank import Ledger
-from siteagent.market.store import ReservationRecord, ReservationState
+from siteagent.market.lifecycle import ReservationRecord, ReservationState
 from testbed.offers import earliest_start, record_offer
 from testbed.promises import violations
 from testbed.sites import LifecycleSite

@@ -18,8 +18,9 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
+from siteagent.market.lifecycle import BidRecord, BidState, ReservationState
 from siteagent.market.site import STORE_FILE
-from siteagent.market.store import BidRecord, BidState, ReservationState, Store
+from siteagent.market.store import Store
 from testbed.agents import BUSY_JOBS
 from testbed.market import Market, SiteSpec
 from testbed.processes import wait_until

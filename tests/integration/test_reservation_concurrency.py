@@ -28,9 +28,9 @@ import pytest
 
 from siteagent.core.model import CapacityUnit, Offer
 from siteagent.core.scheduling import plan
-from siteagent.market.reservations import OfferRefused, ReservationFailed, ReservationManager
+from siteagent.market.lifecycle import OfferRefused, ReservationFailed, ReservationState
+from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import STORE_FILE
-from siteagent.market.store import ReservationState
 from testbed.offers import record_offer
 from testbed.promises import capacity_overruns, ours
 from testbed.sites import LifecycleSite, ReplaySite, SlurmSite

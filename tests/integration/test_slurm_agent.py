@@ -24,9 +24,8 @@ from siteagent.backends.slurm.times import parse_slurm_time
 from siteagent.config import loading
 from siteagent.core.estimates import DEFAULT_TOLERANCE_S, compare_starts
 from siteagent.core.scheduling import plan
-from siteagent.market.reservations import ReservationFailed
+from siteagent.market.lifecycle import ReservationFailed, ReservationRecord, ReservationState
 from siteagent.market.site import Site, open_site
-from siteagent.market.store import ReservationRecord, ReservationState
 from testbed.offers import record_offer
 from testbed.slurm_cluster import SlurmTestCluster
 from testbed.slurm_install import UNKNOWN_USER
@@ -246,14 +245,14 @@ def test_unconfirmed_reservation_is_deleted_at_its_deadline(
 ) -> None:
     record = accept(site, 8, int(time.time()) + 600, 600)
     assert record.deadline is not None
-    assert site.manager.housekeeping().expired == []  # before the deadline: kept
+    assert site.manager.reconciler.housekeeping().expired == []  # before the deadline: kept
     assert show_reservation(slurm, record.name)
     wait_for(
         "the confirm deadline",
         lambda: site.manager.clock() >= (record.deadline or 0),
         timeout=CONFIRM_TIMEOUT_S + 5,
     )
-    assert site.manager.housekeeping().expired == [record.id]
+    assert site.manager.reconciler.housekeeping().expired == [record.id]
     expired = site.store.get_reservation(record.id)
     assert expired is not None and expired.state is ReservationState.EXPIRED
     assert show_reservation(slurm, record.name) == {}
@@ -275,7 +274,7 @@ def test_reconciliation_deletes_the_agents_orphan_only(slurm: SlurmTestCluster, 
                 "Users=root",
             ]
         )
-    result = site.manager.reconcile()
+    result = site.manager.reconciler.reconcile()
     assert result.orphans_deleted == ["sa-orphan0001"]
     assert result.lost == [] and result.failed == []
     assert reservation_names(slurm) == sorted([live.name, "someone-else"])

@@ -18,8 +18,9 @@ from typing import Iterator
 import pytest
 
 from siteagent.backends.slurm import SlurmBackend
-from siteagent.market.reservations import OfferRefused, ReservationManager
-from siteagent.market.store import ReservationState, Store
+from siteagent.market.lifecycle import OfferRefused, ReservationState
+from siteagent.market.reservations import ReservationManager
+from siteagent.market.store import Store
 from testbed.offers import earliest_start, record_offer
 from testbed.processes import running_slurm
 from testbed.slurm_cluster import SlurmTestCluster

@@ -19,7 +19,7 @@ import pytest
 from siteagent.client.auctioneer import Auctioneer, SitePool
 from siteagent.client.jobs import Job
 from siteagent.client.journal import Journal
-from siteagent.market.store import BidState, ReservationState
+from siteagent.market.lifecycle import BidState, ReservationState
 from siteagent.protocol.models import AuctionedJob
 from testbed.processes import wait_until
 from testbed.slurm_cluster import SlurmTestCluster

@@ -31,9 +31,10 @@ import yaml
 from siteagent.backends.slurm import SlurmBackend
 from siteagent.config import loading
 from siteagent.host import installation
+from siteagent.market.lifecycle import ReservationState
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import STORE_FILE
-from siteagent.market.store import ReservationState, Store
+from siteagent.market.store import Store
 from testbed.agents import SITEAGENT, spawn_agent
 from testbed.offers import record_offer
 from testbed.processes import free_port, running_slurm, stop, wait_until

@@ -54,6 +54,10 @@ class BrokenHousekeeping:
 
     broken = True
 
+    @property
+    def reconciler(self) -> BrokenHousekeeping:
+        return self
+
     def housekeeping(self) -> object:
         raise KeyError("a bug")
 

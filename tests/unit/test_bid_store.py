@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from siteagent.market.store import BidRecord, BidState, Remember, Store
+from siteagent.market.lifecycle import BidRecord, BidState
+from siteagent.market.store import Remember, Store
 from testbed.offers import an_offer
 from testbed.records import a_record
 from testbed.syncs import commit_levels

@@ -13,7 +13,8 @@ import pytest
 
 from siteagent.ledger.bank import Ledger, LedgerConflict, LedgerUnavailable, Transaction
 from siteagent.market import bookkeeping
-from siteagent.market.store import RECEIPT, REFUND, ReservationState, Store
+from siteagent.market.lifecycle import ReservationState
+from siteagent.market.store import RECEIPT, REFUND, Store
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Cancellation, Receipt
 from testbed.parties import NOW, Party, receipt

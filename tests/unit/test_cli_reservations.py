@@ -22,10 +22,12 @@ from siteagent.cli.main import main
 from siteagent.config.schema import PricingConfig
 from siteagent.core.model import ClusterSnapshot, Job
 from siteagent.core.waits import QueueWait
+from siteagent.market.lifecycle import ReservationState
 from siteagent.market.quoting import ACCEPT_LEAD_S
-from siteagent.market.reservations import OFFER_RETENTION_S, ReservationManager
+from siteagent.market.reconcile import OFFER_RETENTION_S
+from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import pricing_of
-from siteagent.market.store import ReservationState, Store
+from siteagent.market.store import Store
 from testbed.fakes import FakeClock
 from testbed.offers import record_offer
 from testbed.traces import write_trace

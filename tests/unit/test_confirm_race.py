@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 import pytest
 
 from siteagent.core.errors import SiteagentError
-from siteagent.market.store import ReservationState
+from siteagent.market.lifecycle import ReservationState
 from siteagent.protocol import documents
 from testbed.api_harness import World, running_world
 

@@ -38,7 +38,7 @@ NOT_UNDER_ROOT = {
 BUILT_FROM_ONE_OBJECT = {
     "siteagent.config.reading.ConfigError",
     "siteagent.market.deals.PaymentRefused",
-    "siteagent.market.reservations.ReservationFailed",
+    "siteagent.market.lifecycle.ReservationFailed",
     "siteagent.market.store.StaleState",
 }
 

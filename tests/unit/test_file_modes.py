@@ -198,7 +198,7 @@ def test_the_state_directory_and_everything_in_it_are_private_whatever_the_umask
     site = open_site(config)
     parts = assemble(site)
     ensure_self_signed(config.api.tls.cert, config.api.tls.key)  # as serve's first start
-    site.manager.housekeeping()  # a write: SQLite's -wal and -shm exist while it is open
+    site.manager.reconciler.housekeeping()  # a write: SQLite's -wal and -shm exist while it is open
     state = config.state_dir
     try:
         kept = sorted(path for path in state.rglob("*") if path.is_file())

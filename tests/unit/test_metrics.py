@@ -28,10 +28,11 @@ from siteagent.backends.replay import SwfReplayBackend
 from siteagent.config.schema import PricingConfig, ReferenceRequest, SiteConfig
 from siteagent.core.model import CapacityUnit, ClusterSnapshot, Job
 from siteagent.core.slots import advertise
+from siteagent.market.lifecycle import ReservationState
 from siteagent.market.quoting import ACCEPT_LEAD_S
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import pricing_of
-from siteagent.market.store import ReservationState, Store, UsageTotals
+from siteagent.market.store import Store, UsageTotals
 from siteagent.pricing import Pricing
 from testbed.fakes import FakeClock, FaultyBackend
 from testbed.offers import record_offer

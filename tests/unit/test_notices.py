@@ -19,8 +19,7 @@ import pytest
 from siteagent.daemon.assemble import notice_handler
 from siteagent.host import installation
 from siteagent.host.notices import MAX_NOTICE_BYTES, Notice, NoticeListener, parse_notice
-from siteagent.market.reservations import UnknownReservation
-from siteagent.market.store import ReservationRecord, ReservationState
+from siteagent.market.lifecycle import ReservationRecord, ReservationState, UnknownReservation
 from testbed.records import a_record
 
 REPO = Path(__file__).resolve().parents[2]

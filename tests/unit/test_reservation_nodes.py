@@ -13,8 +13,16 @@ from typing import Dict, Sequence
 import pytest
 
 from siteagent.core.model import Job
-from siteagent.market.reservations import OfferRefused, ReservationFailed, ReservationManager
-from siteagent.market.store import BidRecord, BidState, ReservationRecord, ReservationState, Store
+from siteagent.market.lifecycle import (
+    BidRecord,
+    BidState,
+    OfferRefused,
+    ReservationFailed,
+    ReservationRecord,
+    ReservationState,
+)
+from siteagent.market.reservations import ReservationManager
+from siteagent.market.store import Store
 from testbed.fakes import NodeCluster
 from testbed.offers import record_offer
 

@@ -19,21 +19,22 @@ from siteagent.backends.base import BackendUnavailable
 from siteagent.backends.replay import SwfReplayBackend
 from siteagent.core.defaults import DEFAULT_PENALTY_FACTOR
 from siteagent.core.model import CapacityUnit, Offer, ReservationSpec
-from siteagent.market.reservations import (
+from siteagent.market.lifecycle import (
     LIVE,
-    NOTICE_SKEW_S,
     TRANSITIONS,
     IdempotencyKeyReused,
     IllegalTransition,
     NotOwner,
     OfferRefused,
     ReservationFailed,
-    ReservationManager,
+    ReservationRecord,
+    ReservationState,
     UnknownOffer,
     UnknownReservation,
     check_transition,
 )
-from siteagent.market.store import ReservationRecord, ReservationState, Store
+from siteagent.market.reservations import NOTICE_SKEW_S, ReservationManager
+from siteagent.market.store import Store
 from testbed.fakes import FakeClock, FaultyBackend
 from testbed.offers import record_offer
 from testbed.promises import violations
@@ -396,7 +397,7 @@ def test_a_failed_deletion_on_cancel_is_retried_by_reconciliation(
     assert manager.cancel(record.id, "alice", "x1").state is S.CANCELLED
     assert record.name in held(manager)
     backend.inner.delete_reservation = delete  # type: ignore[method-assign]
-    assert manager.reconcile().orphans_deleted == [record.name]
+    assert manager.reconciler.reconcile().orphans_deleted == [record.name]
     assert held(manager) == {}
 
 
@@ -437,7 +438,7 @@ def test_confirmed_reservations_start_and_end_with_time(
         S.ACTIVE,
         S.COMPLETED,
     ]
-    assert manager.reconcile().lost == []  # ended and gone from the batch system: not lost
+    assert manager.reconciler.reconcile().lost == []  # ended and gone: not lost
 
 
 def test_advance_skips_states_it_does_not_own(
@@ -522,7 +523,7 @@ def test_reconcile_deletes_prefixed_leftovers_and_nothing_else(
     replay.create_reservation(ReservationSpec("sa-leftover", T0 + 600, 60, 1))
     replay.create_reservation(ReservationSpec("maintenance", T0 + 600, 60, 1))
     record = accepted(manager)
-    result = manager.reconcile()
+    result = manager.reconciler.reconcile()
     assert result.orphans_deleted == ["sa-leftover"]
     assert set(held(manager)) == {"maintenance", record.name}
 
@@ -538,13 +539,13 @@ def test_reconcile_marks_vanished_live_reservations_lost(
         clock.advance(600)
         manager.advance()
     manager.backend.delete_reservation(record.name)
-    result = manager.reconcile()
+    result = manager.reconciler.reconcile()
     assert result.lost == [record.id]
     lost = manager.store.get_reservation(record.id)
     assert lost is not None and lost.state is S.LOST and "vanished" in lost.message
     assert states(manager, record.id)[-1] == (state, S.LOST)
     assert manager.lost_total == 1
-    assert manager.reconcile().lost == []  # reported once
+    assert manager.reconciler.reconcile().lost == []  # reported once
 
 
 def _crash_after_create(manager: ReservationManager, backend: FaultyBackend) -> Offer:
@@ -562,7 +563,7 @@ def test_reconcile_recovers_a_verified_intent_with_a_fresh_deadline(
 ) -> None:
     bid = _crash_after_create(manager, backend)
     clock.advance(30)
-    result = manager.reconcile()
+    result = manager.reconciler.reconcile()
     [record] = manager.store.reservations()
     assert result.recovered == [record.id]
     assert record.state is S.TENTATIVE and record.deadline == T0 + 30 + TIMEOUT
@@ -575,7 +576,7 @@ def test_reconcile_fails_an_intent_that_never_reached_the_batch_system(
     bid = _crash_after_create(manager, backend)
     [record] = manager.store.reservations()
     backend.inner.delete_reservation(record.name)  # as if the create had never happened
-    result = manager.reconcile()
+    result = manager.reconciler.reconcile()
     assert result.failed == [record.id]
     with pytest.raises(ReservationFailed, match="interrupted"):
         manager.accept(bid.id, "alice", "k1")
@@ -587,7 +588,7 @@ def test_reconcile_fails_and_deletes_a_short_intent(
     backend.shrink = 2
     _crash_after_create(manager, backend)
     [record] = manager.store.reservations()
-    assert manager.reconcile().failed == [record.id]
+    assert manager.reconciler.reconcile().failed == [record.id]
     assert held(manager) == {}
     failed = manager.store.get_reservation(record.id)
     assert failed is not None and "holds 2 cores, not 4" in failed.message
@@ -600,7 +601,7 @@ def test_housekeeping_reports_one_readable_line(
     manager.confirm(keep.id, "alice", "c", receipt=A_RECEIPT)
     accepted(manager, key="b")
     clock.advance(TIMEOUT)
-    line = manager.housekeeping().describe()
+    line = manager.reconciler.housekeeping().describe()
     assert line == "reservations: 0 tentative, 1 confirmed, 0 active; this cycle: 1 expired"
     assert violations(manager.backend, manager.store, "sa-", 0, clock, [keep.id]) == []
 
@@ -671,7 +672,7 @@ def _drive_to(state: S, manager: ReservationManager, clock: FakeClock) -> Reserv
             manager.cancel(record.id, "alice", "x0")
         if state is S.LOST:
             backend.delete_reservation(record.name)
-            manager.reconcile()
+            manager.reconciler.reconcile()
     [record] = manager.store.reservations()
     assert record.state is state
     return record

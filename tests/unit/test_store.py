@@ -17,18 +17,10 @@ from typing import List
 import pytest
 
 from siteagent.core.waits import QueueWait
-from siteagent.market import store as store_module
-from siteagent.market.store import (
-    RECEIPT,
-    REFUND,
-    SCHEMA_VERSION,
-    Remember,
-    ReservationRecord,
-    ReservationState,
-    StaleState,
-    Store,
-    StoreError,
-)
+from siteagent.market import migrations as migrations_module
+from siteagent.market.lifecycle import ReservationRecord, ReservationState
+from siteagent.market.migrations import SCHEMA_VERSION
+from siteagent.market.store import RECEIPT, REFUND, Remember, StaleState, Store, StoreError
 from testbed.offers import an_offer
 from testbed.records import a_record, requested
 from testbed.syncs import commit_levels
@@ -78,8 +70,8 @@ def test_a_failing_migration_changes_nothing(
         raise sqlite3.OperationalError("disk full (test)")
 
     path = str(tmp_path / "s.sqlite3")
-    monkeypatch.setattr(store_module, "MIGRATIONS", (*store_module.MIGRATIONS, broken))
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    monkeypatch.setattr(migrations_module, "MIGRATIONS", (*migrations_module.MIGRATIONS, broken))
+    monkeypatch.setattr(migrations_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
     with pytest.raises(StoreError, match="disk full"):
         Store(path)
     raw = sqlite3.connect(path)
@@ -94,9 +86,9 @@ def test_migrations_run_from_the_stored_version(
     Store(path).close()
     ran: List[int] = []
     monkeypatch.setattr(
-        store_module, "MIGRATIONS", (*store_module.MIGRATIONS, lambda db: ran.append(2))
+        migrations_module, "MIGRATIONS", (*migrations_module.MIGRATIONS, lambda db: ran.append(2))
     )
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    monkeypatch.setattr(migrations_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
     assert Store(path).schema_version == SCHEMA_VERSION + 1
     assert Store(path).schema_version == SCHEMA_VERSION + 1
     assert ran == [2]

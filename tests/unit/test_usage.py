@@ -21,7 +21,8 @@ from siteagent.core.model import (
     ReservationSpec,
 )
 from siteagent.core.usage import JobUsage, UsageSource, usage_of
-from siteagent.market.store import ReservationState, Store
+from siteagent.market.lifecycle import ReservationState
+from siteagent.market.store import Store
 from siteagent.market.usage import ACCOUNTING_GRACE_S, UsageRecorder, reservation_usage
 from testbed.fakes import FakeClock, FakeRun
 from testbed.records import requested

@@ -17,9 +17,13 @@ from typing import Dict, Iterator, Tuple
 import pytest
 
 from siteagent.config import loading
-from siteagent.market.reservations import OfferRefused, ReservationFailed
+from siteagent.market.lifecycle import (
+    OfferRefused,
+    ReservationFailed,
+    ReservationRecord,
+    ReservationState,
+)
 from siteagent.market.site import Site, open_site
-from siteagent.market.store import ReservationRecord, ReservationState
 from testbed.offers import record_offer
 from testbed.pbs_cluster import PbsTestCluster, text_blocks
 from testbed.processes import wait_until
@@ -101,14 +105,14 @@ def test_unconfirmed_reservation_is_deleted_at_its_deadline(
 ) -> None:
     record = accept(site, 8, int(time.time()) + 600, 600)
     assert record.deadline is not None
-    assert site.manager.housekeeping().expired == []  # before the deadline: kept
+    assert site.manager.reconciler.housekeeping().expired == []  # before the deadline: kept
     assert record.name in reservations(openpbs)
     wait_until(
         "the confirm deadline",
         lambda: site.manager.clock() >= (record.deadline or 0),
         timeout=CONFIRM_TIMEOUT_S + 5,
     )
-    assert site.manager.housekeeping().expired == [record.id]
+    assert site.manager.reconciler.housekeeping().expired == [record.id]
     expired = site.store.get_reservation(record.id)
     assert expired is not None and expired.state is ReservationState.EXPIRED
     assert record.name not in reservations(openpbs)
@@ -119,7 +123,7 @@ def test_reconciliation_deletes_the_agents_orphan_only(openpbs: PbsTestCluster, 
     start = int(time.time()) + 1200
     for name in ("sa-orphan0001", "someone-else"):
         rsub(openpbs, name, start, start + 600, "4:ncpus=1")
-    result = site.manager.reconcile()
+    result = site.manager.reconciler.reconcile()
     assert result.orphans_deleted == ["sa-orphan0001"]
     assert result.lost == [] and result.failed == []
     wait_until("the orphan's deletion", lambda: "sa-orphan0001" not in reservations(openpbs))

@@ -29,9 +29,10 @@ from siteagent.backends.pbs import PbsBackend, PbsConfig
 from siteagent.cli.install import pbs_hook_commands
 from siteagent.config import loading
 from siteagent.host import installation
+from siteagent.market.lifecycle import ReservationState
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import STORE_FILE
-from siteagent.market.store import ReservationState, Store
+from siteagent.market.store import Store
 from testbed.agents import SITEAGENT, spawn_agent
 from testbed.offers import record_offer
 from testbed.pbs_cluster import SERVER, PbsTestCluster, text_blocks
