@@ -71,6 +71,7 @@ from siteagent.core.defaults import (
     DEFAULT_PENALTY_FACTOR,
     DEFAULT_RESERVATION_PREFIX,
 )
+from siteagent.core.engines import Policy, ReservationConflict
 from siteagent.core.errors import SiteagentError
 from siteagent.core.model import (
     Allocation,
@@ -81,13 +82,7 @@ from siteagent.core.model import (
     ReservationSpec,
 )
 from siteagent.core.money import CENT, cancellation_penalty
-from siteagent.core.scheduling import (
-    Policy,
-    ReservationConflict,
-    plan,
-    reservation_nodes,
-    without_queue,
-)
+from siteagent.core.prediction import plan, reservation_nodes, without_queue
 from siteagent.market.store import (
     RECEIPT,
     REFUND,
