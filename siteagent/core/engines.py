@@ -30,7 +30,7 @@ class Policy(str, enum.Enum):
     GREEDY = "greedy"
 
 
-class ReservationConflict(Exception):
+class ReservationConflict(Exception):  # not a SiteagentError: mypyc cannot subclass it here
     """An advance reservation would overlap running work or another reservation."""
 
 
