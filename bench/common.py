@@ -139,16 +139,16 @@ def source_at(revision: str) -> Path:
 def compiled(python: str) -> bool:
     """Whether that Python imports the mypyc-compiled scheduling engines."""
     probe = run_measured(
-        [python, "-c", "import siteagent.core.scheduling as s; print(s.__file__)"], cwd=OUTSIDE
+        [python, "-c", "import siteagent.core.engines as s; print(s.__file__)"], cwd=OUTSIDE
     )
     return not probe.stdout.strip().endswith(".py")
 
 
 def running_compiled() -> bool:
     """Whether this process imports the mypyc-compiled scheduling engines."""
-    import siteagent.core.scheduling
+    import siteagent.core.engines
 
-    return not siteagent.core.scheduling.__file__.endswith(".py")
+    return not siteagent.core.engines.__file__.endswith(".py")
 
 
 #: Where children run, so that ``import siteagent`` finds the installed package.

@@ -17,8 +17,9 @@ from typing import Any, Dict, List
 from slots_probe import load_snapshot  # the snapshot format of `python -m bench slots`
 
 from siteagent.config.schema import PricingConfig
+from siteagent.core.engines import Policy
 from siteagent.core.model import Request
-from siteagent.core.scheduling import Policy, plan
+from siteagent.core.prediction import plan
 from siteagent.core.slots import advertise
 from siteagent.market.site import pricing_of
 from siteagent.pricing import ExternalityFee, FlatPrice, Pricing, Window

@@ -76,7 +76,7 @@ from bench.service_agent import (
 from bench.service_attack import attack_runs
 from bench.service_levels import in_turn, load_level, over_rounds
 from bench.service_report import markdown
-from siteagent.core.scheduling import Policy
+from siteagent.core.engines import Policy
 from siteagent.sim import Simulator, Workload
 from siteagent.sim.swf import SwfReader, SwfWriter
 

@@ -15,8 +15,9 @@ import sys
 import time
 from typing import Any, Dict, List
 
+from siteagent.core.engines import Policy
 from siteagent.core.model import ClusterSnapshot, Job, Request
-from siteagent.core.scheduling import Policy, plan
+from siteagent.core.prediction import plan
 from siteagent.core.slots import advertise
 from siteagent.pricing import ExternalityFee, FlatPrice, Pricing
 from siteagent.sim import LoadScaling, Simulator, Workload
@@ -128,7 +129,7 @@ def measure(args: argparse.Namespace) -> int:
             "mean": sum(fees) / len(fees),
         }
         counts[f"fee_list_{policy}"] = [str(price.fee) for price in priced]
-    import siteagent.core.scheduling as scheduling
+    import siteagent.core.engines as scheduling
 
     out = {
         "times_s": times,

@@ -51,9 +51,10 @@ from siteagent.client.connection import SiteError, Tentative
 from siteagent.client.jobs import Job as AuctionJob
 from siteagent.client.journal import Journal
 from siteagent.config.schema import AuctionsConfig, BidMode, SiteConfig
+from siteagent.core.engines import Policy, ReservationConflict
 from siteagent.core.machine import Task
 from siteagent.core.model import BatchReservation, ClusterSnapshot, Job, ReservationSpec
-from siteagent.core.scheduling import Policy, ReservationConflict, plan
+from siteagent.core.prediction import plan
 from siteagent.market.bidding import Bidding
 from siteagent.market.lifecycle import BidState
 from siteagent.market.reservations import ReservationManager

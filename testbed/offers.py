@@ -10,7 +10,7 @@ from typing import Optional
 
 from siteagent.backends.base import Backend
 from siteagent.core.model import Offer, Request
-from siteagent.core.scheduling import plan
+from siteagent.core.prediction import plan
 from siteagent.market.reservations import ReservationManager
 
 

@@ -21,8 +21,8 @@ from siteagent.client import generators
 from siteagent.client.greedy import Alternative
 from siteagent.client.tasks import TaskGraph, task_of
 from siteagent.core.model import BatchReservation, ClusterSnapshot, Job, Request
+from siteagent.core.prediction import Plan, replan_with_reservation
 from siteagent.core.profile import Profile
-from siteagent.core.scheduling import Plan, replan_with_reservation
 from siteagent.core.slots import advertise
 from siteagent.pricing.base import Context, Refused
 from siteagent.pricing.externality import ExternalityFee
@@ -31,7 +31,7 @@ from siteagent.pricing.quote import Pricing
 from siteagent.protocol.models import SiteAttributes, SlotList, WaitHistory, slot_json
 
 T0 = 1_795_000_000
-#: The horizon of a plan (``scheduling.plan``'s default).
+#: The horizon of a plan (``prediction.plan``'s default).
 HORIZON_S = 48 * 3600
 
 #: The agent's adaptive pricing (thesis ch. 5): c = 1 per core-hour, fee = the queue's delay.

@@ -4,7 +4,7 @@ tests/unit/test_preemption.py).
 
 The reference is written from the rules alone (the foundation issue), as plainly as
 possible: lists, everything recomputed from scratch at every instant, no shortcuts. It shares
-no code with ``siteagent.core.scheduling`` or ``siteagent.core.profile`` and reads SWF files itself.
+no code with ``siteagent.core.engines`` or ``siteagent.core.profile`` and reads SWF files itself.
 
 The rules: P defaults to the header's MaxProcs; a job's processors are field 5 if > 0, else
 field 8; records with no processors, negative run time or submit time, or more processors than
@@ -54,7 +54,8 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from siteagent.core.scheduling import Policy, Task
+from siteagent.core.engines import Policy
+from siteagent.core.machine import Task
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.workload import Workload
 from testbed.traces import swf_row, write_swf

@@ -38,8 +38,8 @@ from bench.repro.common import (
     paired_change,
     paper_value,
 )
+from siteagent.core.engines import Policy
 from siteagent.core.machine import Task
-from siteagent.core.scheduling import Policy
 from siteagent.sim.partitions import MachineSpec
 from siteagent.sim.shapes import Request, fat_shape
 from siteagent.sim.simulator import Simulator

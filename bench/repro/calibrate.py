@@ -18,7 +18,7 @@ from typing import Optional
 from bench.common import TRACES
 from bench.repro.seeds import seed_int
 from siteagent.cli.console import progress_bar
-from siteagent.core.scheduling import Policy
+from siteagent.core.engines import Policy
 from siteagent.sim.calibration import Calibration, calibrate_load
 from siteagent.sim.window import TraceReplay, Window, window_utilization
 from siteagent.sim.workload import LoadScaling

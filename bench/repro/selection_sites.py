@@ -31,8 +31,8 @@ import numpy as np
 
 from bench.common import INSTALLS, TRACES
 from bench.repro.seeds import uniform
+from siteagent.core.engines import Policy
 from siteagent.core.machine import Task
-from siteagent.core.scheduling import Policy
 from siteagent.core.waits import QueueWait, wait_table
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.workload import Workload

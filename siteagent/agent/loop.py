@@ -32,9 +32,10 @@ from siteagent.agent.metrics import Metrics
 from siteagent.agent.state import State
 from siteagent.backends.base import Backend, BackendError
 from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
+from siteagent.core.engines import Policy
 from siteagent.core.model import ClusterSnapshot, Placement
+from siteagent.core.prediction import plan
 from siteagent.core.preemption import Preemption
-from siteagent.core.scheduling import Policy, plan
 from siteagent.core.waits import QueueWait
 from siteagent.host import sdnotify
 from siteagent.market.deals import Deals

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from siteagent.core.model import ClusterSnapshot
-from siteagent.core.scheduling import Plan
+from siteagent.core.prediction import Plan
 from siteagent.market.view import MarketView
 
 

@@ -52,10 +52,10 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from siteagent.backends.base import Backend, BackendError, BackendUnavailable, ReservationRefused
 from siteagent.core.defaults import DEFAULT_REPLAY_OFFSET_S, DEFAULT_REPLAY_SPEED
+from siteagent.core.engines import Policy, ReservationConflict
 from siteagent.core.files import make_private
 from siteagent.core.machine import Task
 from siteagent.core.model import BatchReservation, ClusterSnapshot, ReservationSpec
-from siteagent.core.scheduling import Policy, ReservationConflict
 from siteagent.sim.partitions import MachineSpec
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.snapshot import snapshot_of

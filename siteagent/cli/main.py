@@ -34,8 +34,8 @@ from siteagent.cli import (
 from siteagent.cli.console import EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.config.schema import Config
 from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
+from siteagent.core.engines import Policy
 from siteagent.core.errors import SiteagentError
-from siteagent.core.scheduling import Policy
 from siteagent.market.store import StoreError
 from siteagent.protocol.errors import status_of
 from siteagent.sim import LoadScaling, MachineSpec, replay_trace

@@ -19,7 +19,8 @@ from siteagent.cli.console import EXIT_REFUSED
 from siteagent.cli.options import duration, local_time, price
 from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
 from siteagent.core.durations import parse_time
-from siteagent.core.scheduling import Policy, plan
+from siteagent.core.engines import Policy
+from siteagent.core.prediction import plan
 from siteagent.market.site import open_backend, open_site, pricing_of
 from siteagent.market.view import market_view
 from siteagent.pricing import FlatPrice, LoadBasedPrice, NoFee, Pricing

@@ -102,9 +102,9 @@ from siteagent.core.defaults import (
     DEFAULT_REQUEST_TIMEOUT_S,
     DEFAULT_RESERVATION_PREFIX,
 )
+from siteagent.core.engines import Policy
 from siteagent.core.model import CapacityUnit
 from siteagent.core.preemption import Preemption
-from siteagent.core.scheduling import Policy
 
 
 def default_state_dir() -> Path:

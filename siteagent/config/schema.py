@@ -39,9 +39,9 @@ from siteagent.core.defaults import (
     DEFAULT_RESERVATIONS_PER_S,
     DEFAULT_TRANSFER_RATE,
 )
+from siteagent.core.engines import Policy
 from siteagent.core.model import CapacityUnit
 from siteagent.core.preemption import Preemption
-from siteagent.core.scheduling import Policy
 
 
 class BackendType(str, enum.Enum):

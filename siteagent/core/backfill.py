@@ -1,6 +1,6 @@
 """Queued tasks by size, in queue order: which is the first that could backfill now?
 
-An EASY pass (:mod:`siteagent.core.scheduling`) starts, in queue order, every task that fits
+An EASY pass (:mod:`siteagent.core.engines`) starts, in queue order, every task that fits
 now without delaying the protected head. On a pooled machine whether a task passes depends
 only on its size and estimate, and for one size only through a bound on the estimate: it must
 fit now (``estimate <= room_until(size, now) - now``) and, where it would overlap the head's

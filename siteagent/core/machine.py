@@ -1,6 +1,6 @@
 """Where work goes: the machine a scheduling engine plans on.
 
-The engines (:mod:`siteagent.core.scheduling`) decide *when* tasks start: queue order,
+The engines (:mod:`siteagent.core.engines`) decide *when* tasks start: queue order,
 reservations, backfilling. A :class:`Machine` answers the questions those rules ask of the
 hardware: does this task fit at this instant, where is its earliest fit, take its window, give
 it back. Two answer them:

@@ -5,7 +5,7 @@ A job may suspend running jobs of strictly lower priority; a suspended job keeps
 done and resumes, with what remains of its run, when capacity frees. The victims are taken
 lowest priority first and, among equals, the latest started first (Slurm's
 ``PreemptParameters=youngest_first``), until the job fits. The scheduling engines
-(:mod:`siteagent.core.scheduling`) and a site's bid for capacity held by lower-priority work
+(:mod:`siteagent.core.engines`) and a site's bid for capacity held by lower-priority work
 (:mod:`siteagent.pricing.bids`) both take them in this order.
 """
 

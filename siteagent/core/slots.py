@@ -19,7 +19,7 @@ from typing import List, Optional, Sequence, Tuple
 
 from siteagent.core.model import Slot
 from siteagent.core.money import CENT, core_hours
-from siteagent.core.scheduling import Plan
+from siteagent.core.prediction import Plan
 
 
 def advertise(

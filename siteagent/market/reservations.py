@@ -33,6 +33,7 @@ from siteagent.core.defaults import (
     DEFAULT_PENALTY_FACTOR,
     DEFAULT_RESERVATION_PREFIX,
 )
+from siteagent.core.engines import Policy, ReservationConflict
 from siteagent.core.errors import SiteagentError
 from siteagent.core.model import (
     Allocation,
@@ -43,13 +44,7 @@ from siteagent.core.model import (
     ReservationSpec,
 )
 from siteagent.core.money import CENT, cancellation_penalty
-from siteagent.core.scheduling import (
-    Policy,
-    ReservationConflict,
-    plan,
-    reservation_nodes,
-    without_queue,
-)
+from siteagent.core.prediction import plan, reservation_nodes, without_queue
 from siteagent.market.lifecycle import (
     AGENT,
     LIVE,

@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Tuple
 
+from siteagent.core.engines import Policy
 from siteagent.core.model import ClusterSnapshot, Slot
-from siteagent.core.scheduling import Plan, Policy, plan
+from siteagent.core.prediction import Plan, plan
 from siteagent.core.slots import advertise
 from siteagent.pricing import Context, Pricing
 

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Dict, Optional, Tuple
 
+from siteagent.core.engines import Policy, ReservationConflict
 from siteagent.core.errors import SiteagentError
 from siteagent.core.model import ClusterSnapshot, Placement, Request
 from siteagent.core.money import core_hours, cost
+from siteagent.core.prediction import Plan, plan, reservation_nodes
 from siteagent.core.profile import Profile
 from siteagent.core.replan import Replanner
-from siteagent.core.scheduling import Plan, Policy, ReservationConflict, plan, reservation_nodes
 
 
 class Refused(SiteagentError):

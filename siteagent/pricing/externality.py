@@ -12,9 +12,9 @@ from __future__ import annotations
 from decimal import ROUND_UP, Decimal
 from typing import Dict
 
+from siteagent.core.engines import Policy, ReservationConflict
 from siteagent.core.model import Placement
 from siteagent.core.money import CENT, HOUR
-from siteagent.core.scheduling import Policy, ReservationConflict
 from siteagent.pricing.base import Context, FeePolicy, Refused, Window
 
 

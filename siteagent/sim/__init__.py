@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Union
 
-from siteagent.core.scheduling import Policy
+from siteagent.core.engines import Policy
 from siteagent.sim.output import ScheduleWriter
 from siteagent.sim.partitions import MachineSpec, PartitionWriter
 from siteagent.sim.simulator import Simulator, Summary

@@ -3,7 +3,7 @@
 Events are task arrivals (from the workload, in order), task completions (at start + actual
 run time) and reservation ends. At each instant completions come first, then arrivals join the
 queue, then the policy's pass decides what starts. The policy is the very engine the agent
-plans with (``siteagent.core.scheduling``); this module only moves time.
+plans with (``siteagent.core.engines``); this module only moves time.
 
 The simulator can stop at any instant and go on later (the replay backend advances it to
 "now" on every snapshot) and takes advance reservations injected while it runs.
@@ -24,8 +24,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
+from siteagent.core.engines import Engine, Policy, make_engine
 from siteagent.core.machine import Machine, Task
-from siteagent.core.scheduling import Engine, Policy, make_engine
 
 BOUNDED_SLOWDOWN_TAU_S = 10
 
@@ -255,7 +255,7 @@ class Simulator:
     def add_reservation(self, key: object, start: int, end: int, size: int) -> None:
         """Inject an advance reservation; the pass at the current instant honours it at once.
 
-        Raises scheduling.ReservationConflict if running work or reservations leave no room.
+        Raises engines.ReservationConflict if running work or reservations leave no room.
         The engine's clock is brought to the simulator's first (by a pass at this instant):
         after ``advance_to`` past the last event, or from ``on_arrival`` within an instant, it
         still reads an earlier instant, and queued tasks would be re-planned into the past.

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
+from siteagent.core.engines import Policy
 from siteagent.core.machine import Task
 from siteagent.core.model import BatchReservation, ClusterSnapshot, Job
-from siteagent.core.scheduling import Plan, Policy
+from siteagent.core.prediction import Plan
 from siteagent.sim.simulator import Simulator
 
 

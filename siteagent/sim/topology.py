@@ -1,6 +1,6 @@
 """A machine of midplanes joined through link switches: Blue Gene/L, or a plain 3D torus.
 
-The scheduling engines (:mod:`siteagent.core.scheduling`) ask a machine whether a task fits,
+The scheduling engines (:mod:`siteagent.core.engines`) ask a machine whether a task fits,
 where it fits earliest, and to take and give back its window; this machine answers as Aridor et
 al.'s two-phase allocator (docs/design.md §4.9):
 

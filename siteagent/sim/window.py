@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Optional
 
+from siteagent.core.engines import Policy
 from siteagent.core.machine import Task
-from siteagent.core.scheduling import Policy
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.workload import LoadScaling, Workload
 

@@ -18,7 +18,7 @@ from bench.repro.singh import PARTS
 from bench.repro.singh.fees import Reserver, _first
 from bench.repro.singh.sites import DAY_S, NATIVE, SITES, fresh, tasks_of
 from bench.repro.singh.var import PENALTY, combined
-from siteagent.core.scheduling import Policy
+from siteagent.core.engines import Policy
 from siteagent.pricing import ExternalityFee, FlatPrice, Pricing
 from siteagent.sim.simulator import Simulator
 

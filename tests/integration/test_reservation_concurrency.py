@@ -27,7 +27,7 @@ from typing import Iterator, List, Tuple
 import pytest
 
 from siteagent.core.model import CapacityUnit, Offer
-from siteagent.core.scheduling import plan
+from siteagent.core.prediction import plan
 from siteagent.market.lifecycle import OfferRefused, ReservationFailed, ReservationState
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import STORE_FILE

@@ -23,7 +23,7 @@ from siteagent.backends.slurm.jobs import parse_jobs
 from siteagent.backends.slurm.times import parse_slurm_time
 from siteagent.config import loading
 from siteagent.core.estimates import DEFAULT_TOLERANCE_S, compare_starts
-from siteagent.core.scheduling import plan
+from siteagent.core.prediction import plan
 from siteagent.market.lifecycle import ReservationFailed, ReservationRecord, ReservationState
 from siteagent.market.site import Site, open_site
 from testbed.offers import record_offer

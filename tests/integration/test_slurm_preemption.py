@@ -28,7 +28,7 @@ from siteagent.client.auctioneer import Auctioneer, SitePool
 from siteagent.client.jobs import Job
 from siteagent.client.journal import Journal
 from siteagent.core.model import Job as BatchJob
-from siteagent.core.scheduling import plan
+from siteagent.core.prediction import plan
 from siteagent.protocol.models import AuctionedJob
 from testbed.agents import SlurmBatch
 from testbed.processes import running_slurm, wait_until

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from siteagent.core.scheduling import Policy
+from siteagent.core.engines import Policy
 from siteagent.sim import replay_trace
 
 TRACES = Path(__file__).resolve().parent.parent.parent / "traces"

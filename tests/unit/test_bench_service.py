@@ -22,8 +22,9 @@ from siteagent.agent.loop import describe
 from siteagent.agent.state import State
 from siteagent.config.loading import parse
 from siteagent.config.schema import PricingConfig
+from siteagent.core.engines import Policy
 from siteagent.core.model import ClusterSnapshot, Job
-from siteagent.core.scheduling import Policy, plan
+from siteagent.core.prediction import plan
 from siteagent.market.site import pricing_of
 from siteagent.market.view import market_view
 from siteagent.sim.swf import SwfRecord, SwfWriter, read_records

@@ -16,8 +16,8 @@ from siteagent.config import loading, schema
 from siteagent.config.reading import ConfigError
 from siteagent.config.schema import BackendType, PricingPolicy
 from siteagent.core import defaults, names
+from siteagent.core.engines import Policy
 from siteagent.core.model import CapacityUnit
-from siteagent.core.scheduling import Policy
 from siteagent.market import site
 
 

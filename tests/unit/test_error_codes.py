@@ -27,7 +27,7 @@ REGISTERED = set(STATUS) | set(CLIENT_ONLY)
 NOT_UNDER_ROOT = {
     "siteagent.sim.swf.SwfError": "compiled (mypyc)",
     "siteagent.sim.workload.UnsimulableJob": "compiled (mypyc)",
-    "siteagent.core.scheduling.ReservationConflict": "compiled (mypyc); a signal inside the core",
+    "siteagent.core.engines.ReservationConflict": "compiled (mypyc); a signal inside the core",
     "siteagent.protocol.sessions.AnswerTooLarge": "a transport signal; the connection reports it",
     "siteagent.protocol.sessions.DeadlinePassed": "a transport signal; the connection reports it",
     "siteagent.http.limits.TooLarge": "a signal inside the ASGI limits; answered there",

@@ -13,6 +13,7 @@ from typing import Sequence, Tuple
 import pytest
 
 from siteagent.core.blocks import BlockMap
+from siteagent.core.engines import Policy, ReservationConflict
 from siteagent.core.machine import Shape, Task
 from siteagent.core.model import (
     Backfill,
@@ -24,7 +25,7 @@ from siteagent.core.model import (
     Placement,
 )
 from siteagent.core.nodes import NodeMachine
-from siteagent.core.scheduling import Policy, ReservationConflict, plan, reservation_nodes
+from siteagent.core.prediction import plan, reservation_nodes
 from siteagent.core.selection import choose_nodes
 
 NOW = 1_795_537_640  # a whole minute plus 20 s

@@ -19,9 +19,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from siteagent.core.engines import Policy
 from siteagent.core.machine import Task
 from siteagent.core.model import ClusterSnapshot, Job
-from siteagent.core.scheduling import Policy, plan
+from siteagent.core.prediction import plan
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.snapshot import snapshot_of
 from siteagent.sim.workload import Workload

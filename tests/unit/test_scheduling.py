@@ -11,8 +11,10 @@ from typing import Dict, Optional, Sequence, Tuple
 
 import pytest
 
+from siteagent.core.engines import Policy, ReservationConflict, make_engine
+from siteagent.core.machine import Task
 from siteagent.core.model import BatchReservation, ClusterSnapshot, Job
-from siteagent.core.scheduling import Policy, ReservationConflict, Task, make_engine, plan
+from siteagent.core.prediction import plan
 from siteagent.sim.simulator import Simulator
 
 FCFS, EASY, CONSERVATIVE = Policy.FCFS, Policy.EASY, Policy.CONSERVATIVE

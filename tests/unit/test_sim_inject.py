@@ -9,8 +9,9 @@ from typing import Dict, List, Tuple
 
 import pytest
 
+from siteagent.core.engines import Policy, make_engine
+from siteagent.core.machine import Task
 from siteagent.core.nodes import NodeMachine
-from siteagent.core.scheduling import Policy, Task, make_engine
 from siteagent.sim.dag import DagJob, run_just_in_time
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.workload import Workload

@@ -10,8 +10,9 @@ from typing import List, Tuple
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from siteagent.core.engines import Policy
 from siteagent.core.model import ClusterSnapshot, Job, Slot
-from siteagent.core.scheduling import Policy, plan
+from siteagent.core.prediction import plan
 from siteagent.core.slots import advertise, fit_request, provision, remainder, subslot_cost
 from testbed.strategies import snapshots
 

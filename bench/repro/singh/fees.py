@@ -38,9 +38,9 @@ from bench.repro.singh.sites import (
 )
 from bench.repro.stats import Estimate, mean_ci, paired_change, ratio_ci
 from bench.repro.verdicts import DIFFERS, MATCH, TREND
+from siteagent.core.engines import Policy, ReservationConflict
 from siteagent.core.machine import Task
 from siteagent.core.model import Request
-from siteagent.core.scheduling import Policy, ReservationConflict
 from siteagent.pricing import ExternalityFee, FlatPrice, Pricing, Refused, choose
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.snapshot import snapshot_of

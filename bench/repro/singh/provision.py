@@ -32,7 +32,7 @@ from bench.repro.singh.workflows import at_instant
 from siteagent.client.generators import cybershake, layered
 from siteagent.client.tasks import TaskGraph
 from siteagent.client.wfformat import read_wfformat
-from siteagent.core.scheduling import Policy
+from siteagent.core.engines import Policy
 from testbed.provisioning import wfcommons_instance
 
 WARMUP_S = 7 * DAY_S

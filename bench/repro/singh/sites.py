@@ -29,8 +29,8 @@ from bench.repro.report import Report
 from bench.repro.seeds import uniform
 from bench.repro.stats import Estimate
 from bench.repro.verdicts import DIFFERS, Verdict, judge
+from siteagent.core.engines import Policy
 from siteagent.core.machine import Task
-from siteagent.core.scheduling import Policy
 from siteagent.sim.calibration import calibrate_load
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.window import TraceReplay, window_utilization

@@ -36,7 +36,7 @@ from bench.repro.singh.sites import (
 )
 from bench.repro.stats import Estimate, mean_ci, paired_change
 from bench.repro.verdicts import DIFFERS, MATCH, TREND
-from siteagent.core.scheduling import Policy
+from siteagent.core.engines import Policy
 from siteagent.core.slots import advertise
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.snapshot import schedule_plan

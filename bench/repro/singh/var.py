@@ -36,9 +36,9 @@ from bench.repro.singh.sites import DAY_S, HOUR_S, NATIVE, SITES, replay, save_f
 from bench.repro.stats import Estimate, paired_change
 from bench.repro.verdicts import DIFFERS, MATCH, TREND
 from siteagent.client.var import latest_submission, scan_submission
+from siteagent.core.engines import Policy
 from siteagent.core.machine import Task
 from siteagent.core.qbets import BoundSettings
-from siteagent.core.scheduling import Policy
 from siteagent.core.waits import QueueWait, WaitTable, wait_table
 from siteagent.pricing import ExternalityFee, FlatPrice, Pricing, Refused
 from siteagent.pricing.base import Window

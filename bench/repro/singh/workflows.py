@@ -26,9 +26,9 @@ from siteagent.client.greedy import provision
 from siteagent.client.heft import rank_order, upward_ranks
 from siteagent.client.plans import Network, Plan
 from siteagent.client.tasks import TaskGraph, edge_bytes, task_of
+from siteagent.core.engines import ReservationConflict
 from siteagent.core.model import ClusterSnapshot
 from siteagent.core.money import cost
-from siteagent.core.scheduling import ReservationConflict
 from siteagent.protocol.models import SiteAttributes
 from siteagent.sim.dag import DagJob, run_just_in_time
 from siteagent.sim.simulator import Simulator

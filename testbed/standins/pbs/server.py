@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple, cast
 
 from siteagent.backends.replay import bundled_trace
+from siteagent.core.engines import Policy, ReservationConflict
 from siteagent.core.machine import Task
-from siteagent.core.scheduling import Policy, ReservationConflict
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.swf import SwfJob, parse_record
 from siteagent.sim.workload import Workload
