@@ -31,11 +31,11 @@ from siteagent.core.scheduling import plan
 from siteagent.market.reservations import OfferRefused, ReservationFailed, ReservationManager
 from siteagent.market.site import STORE_FILE
 from siteagent.market.store import ReservationState
-from testbed.offers import record_offer
-from testbed.promises import capacity_overruns, ours
-from testbed.sites import LifecycleSite, ReplaySite, SlurmSite
-from testbed.slurm_install import SlurmInstall
-from testbed.traces import busy_trace
+from testbed.inprocess.offers import record_offer
+from testbed.inprocess.promises import capacity_overruns, ours
+from testbed.processes.sites import LifecycleSite, ReplaySite, SlurmSite
+from testbed.slurm.install import SlurmInstall
+from testbed.inprocess.traces import busy_trace
 
 S = ReservationState
 

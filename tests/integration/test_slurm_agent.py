@@ -27,10 +27,10 @@ from siteagent.core.scheduling import plan
 from siteagent.market.reservations import ReservationFailed
 from siteagent.market.site import Site, open_site
 from siteagent.market.store import ReservationRecord, ReservationState
-from testbed.offers import record_offer
-from testbed.slurm_cluster import SlurmTestCluster
-from testbed.slurm_install import UNKNOWN_USER
-from testbed.slurm_queue import (
+from testbed.inprocess.offers import record_offer
+from testbed.slurm.cluster import SlurmTestCluster
+from testbed.slurm.install import UNKNOWN_USER
+from testbed.slurm.queue import (
     SIMPLE_PENDING,
     SIMPLE_RUNNING,
     job_state,

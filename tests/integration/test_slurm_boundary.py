@@ -20,13 +20,13 @@ import pytest
 from siteagent.backends.slurm import SlurmBackend
 from siteagent.market.reservations import OfferRefused, ReservationManager
 from siteagent.market.store import ReservationState, Store
-from testbed.offers import earliest_start, record_offer
-from testbed.processes import running_slurm
-from testbed.slurm_cluster import SlurmTestCluster
-from testbed.slurm_cluster import TestNode as Node
-from testbed.slurm_cluster import TestPartition as Partition
-from testbed.slurm_install import SlurmInstall
-from testbed.slurm_queue import job_state, wait_for
+from testbed.inprocess.offers import earliest_start, record_offer
+from testbed.processes.programs import running_slurm
+from testbed.slurm.cluster import SlurmTestCluster
+from testbed.slurm.cluster import TestNode as Node
+from testbed.slurm.cluster import TestPartition as Partition
+from testbed.slurm.install import SlurmInstall
+from testbed.slurm.queue import job_state, wait_for
 
 pytestmark = pytest.mark.slurm
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from siteagent.market.store import BidRecord, BidState, Remember, Store
-from testbed.offers import an_offer
-from testbed.records import a_record
-from testbed.syncs import commit_levels
+from testbed.inprocess.offers import an_offer
+from testbed.inprocess.records import a_record
+from testbed.inprocess.syncs import commit_levels
 
 
 @pytest.fixture

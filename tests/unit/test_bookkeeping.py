@@ -16,9 +16,9 @@ from siteagent.market import bookkeeping
 from siteagent.market.store import RECEIPT, REFUND, ReservationState, Store
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Cancellation, Receipt
-from testbed.parties import NOW, Party, receipt
-from testbed.promises import unsettled_charges
-from testbed.records import requested
+from testbed.inprocess.parties import NOW, Party, receipt
+from testbed.inprocess.promises import unsettled_charges
+from testbed.inprocess.records import requested
 
 S = ReservationState
 

@@ -33,10 +33,10 @@ from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import pricing_of
 from siteagent.market.store import ReservationState, Store, UsageTotals
 from siteagent.pricing import Pricing
-from testbed.fakes import FakeClock, FaultyBackend
-from testbed.offers import record_offer
-from testbed.records import a_record
-from testbed.traces import write_trace
+from testbed.inprocess.fakes import FakeClock, FaultyBackend
+from testbed.inprocess.offers import record_offer
+from testbed.inprocess.records import a_record
+from testbed.inprocess.traces import write_trace
 
 #: The default configuration's pricing.
 PRICING = pricing_of(PricingConfig())

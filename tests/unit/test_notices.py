@@ -21,7 +21,7 @@ from siteagent.market.store import ReservationRecord, ReservationState
 from siteagent.serve import notice_handler
 from siteagent.serving import installation
 from siteagent.serving.notices import MAX_NOTICE_BYTES, Notice, NoticeListener, parse_notice
-from testbed.records import a_record
+from testbed.inprocess.records import a_record
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAM = REPO / "contrib" / "slurm" / "resv-notify"

@@ -25,7 +25,7 @@ from siteagent.core.scheduling import Policy, plan
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.snapshot import snapshot_of
 from siteagent.sim.workload import Workload
-from testbed.reference_sim import (
+from testbed.sims.reference import (
     AGREEMENT,
     ALL_POLICIES,
     PROPERTY,
@@ -34,7 +34,7 @@ from testbed.reference_sim import (
     scratch_swf,
     workloads,
 )
-from testbed.traces import trace_prefix
+from testbed.inprocess.traces import trace_prefix
 
 FCFS, EASY, CONSERVATIVE = Policy.FCFS, Policy.EASY, Policy.CONSERVATIVE
 

@@ -12,7 +12,7 @@ import pytest
 
 from siteagent.serving import sdnotify
 from siteagent.serving.sdnotify import Watchdog, notify, watchdog_interval_s
-from testbed.fakes import FakeClock
+from testbed.inprocess.fakes import FakeClock
 
 
 class Listener:

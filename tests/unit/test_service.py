@@ -18,8 +18,8 @@ from siteagent.ledger.bank import Ledger
 from siteagent.market.site import Site, open_site
 from siteagent.protocol import keys
 from siteagent.serve import Parts, apply, assemble, changed_keys, keep_restart_settings
-from testbed.parties import Party
-from testbed.traces import write_trace
+from testbed.inprocess.parties import Party
+from testbed.inprocess.traces import write_trace
 
 
 def settings(tmp_path: Path, **sections: Any) -> schema.Config:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from siteagent.core.model import ClusterSnapshot, Job, Slot
 from siteagent.core.scheduling import Policy, plan
 from siteagent.core.slots import advertise, fit_request, provision, remainder, subslot_cost
-from testbed.strategies import snapshots
+from testbed.inprocess.strategies import snapshots
 
 H = 3600
 D = Decimal

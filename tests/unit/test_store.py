@@ -29,9 +29,9 @@ from siteagent.market.store import (
     Store,
     StoreError,
 )
-from testbed.offers import an_offer
-from testbed.records import a_record, requested
-from testbed.syncs import commit_levels
+from testbed.inprocess.offers import an_offer
+from testbed.inprocess.records import a_record, requested
+from testbed.inprocess.syncs import commit_levels
 
 S = ReservationState
 REPO = Path(__file__).resolve().parents[2]

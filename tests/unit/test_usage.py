@@ -23,8 +23,8 @@ from siteagent.core.model import (
 from siteagent.core.usage import JobUsage, UsageSource, usage_of
 from siteagent.market.store import ReservationState, Store
 from siteagent.market.usage import ACCOUNTING_GRACE_S, UsageRecorder, reservation_usage
-from testbed.fakes import FakeClock, FakeRun
-from testbed.records import requested
+from testbed.inprocess.fakes import FakeClock, FakeRun
+from testbed.inprocess.records import requested
 
 S = ReservationState
 #: The window of the reservation ``requested`` stores: 4 cores over [1000, 4600).

@@ -20,9 +20,9 @@ from siteagent.config import loading
 from siteagent.market.reservations import OfferRefused, ReservationFailed
 from siteagent.market.site import Site, open_site
 from siteagent.market.store import ReservationRecord, ReservationState
-from testbed.offers import record_offer
-from testbed.pbs_cluster import PbsTestCluster, text_blocks
-from testbed.processes import wait_until
+from testbed.inprocess.offers import record_offer
+from testbed.pbs.cluster import PbsTestCluster, text_blocks
+from testbed.processes.programs import wait_until
 
 pytestmark = pytest.mark.pbs
 

@@ -1,7 +1,7 @@
 """A market on loopback for the client's integration tests: several ``siteagent serve`` agents
 (replay backends on different traces and time offsets), the one bank they all book at
 (``siteagent ledger serve``), and a buyer with its key, sites file and journal, who runs
-``siteagent-client`` as a real process (through :mod:`testbed.clientrun`, so that a test can
+``siteagent-client`` as a real process (through :mod:`testbed.processes.clientrun`, so that a test can
 interrupt, kill or pause it at any journal write).
 
 The test looks at each site through the agent's own state database (every reservation it
@@ -28,13 +28,13 @@ from siteagent.core.waits import QueueWait
 from siteagent.market.site import STORE_FILE
 from siteagent.market.store import ReservationRecord, ReservationState, Store
 from siteagent.protocol import keys
-from testbed.agents import SITEAGENT, Buyer
-from testbed.parties import Party
-from testbed.processes import START_TIMEOUT_S, free_port, stop, wait_until
-from testbed.slurm_cluster import SlurmTestCluster
-from testbed.traces import busy_trace, write_trace
+from testbed.processes.agents import SITEAGENT, Buyer
+from testbed.inprocess.parties import Party
+from testbed.processes.programs import START_TIMEOUT_S, free_port, stop, wait_until
+from testbed.slurm.cluster import SlurmTestCluster
+from testbed.inprocess.traces import busy_trace, write_trace
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 #: The site's states of a reservation the journal records in each state (a confirmed one
 #: becomes active when its window starts).
@@ -107,7 +107,7 @@ def with_fresh_journal(market: Market, directory: Path) -> Iterator[Market]:
 
 @dataclass
 class PausedClient:
-    """A client stopped at a journal write (testbed/clientrun.py's ``pause``)."""
+    """A client stopped at a journal write (testbed/processes/clientrun.py's ``pause``)."""
 
     process: subprocess.Popen[str]
     directory: Path
@@ -136,10 +136,10 @@ class Service:
         self.process = self._start()
 
     def _start(self, crash: Optional[str] = None) -> subprocess.Popen[bytes]:
-        """Start it; with ``crash`` (testbed/crashrun.py's TARGET:N:WHEN) it kills itself there."""
+        """Start it; with ``crash`` (testbed/processes/crashrun.py's TARGET:N:WHEN) it kills itself there."""
         argv = [str(SITEAGENT), *self.arguments]
         if crash is not None:
-            launcher = [sys.executable, "-m", "testbed.crashrun", "--crash", crash, "--"]
+            launcher = [sys.executable, "-m", "testbed.processes.crashrun", "--crash", crash, "--"]
             argv = [*launcher, *self.arguments]
         with open(self.log, "ab") as out:
             process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
@@ -267,7 +267,7 @@ class Market:
         self, args: Sequence[str], at: Optional[str] = None, then: Optional[str] = None
     ) -> subprocess.Popen[str]:
         """``siteagent-client ARGS`` as its own process, with a break point if given."""
-        launcher = [sys.executable, "-m", "testbed.clientrun"]
+        launcher = [sys.executable, "-m", "testbed.processes.clientrun"]
         if at is not None:
             launcher += ["--at", at, "--then", then or "INT"]
         return subprocess.Popen(

@@ -57,7 +57,7 @@ from hypothesis import strategies as st
 from siteagent.core.scheduling import Policy, Task
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.workload import Workload
-from testbed.traces import swf_row, write_swf
+from testbed.inprocess.traces import swf_row, write_swf
 
 FCFS, EASY, CONSERVATIVE = Policy.FCFS, Policy.EASY, Policy.CONSERVATIVE
 GREEDY = Policy.GREEDY

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 from siteagent.protocol.keys import public_key_text
 from siteagent.security.tls import write_self_signed
-from testbed.parties import Party
+from testbed.inprocess.parties import Party
 
 
 @dataclass

@@ -27,14 +27,14 @@ from siteagent.backends.base import Backend
 from siteagent.backends.replay import REPLAY_STATE_FILE, SwfReplayBackend
 from siteagent.backends.slurm import SlurmBackend
 from siteagent.protocol import keys, signing
-from testbed.parties import Party
-from testbed.processes import free_port, stop, wait_until
-from testbed.slurm_cluster import SlurmTestCluster
-from testbed.traces import write_trace
+from testbed.inprocess.parties import Party
+from testbed.processes.programs import free_port, stop, wait_until
+from testbed.slurm.cluster import SlurmTestCluster
+from testbed.inprocess.traces import write_trace
 
 SITEAGENT = Path(sys.executable).parent / "siteagent"
 #: A replayed 64-core cluster: 48 cores busy for two hours and a 48-core job queued behind
-#: them (as in testbed/api_harness.py), so that offers start now and fees can arise.
+#: them (as in testbed/inprocess/api_harness.py), so that offers start now and fees can arise.
 BUSY_JOBS = [(0, 7200, 32, 7200), (10, 7200, 16, 7200), (20, 3600, 48, 3600)]
 
 

@@ -1,6 +1,6 @@
 """In-memory sites for the English auctioneer's tests: each bids for an announced job with
 values a test scripts round by round, holds the offer it bids with, releases it when told, and
-is accepted and confirmed as the commit's fake seller is (testbed.sellers).
+is accepted and confirmed as the commit's fake seller is (testbed.inprocess.sellers).
 
 :class:`FakeSites` lends them by name as :class:`siteagent.client.auctioneer.SitePool` lends
 connections, so that the auctioneer runs against them unchanged.
@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from siteagent.client.connection import SiteUnreachable
 from siteagent.protocol.models import BidAnswer, BidRequest
-from testbed.sellers import FakeSeller
+from testbed.inprocess.sellers import FakeSeller
 
 #: How long after the auction's close a bid's offer can be accepted (as an agent's).
 ACCEPT_WINDOW_S = 60

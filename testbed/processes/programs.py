@@ -18,15 +18,15 @@ from typing import Any, Dict, Iterator, Optional
 
 import pytest
 
-from testbed import postgres
-from testbed.pbs_cluster import PbsClusterError, PbsTestCluster, unavailable_reason
-from testbed.slurm_accounting import missing_accounting_binaries
-from testbed.slurm_cluster import (
+from testbed.processes.programs import postgres
+from testbed.pbs.cluster import PbsClusterError, PbsTestCluster, unavailable_reason
+from testbed.slurm.accounting import missing_accounting_binaries
+from testbed.slurm.cluster import (
     ClusterError,
     SlurmTestCluster,
     missing_binaries,
 )
-from testbed.slurm_install import SlurmInstall, install_for
+from testbed.slurm.install import SlurmInstall, install_for
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -42,7 +42,7 @@ def unavailable(reason: str) -> None:
 
 
 def slurm_install(series: str) -> SlurmInstall:
-    """Where Slurm ``series`` runs (testbed/slurm_install.py); skips (or, under CI, fails)
+    """Where Slurm ``series`` runs (testbed/slurm/install.py); skips (or, under CI, fails)
     when its chroot has not been built."""
     try:
         return install_for(series)
@@ -100,7 +100,7 @@ def running_pbs() -> Iterator[PbsTestCluster]:
 
 
 def running_postgres() -> Iterator[postgres.PostgresTestServer]:
-    """A started PostgreSQL (testbed/postgres.py), removed afterwards; skips (or, under CI,
+    """A started PostgreSQL (testbed/processes/postgres.py), removed afterwards; skips (or, under CI,
     fails) with the reason when it cannot run or start here."""
     reason = postgres.unavailable_reason()
     if reason:

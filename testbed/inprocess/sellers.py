@@ -19,7 +19,7 @@ from siteagent.core.model import Offer, Request
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Cancellation, Receipt
 from siteagent.protocol.models import OfferView, ReservationView
-from testbed.parties import Party
+from testbed.inprocess.parties import Party
 
 NOW = 1_800_000_000
 LIVE = ("TENTATIVE", "CONFIRMED")

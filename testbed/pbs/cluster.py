@@ -41,9 +41,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Dict, List, Optional, Sequence, Type
 
-from testbed.slurm_cluster import _pid_alive, _tail
+from testbed.slurm.cluster import _pid_alive, _tail
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "tests" / "setup" / "build-openpbs"
 #: Written by the build script once the installed tree is complete.
 BUILT_STAMP = ".siteagent-built"

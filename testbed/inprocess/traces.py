@@ -12,7 +12,7 @@ import random
 from pathlib import Path
 from typing import Iterable, List, Optional, Sequence, Tuple
 
-TRACES = Path(__file__).resolve().parents[1] / "traces"
+TRACES = Path(__file__).resolve().parents[2] / "traces"
 
 
 def swf_row(

@@ -28,11 +28,11 @@ from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import STORE_FILE
 from siteagent.market.store import Store
 from siteagent.protocol.keys import private_key_pem, public_key_text, write_private
-from testbed.pbs_cluster import PbsTestCluster
-from testbed.processes import free_port
-from testbed.slurm_cluster import SlurmTestCluster
+from testbed.pbs.cluster import PbsTestCluster
+from testbed.processes.programs import free_port
+from testbed.slurm.cluster import SlurmTestCluster
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 #: Beyond one poll interval, how long an agent's cycle may take to act (snapshot, plan,
 #: housekeeping, each an fsync'ed write) on a busy two-core CI machine.
@@ -100,7 +100,7 @@ class LifecycleSite:
         return ["--client", self.buyer, *key]
 
     def argv(self, args: List[str], crash: Optional[str] = None) -> List[str]:
-        launcher = [sys.executable, "-m", "testbed.crashrun"]
+        launcher = [sys.executable, "-m", "testbed.processes.crashrun"]
         return launcher + (["--crash", crash] if crash else []) + ["--", *args]
 
     def start_agent(self, crash: Optional[str] = None) -> subprocess.Popen[str]:
@@ -243,7 +243,7 @@ class SlurmSite(LifecycleSite):
 class PbsSite(LifecycleSite):
     """A site on the real OpenPBS test cluster (queue ``workq``), configured by a file as an
     administrator would; its commands reach the cluster's namespace through the wrappers on
-    ``PATH`` (testbed/pbs_cluster.py). ``unit``: cores, or whole vnodes."""
+    ``PATH`` (testbed/pbs/cluster.py). ``unit``: cores, or whole vnodes."""
 
     def __init__(
         self, state_dir: Path, cluster: PbsTestCluster, unit: CapacityUnit = CapacityUnit.CORE

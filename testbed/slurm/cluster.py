@@ -11,12 +11,12 @@ The recipe and the reasons behind each setting are in ``docs/slurm.md`` §1:
 ``%n`` in the slurmd paths lets several slurmd share one host, private ports keep it apart from
 any other cluster on the machine, ``bf_interval=5`` makes backfill estimates appear within
 seconds, and no accounting keeps slurmdbd out of the picture (``accounting=True`` adds a private
-slurmdbd for the tests that need ``sacct``: testbed/slurm_accounting.py). ``extra_config`` adds
+slurmdbd for the tests that need ``sacct``: testbed/slurm/accounting.py). ``extra_config`` adds
 slurm.conf lines and ``files`` puts files beside slurm.conf before slurmctld starts (a
 ``job_submit.lua``, which slurmctld reads from there).
 
 ``install`` says which Slurm release runs it: the host's (the default) or a newer one in a
-chroot (testbed/slurm_install.py); the cluster's files are then under the chroot, the daemons
+chroot (testbed/slurm/install.py); the cluster's files are then under the chroot, the daemons
 and clients run in it (:meth:`SlurmTestCluster.run`), and :meth:`SlurmTestCluster.slurm_config`
 gives the backend the chroot as its ``command_prefix``.
 
@@ -41,10 +41,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
 from siteagent.backends.slurm.config import SlurmConfig
-from testbed.slurm_install import SlurmInstall, host_series
+from testbed.slurm.install import SlurmInstall, host_series
 
 if TYPE_CHECKING:
-    from testbed.slurm_accounting import SlurmAccounting
+    from testbed.slurm.accounting import SlurmAccounting
 
 #: Binaries the cluster needs; missing ones are reported by name.
 REQUIRED_BINARIES = (
@@ -188,7 +188,7 @@ class SlurmTestCluster:
         self.node_ports: Dict[str, int] = {}
         self.startup_seconds = 0.0
         self._started = False
-        #: with ``accounting``, a private mariadbd + slurmdbd (testbed/slurm_accounting.py)
+        #: with ``accounting``, a private mariadbd + slurmdbd (testbed/slurm/accounting.py)
         self.accounting: Optional[SlurmAccounting] = None
         self._with_accounting = accounting
         self.extra_config = tuple(extra_config)
@@ -258,7 +258,7 @@ class SlurmTestCluster:
                 del self.env[key]
         self._started = True
         if self._with_accounting:
-            from testbed.slurm_accounting import SlurmAccounting
+            from testbed.slurm.accounting import SlurmAccounting
 
             self.accounting = SlurmAccounting(self.dir, self.env, self.install)
             self.accounting.start()

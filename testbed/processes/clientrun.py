@@ -1,7 +1,7 @@
 """Run ``siteagent-client`` with a break point: at a chosen journal write the process is
 interrupted (SIGINT, as Ctrl-C), killed (SIGKILL, as a crash) or paused for the test.
 
-    python -m testbed.clientrun [--at METHOD:N:WHEN --then ACTION] -- ARGS...
+    python -m testbed.processes.clientrun [--at METHOD:N:WHEN --then ACTION] -- ARGS...
 
 runs ``siteagent-client ARGS...`` (the real entry point, in this process) after arranging
 that the Nth call (counting from 1) of ``Journal.METHOD`` does ACTION ``before`` the call runs

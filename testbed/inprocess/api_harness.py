@@ -29,9 +29,9 @@ from siteagent.market.deals import Deals
 from siteagent.market.site import Site, open_site
 from siteagent.protocol import signing
 from siteagent.security import authentication
-from testbed.fakes import FaultyBackend
-from testbed.parties import Party
-from testbed.traces import write_trace
+from testbed.inprocess.fakes import FaultyBackend
+from testbed.inprocess.parties import Party
+from testbed.inprocess.traces import write_trace
 
 with warnings.catch_warnings():  # Starlette now prefers httpx2; httpx still works
     warnings.simplefilter("ignore")

@@ -12,11 +12,11 @@ from siteagent.client.sites import Site, Timeouts
 from siteagent.market.site import STORE_FILE
 from siteagent.market.store import BidRecord, Store
 from siteagent.protocol import keys
-from testbed.agents import Buyer, SlurmBatch
-from testbed.market import Service
-from testbed.parties import Party
-from testbed.processes import free_port
-from testbed.slurm_cluster import SlurmTestCluster
+from testbed.processes.agents import Buyer, SlurmBatch
+from testbed.processes.market import Service
+from testbed.inprocess.parties import Party
+from testbed.processes.programs import free_port
+from testbed.slurm.cluster import SlurmTestCluster
 
 
 class SlurmSite:

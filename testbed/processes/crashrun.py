@@ -1,6 +1,6 @@
 """Run ``siteagent`` with a crash point: the process SIGKILLs itself at a chosen call.
 
-    python -m testbed.crashrun [--crash TARGET:N:WHEN] -- ARGS...
+    python -m testbed.processes.crashrun [--crash TARGET:N:WHEN] -- ARGS...
 
 runs ``siteagent ARGS...`` (the real command-line entry point, in this process) after
 arranging that the Nth call (counting from 1) of TARGET kills the process with SIGKILL,

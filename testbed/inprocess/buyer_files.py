@@ -11,7 +11,7 @@ import yaml
 
 from siteagent.cli.main import client_main
 from siteagent.protocol import keys
-from testbed.parties import Party
+from testbed.inprocess.parties import Party
 
 #: A site as a sites file names it: (name, url, CA certificate).
 SiteEntry = Tuple[str, str, Path]

@@ -10,7 +10,7 @@ slurmdbd reads ``slurmdbd.conf`` from the directory of ``SLURM_CONF`` and refuse
 is mode 600 and owned by SlurmUser (root here). slurmdbd talks to the database over TCP, so no
 client option file (``/etc/mysql``) decides which socket it uses. Both daemons are stopped by
 PID. Needs root and ``mariadb-server slurmdbd`` (tests/setup/install-system-deps, or in the
-chroot of the cluster's ``install``: testbed/slurm_install.py, whose paths and users it uses).
+chroot of the cluster's ``install``: testbed/slurm/install.py, whose paths and users it uses).
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from testbed.slurm_cluster import ClusterError, _pid_alive, _tail, free_ports
-from testbed.slurm_install import SlurmInstall, host_series
+from testbed.slurm.cluster import ClusterError, _pid_alive, _tail, free_ports
+from testbed.slurm.install import SlurmInstall, host_series
 
 #: Programs accounting needs beyond the cluster's own.
 ACCOUNTING_BINARIES = ("mariadb-install-db", "mariadbd", "mariadb", "slurmdbd", "sacctmgr", "sacct")

@@ -5,7 +5,7 @@ Each site is a simulated cluster (:class:`~siteagent.sim.simulator.Simulator`) w
 stream of local jobs, bidding through the agent's use case
 (:class:`~siteagent.market.bidding.Bidding`, on an in-memory store) against the market view of
 its cluster as it is at that instant, and accepting and confirming as the commit's in-memory
-seller does (:class:`testbed.sellers.FakeSeller`: real signed receipts). The auctioneer is
+seller does (:class:`testbed.inprocess.sellers.FakeSeller`: real signed receipts). The auctioneer is
 :class:`~siteagent.client.auctioneer.Auctioneer`, driven step by step by :class:`World`:
 
 - an auction opens when its job arrives and asks every site at once;
@@ -62,7 +62,7 @@ from siteagent.pricing import FlatPrice, NoFee, Pricing
 from siteagent.protocol.models import AuctionedJob, BidAnswer, BidRequest
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.snapshot import snapshot_of
-from testbed.sellers import FakeSeller
+from testbed.inprocess.sellers import FakeSeller
 
 T = TypeVar("T")
 

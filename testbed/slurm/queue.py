@@ -12,7 +12,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, List, Sequence, Tuple
 
-from testbed.slurm_cluster import ClusterError, SlurmTestCluster
+from testbed.slurm.cluster import ClusterError, SlurmTestCluster
 
 #: Two running jobs and six pending ones whose starts follow from the running jobs' limits
 #: (cores, minutes), in priority (submission) order: backfill plans every one of them.

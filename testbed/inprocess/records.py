@@ -7,7 +7,7 @@ from decimal import Decimal
 
 from siteagent.core.model import CapacityUnit
 from siteagent.market.store import Remember, ReservationRecord, ReservationState, Store
-from testbed.offers import an_offer
+from testbed.inprocess.offers import an_offer
 
 S = ReservationState
 
