@@ -37,8 +37,8 @@ import psutil
 from bench.common import ROOT, TRACES, machine, md_table, median, write_results
 from bench.quote_clients import percentile
 from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
-from testbed.processes.market import Market, SiteSpec
 from testbed.inprocess.parties import Party
+from testbed.processes.market import Market, SiteSpec
 
 #: How long one agent may take to start: replaying months of RICC or CEA Curie to its offset
 #: takes 20-30 s alone, minutes on a loaded machine.

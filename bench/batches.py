@@ -1,7 +1,8 @@
 """What a batch part costs the agent, against the single call: the figures behind the rates a
 batch is counted at (docs/batches.md, siteagent/api/rates.py).
 
-The agent's API in process (testbed/inprocess/api_harness.py: the routes, the gate with its signature
+The agent's API in process (testbed/inprocess/api_harness.py: the routes, the gate with its
+signature
 checks, the store on disk, the embedded bank) on a small replayed cluster; this process's CPU
 time (``time.process_time``) for N single quotes, accepts and confirms, and for the same work
 as one batch of N, ``--rounds`` times, the order alternating. The client's own signing is

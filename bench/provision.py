@@ -1,6 +1,7 @@
 """The client's planners on sites in memory: greedy and genetic provisioning, and selection.
 
-Three sites in memory (testbed/inprocess/provisioning.py: 128, 256 and 430 cores, as the thesis' SDSC
+Three sites in memory (testbed/inprocess/provisioning.py: 128, 256 and 430 cores, as the thesis'
+SDSC
 and CTC machines, each with running and queued jobs) quote with the agent's own pricing: a
 unit price of 1 per core-hour plus the adaptive externality fee over a conservative plan
 (thesis ch. 5). Measured, medians over ``--repeat`` runs:
@@ -49,7 +50,6 @@ from siteagent.client.tasks import Task, TaskGraph
 from siteagent.client.wfformat import read_wfformat
 from siteagent.market.site import STORE_FILE
 from siteagent.protocol.models import WaitHistory
-from testbed.processes.market import Market, flat_priced
 from testbed.inprocess.provisioning import (
     T0,
     BatchMarketSites,
@@ -61,6 +61,7 @@ from testbed.inprocess.provisioning import (
     montage_instance,
     write_workflow,
 )
+from testbed.processes.market import Market, flat_priced
 
 TARGET_GREEDY_S = 10.0
 TARGET_GENETIC_S = 10.0

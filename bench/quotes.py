@@ -12,7 +12,8 @@ Two parts:
   quote as medians over the rounds. Targets at 50 clients: p99 < 100 ms, quotes/s at least
   twice the reference's.
 - **where the CPU goes**: one signed quote's path through the agent's ASGI application in
-  process (no TLS, no HTTP parsing; testbed/inprocess/api_harness.py's small cluster), its parts timed
+  process (no TLS, no HTTP parsing; testbed/inprocess/api_harness.py's small cluster), its parts
+  timed
   on their own (the signature check, the use case, storing the offers, the route's framework)
   in this process's CPU time, medians over rounds.
 """

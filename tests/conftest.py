@@ -64,7 +64,8 @@ def openpbs(openpbs_cluster: PbsTestCluster) -> Iterator[PbsTestCluster]:
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresTestServer]:
-    """A running PostgreSQL in a private directory on a free port (testbed/processes/postgres.py)."""
+    """A running PostgreSQL in a private directory on a free port
+    (testbed/processes/postgres.py)."""
     yield from running_postgres()
 
 

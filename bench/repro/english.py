@@ -143,7 +143,12 @@ def global_stream(count: int, mean_s: float, unit_s: float, seed: int) -> List[G
 #: runs the first part once).
 CACHE = ROOT / "bench" / ".work" / "repro-english"
 #: The code a run's result depends on: the package, the simulated auctions, this module.
-CODE = ("siteagent", "testbed/sims/english.py", "testbed/inprocess/sellers.py", "bench/repro/english.py")
+CODE = (
+    "siteagent",
+    "testbed/sims/english.py",
+    "testbed/inprocess/sellers.py",
+    "bench/repro/english.py",
+)
 
 
 def one_run(config: Mapping[str, Any]) -> Dict[str, Any]:

@@ -33,8 +33,8 @@ import yaml
 
 from bench.auction import TABLE2, TRACE_OF
 from bench.common import ROOT, TRACES
-from testbed.processes.market import Market, SiteSpec
 from testbed.inprocess.parties import Party
+from testbed.processes.market import Market, SiteSpec
 from testbed.processes.programs import free_port, stop
 
 #: Replay speed: one wall second is 15 s of trace, the paper's round timer.

@@ -38,8 +38,8 @@ from bench.repro.ramp_market import Buyers, buyer_process
 from bench.repro.ramp_parts import request, summary
 from bench.repro.seeds import uniform
 from siteagent.sim.workload import Workload
-from testbed.processes.market import Market, SiteSpec, on_slurm
 from testbed.inprocess.parties import Party
+from testbed.processes.market import Market, SiteSpec, on_slurm
 from testbed.slurm.cluster import SlurmTestCluster, missing_binaries
 
 SITES = ("atlas1", "ricc1")

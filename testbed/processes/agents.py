@@ -28,9 +28,9 @@ from siteagent.backends.replay import REPLAY_STATE_FILE, SwfReplayBackend
 from siteagent.backends.slurm import SlurmBackend
 from siteagent.protocol import keys, signing
 from testbed.inprocess.parties import Party
+from testbed.inprocess.traces import write_trace
 from testbed.processes.programs import free_port, stop, wait_until
 from testbed.slurm.cluster import SlurmTestCluster
-from testbed.inprocess.traces import write_trace
 
 SITEAGENT = Path(sys.executable).parent / "siteagent"
 #: A replayed 64-core cluster: 48 cores busy for two hours and a 48-core job queued behind

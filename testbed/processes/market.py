@@ -1,7 +1,8 @@
 """A market on loopback for the client's integration tests: several ``siteagent serve`` agents
 (replay backends on different traces and time offsets), the one bank they all book at
 (``siteagent ledger serve``), and a buyer with its key, sites file and journal, who runs
-``siteagent-client`` as a real process (through :mod:`testbed.processes.clientrun`, so that a test can
+``siteagent-client`` as a real process (through :mod:`testbed.processes.clientrun`, so that a test
+can
 interrupt, kill or pause it at any journal write).
 
 The test looks at each site through the agent's own state database (every reservation it
@@ -28,11 +29,11 @@ from siteagent.core.waits import QueueWait
 from siteagent.market.site import STORE_FILE
 from siteagent.market.store import ReservationRecord, ReservationState, Store
 from siteagent.protocol import keys
-from testbed.processes.agents import SITEAGENT, Buyer
 from testbed.inprocess.parties import Party
+from testbed.inprocess.traces import busy_trace, write_trace
+from testbed.processes.agents import SITEAGENT, Buyer
 from testbed.processes.programs import START_TIMEOUT_S, free_port, stop, wait_until
 from testbed.slurm.cluster import SlurmTestCluster
-from testbed.inprocess.traces import busy_trace, write_trace
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -136,7 +137,8 @@ class Service:
         self.process = self._start()
 
     def _start(self, crash: Optional[str] = None) -> subprocess.Popen[bytes]:
-        """Start it; with ``crash`` (testbed/processes/crashrun.py's TARGET:N:WHEN) it kills itself there."""
+        """Start it; with ``crash`` (testbed/processes/crashrun.py's TARGET:N:WHEN) it kills itself
+        there."""
         argv = [str(SITEAGENT), *self.arguments]
         if crash is not None:
             launcher = [sys.executable, "-m", "testbed.processes.crashrun", "--crash", crash, "--"]

@@ -15,10 +15,10 @@ from typing import Any, Dict, Mapping, Sequence
 import yaml
 
 from siteagent.protocol import keys
-from testbed.processes.agents import BUSY_JOBS, SITEAGENT, Buyer, Service
 from testbed.inprocess.parties import Party
-from testbed.processes.programs import free_port
 from testbed.inprocess.traces import write_trace
+from testbed.processes.agents import BUSY_JOBS, SITEAGENT, Buyer, Service
+from testbed.processes.programs import free_port
 
 
 @dataclass

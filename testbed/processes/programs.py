@@ -18,8 +18,8 @@ from typing import Any, Dict, Iterator, Optional
 
 import pytest
 
-from testbed.processes.programs import postgres
 from testbed.pbs.cluster import PbsClusterError, PbsTestCluster, unavailable_reason
+from testbed.processes.programs import postgres
 from testbed.slurm.accounting import missing_accounting_binaries
 from testbed.slurm.cluster import (
     ClusterError,
@@ -100,7 +100,8 @@ def running_pbs() -> Iterator[PbsTestCluster]:
 
 
 def running_postgres() -> Iterator[postgres.PostgresTestServer]:
-    """A started PostgreSQL (testbed/processes/postgres.py), removed afterwards; skips (or, under CI,
+    """A started PostgreSQL (testbed/processes/postgres.py), removed afterwards; skips (or, under
+    CI,
     fails) with the reason when it cannot run or start here."""
     reason = postgres.unavailable_reason()
     if reason:

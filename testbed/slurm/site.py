@@ -12,9 +12,9 @@ from siteagent.client.sites import Site, Timeouts
 from siteagent.market.site import STORE_FILE
 from siteagent.market.store import BidRecord, Store
 from siteagent.protocol import keys
+from testbed.inprocess.parties import Party
 from testbed.processes.agents import Buyer, SlurmBatch
 from testbed.processes.market import Service
-from testbed.inprocess.parties import Party
 from testbed.processes.programs import free_port
 from testbed.slurm.cluster import SlurmTestCluster
 

@@ -12,9 +12,9 @@ from typing import Iterator
 
 import pytest
 
+from testbed.inprocess.traces import busy_trace
 from testbed.processes.sites import LifecycleSite, PbsSite, ReplaySite, SlurmSite
 from testbed.slurm.install import SlurmInstall
-from testbed.inprocess.traces import busy_trace
 
 
 @pytest.fixture(

@@ -7,7 +7,8 @@ too. A campaign picks flows at random; each flow kills a process at one of three
 point:
 
 * a **crash point**: the process kills itself right before or after a chosen call (intent
-  written, reservation created, transition recorded, deletion done), see ``testbed/processes/crashrun.py``;
+  written, reservation created, transition recorded, deletion done), see
+  ``testbed/processes/crashrun.py``;
 * a **timer**: an external SIGKILL after a random delay;
 * the **agent**: ``siteagent serve`` is killed while a command runs, or armed with a crash
   point in its own housekeeping (expiry, reconciliation).

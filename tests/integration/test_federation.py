@@ -34,8 +34,8 @@ import pytest
 from siteagent.config import loading
 from siteagent.protocol import documents
 from siteagent.protocol.keys import load_private_key
-from testbed.processes.agents import Buyer
 from testbed.inprocess.parties import Party
+from testbed.processes.agents import Buyer
 from testbed.processes.programs import free_port, require_programs, stop, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

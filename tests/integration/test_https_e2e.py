@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from siteagent.ledger.bank import Ledger
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Receipt
+from testbed.inprocess.parties import Party
 from testbed.processes.agents import (
     BUSY_JOBS,
     BatchSystem,
@@ -32,7 +33,6 @@ from testbed.processes.agents import (
     SlurmBatch,
     run_agent,
 )
-from testbed.inprocess.parties import Party
 from testbed.processes.programs import wait_until
 from testbed.slurm.install import SlurmInstall
 

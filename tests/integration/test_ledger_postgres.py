@@ -25,8 +25,8 @@ from siteagent.ledger.bank import InsufficientFunds, Ledger, LedgerUnavailable
 from siteagent.ledger.client import RemoteLedger
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Cancellation, Receipt
-from testbed.processes.banks import BankProcesses
 from testbed.inprocess.parties import NOW, Party, receipt
+from testbed.processes.banks import BankProcesses
 from testbed.processes.postgres import PostgresTestServer
 
 PRICE = Decimal("43.40")  # testbed.inprocess.parties.offer

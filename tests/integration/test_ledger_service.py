@@ -24,10 +24,10 @@ import yaml
 
 from siteagent.protocol import documents, keys
 from testbed.inprocess import raw_http
-from testbed.processes.agents import BUSY_JOBS, Buyer, Service
 from testbed.inprocess.parties import Party
-from testbed.processes.programs import free_port, wait_until
 from testbed.inprocess.traces import write_trace
+from testbed.processes.agents import BUSY_JOBS, Buyer, Service
+from testbed.processes.programs import free_port, wait_until
 
 MB = 1024 * 1024
 

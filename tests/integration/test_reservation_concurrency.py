@@ -33,9 +33,9 @@ from siteagent.market.site import STORE_FILE
 from siteagent.market.store import ReservationState
 from testbed.inprocess.offers import record_offer
 from testbed.inprocess.promises import capacity_overruns, ours
+from testbed.inprocess.traces import busy_trace
 from testbed.processes.sites import LifecycleSite, ReplaySite, SlurmSite
 from testbed.slurm.install import SlurmInstall
-from testbed.inprocess.traces import busy_trace
 
 S = ReservationState
 

@@ -34,8 +34,8 @@ from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import STORE_FILE
 from siteagent.market.store import ReservationState, Store
 from siteagent.serving import installation
-from testbed.processes.agents import SITEAGENT, spawn_agent
 from testbed.inprocess.offers import record_offer
+from testbed.processes.agents import SITEAGENT, spawn_agent
 from testbed.processes.programs import free_port, running_slurm, stop, wait_until
 from testbed.processes.sites import authorize_buyer
 from testbed.slurm.cluster import SlurmTestCluster

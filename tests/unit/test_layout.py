@@ -121,4 +121,6 @@ def test_the_support_package_is_grouped_by_how_a_test_uses_it() -> None:
         if path.suffix == ".py" and path.name not in ("__init__.py", "compiled.py")
     )
     assert loose == []
-    assert {p.name for p in (REPO / "testbed").iterdir() if p.is_dir() and p.name != "__pycache__"} == groups
+    assert {
+        p.name for p in (REPO / "testbed").iterdir() if p.is_dir() and p.name != "__pycache__"
+    } == groups

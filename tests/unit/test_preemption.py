@@ -25,6 +25,7 @@ from siteagent.core.scheduling import Policy, plan
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.snapshot import snapshot_of
 from siteagent.sim.workload import Workload
+from testbed.inprocess.traces import trace_prefix
 from testbed.sims.reference import (
     AGREEMENT,
     ALL_POLICIES,
@@ -34,7 +35,6 @@ from testbed.sims.reference import (
     scratch_swf,
     workloads,
 )
-from testbed.inprocess.traces import trace_prefix
 
 FCFS, EASY, CONSERVATIVE = Policy.FCFS, Policy.EASY, Policy.CONSERVATIVE
 

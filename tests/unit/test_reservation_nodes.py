@@ -2,7 +2,8 @@
 
 The agent re-checks an offer on its node-aware plan, creates the reservation on the nodes
 that plan chose, and verifies on reading it back that the batch system put it there. Runs on
-:class:`testbed.inprocess.fakes.NodeCluster`, which places and refuses as Slurm does and, like Slurm,
+:class:`testbed.inprocess.fakes.NodeCluster`, which places and refuses as Slurm does and, like
+Slurm,
 does not show how a reservation over several nodes splits its cores.
 """
 

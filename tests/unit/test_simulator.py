@@ -14,6 +14,7 @@ from siteagent.core.model import BatchReservation, ClusterSnapshot, Job
 from siteagent.core.scheduling import Policy, Task, plan
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.workload import Workload
+from testbed.inprocess.traces import swf_row, trace_prefix, write_swf
 from testbed.sims.reference import (
     AGREEMENT,
     ALL_POLICIES,
@@ -35,7 +36,6 @@ from testbed.sims.reference import (
     scratch_swf,
     workloads,
 )
-from testbed.inprocess.traces import swf_row, trace_prefix, write_swf
 
 # =============================================================================================
 # The reference checks itself

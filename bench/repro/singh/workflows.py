@@ -11,7 +11,8 @@
 Planned windows are then put into a fork of the replay as advance reservations: a window the
 replay refuses would be a plan the site could not keep (counted; none is expected with exact
 estimates). Every planner is the client's own (``siteagent.client``); the sites are in memory
-(``testbed.inprocess.provisioning.MarketSites``), quoting and advertising from the replay's snapshot.
+(``testbed.inprocess.provisioning.MarketSites``), quoting and advertising from the replay's
+snapshot.
 """
 
 from __future__ import annotations

@@ -32,9 +32,9 @@ from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import STORE_FILE
 from siteagent.market.store import ReservationState, Store
 from siteagent.serving import installation
-from testbed.processes.agents import SITEAGENT, spawn_agent
 from testbed.inprocess.offers import record_offer
 from testbed.pbs.cluster import SERVER, PbsTestCluster, text_blocks
+from testbed.processes.agents import SITEAGENT, spawn_agent
 from testbed.processes.programs import free_port, stop, wait_until
 from testbed.processes.sites import authorize_buyer
 
