@@ -1,4 +1,6 @@
-"""An in-process agent API on a small replayed cluster, and signed requests to it.
+"""Use this when a test calls the agent's API in process, signed, without a server.
+
+An in-process agent API on a small replayed cluster, and signed requests to it.
 
 Each test gets its own site (state directory, store, simulated cluster), an agent that has
 polled it once, two authorized clients (alice, bob), an embedded ledger (each client with the

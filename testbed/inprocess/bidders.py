@@ -1,4 +1,6 @@
-"""In-memory sites for the English auctioneer's tests: each bids for an announced job with
+"""Use this when an English-auction test needs sites in memory that bid as scripted.
+
+In-memory sites for the English auctioneer's tests: each bids for an announced job with
 values a test scripts round by round, holds the offer it bids with, releases it when told, and
 is accepted and confirmed as the commit's fake seller is (testbed.inprocess.sellers).
 

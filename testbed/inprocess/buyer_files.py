@@ -1,4 +1,6 @@
-"""A buyer's files for ``siteagent-client`` tests against scripted sites, and a run of the
+"""Use this when a client CLI test needs a buyer's files or an in-process run of the command.
+
+A buyer's files for ``siteagent-client`` tests against scripted sites, and a run of the
 command in-process: every client CLI test module writes the same sites file."""
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Stand-ins for the agent's surroundings inside one process: a clock the test moves, a
+"""Use this when a test needs a clock it moves or a backend that misbehaves on request.
+
+Stand-ins for the agent's surroundings inside one process: a clock the test moves, a
 backend that misbehaves on request (refuses, shrinks, loses answers, goes down), a small
 batch system that places work on particular nodes as Slurm does, and a Slurm command that
 answers what the test says."""

@@ -1,4 +1,6 @@
-"""A scripted HTTPS server for the client's unit tests: real TLS on loopback (a self-signed
+"""Use this when a client unit test needs an HTTPS server with canned answers.
+
+A scripted HTTPS server for the client's unit tests: real TLS on loopback (a self-signed
 certificate, so that trust by CA file and by pin are both exercised), canned answers by method
 and path, and every request it received kept for the test to look at.
 """

@@ -1,4 +1,6 @@
-"""Offers the tests make: one recorded with the reservation manager for exactly the window a
+"""Use this when a test needs an offer, recorded or plain, for a window it chooses.
+
+Offers the tests make: one recorded with the reservation manager for exactly the window a
 test chooses, where such a window fits, and a plain offer with exact money in it."""
 
 from __future__ import annotations

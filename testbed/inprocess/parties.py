@@ -1,4 +1,6 @@
-"""Parties, offers and signed receipts for the security and ledger tests."""
+"""Use this when a security or ledger test needs parties, offers and signed receipts.
+
+Parties, offers and signed receipts for the security and ledger tests."""
 
 from __future__ import annotations
 

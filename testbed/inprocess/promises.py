@@ -1,4 +1,6 @@
-"""The reservation lifecycle's promises, written once as a function (:func:`violations`), so
+"""Use this when a test checks the reservation lifecycle's promises on any backend.
+
+The reservation lifecycle's promises, written once as a function (:func:`violations`), so
 that the unit, crash and concurrency tests all check the same thing, on whichever backend they
 run, the money included (no booked charge without a confirmed reservation, once the agent
 settled: :func:`unsettled_charges`); and the capacity no set of reservations may overrun

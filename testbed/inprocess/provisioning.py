@@ -1,4 +1,6 @@
-"""Sites in memory and synthetic workflows, for the provisioning tests and benchmark.
+"""Use this when a provisioning test or benchmark needs sites in memory and workflows.
+
+Sites in memory and synthetic workflows, for the provisioning tests and benchmark.
 
 :class:`MarketSites` answers the greedy planner as agents would, with the agent's own pricing
 (the thesis' adaptive externality fee over a conservative plan of each site's queue), and

@@ -1,4 +1,6 @@
-"""Raw HTTP/1.1 over TLS to a running agent: a request head and body written byte by byte, as
+"""Use this when a test sends malformed or oversized HTTP to a running agent.
+
+Raw HTTP/1.1 over TLS to a running agent: a request head and body written byte by byte, as
 an attacker would send them, and the status the agent answered.
 
 No HTTP client library: a client builds a request it believes valid (and refuses to send huge

@@ -1,4 +1,6 @@
-"""Reservation records for the store's tests: one as the store holds it, and one stored as
+"""Use this when a store test needs reservation records.
+
+Reservation records for the store's tests: one as the store holds it, and one stored as
 REQUESTED behind its offer, the state every accepted reservation starts in."""
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""An in-memory site for the client's commit tests: it makes offers, holds tentative
+"""Use this when a client commit test needs a site in memory that offers and confirms.
+
+An in-memory site for the client's commit tests: it makes offers, holds tentative
 reservations against its capacity, confirms them with real signed receipts and cancels them,
 and misbehaves on request (refuses confirms, stops answering, loses an answer).
 

@@ -1,4 +1,6 @@
-"""Hypothesis strategies shared by the slot and pricing tests."""
+"""Use this when a property test needs hypothesis strategies for slots or pricing.
+
+Hypothesis strategies shared by the slot and pricing tests."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Which commits of an SQLite connection wait for the disk: the ``synchronous`` level each
+"""Use this when a test checks which SQLite commits wait for the disk.
+
+Which commits of an SQLite connection wait for the disk: the ``synchronous`` level each
 ``COMMIT`` ran at, read off the statements the connection runs
 (:mod:`siteagent.core.transactions` sets it before each transaction)."""
 

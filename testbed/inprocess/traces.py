@@ -1,4 +1,6 @@
-"""SWF traces written by hand for the tests: a few jobs, a busy stream, a bundled trace's start.
+"""Use this when a test needs a small SWF trace written by hand.
+
+SWF traces written by hand for the tests: a few jobs, a busy stream, a bundled trace's start.
 
 ``write_trace``/``busy_trace`` build the small clusters the lifecycle tests replay (jobs as
 tuples); ``swf_row``/``write_swf`` build records field by field for the parser's and the

@@ -1,4 +1,6 @@
-"""A private, real OpenPBS on this host for the integration tests.
+"""Use this when a test needs a private, real OpenPBS.
+
+A private, real OpenPBS on this host for the integration tests.
 
 ``PbsTestCluster`` runs OpenPBS as built by tests/setup/build-openpbs (from the vendored
 source, cached outside the clone): pbs_comm, pbs_server with its PostgreSQL data service,

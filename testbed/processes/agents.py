@@ -1,4 +1,6 @@
-"""A running `siteagent serve` over real HTTPS, for the end-to-end and outage tests: the
+"""Use this when an end-to-end or outage test needs `siteagent serve` running over HTTPS.
+
+A running `siteagent serve` over real HTTPS, for the end-to-end and outage tests: the
 batch system it runs on, the buyer that talks to it, and the process itself.
 
 A site under test differs only in its ``backend`` configuration, the scheduler user its

@@ -1,4 +1,6 @@
-"""Several ``siteagent ledger serve`` processes on one database: a federation's bank as the
+"""Use this when a test or benchmark needs several `siteagent ledger serve` on one database.
+
+Several ``siteagent ledger serve`` processes on one database: a federation's bank as the
 tests and ``bench ledger`` run it.
 
 :class:`BankProcesses` writes what docs/ledger.md tells an administrator to write (a TLS

@@ -1,4 +1,6 @@
-"""Run ``siteagent-client`` with a break point: at a chosen journal write the process is
+"""Use this when a test interrupts, kills or pauses `siteagent-client` at a journal write.
+
+Run ``siteagent-client`` with a break point: at a chosen journal write the process is
 interrupted (SIGINT, as Ctrl-C), killed (SIGKILL, as a crash) or paused for the test.
 
     python -m testbed.processes.clientrun [--at METHOD:N:WHEN --then ACTION] -- ARGS...

@@ -1,4 +1,6 @@
-"""Run ``siteagent`` with a crash point: the process SIGKILLs itself at a chosen call.
+"""Use this when a test crashes `siteagent` at a chosen call.
+
+Run ``siteagent`` with a crash point: the process SIGKILLs itself at a chosen call.
 
     python -m testbed.processes.crashrun [--crash TARGET:N:WHEN] -- ARGS...
 

@@ -1,4 +1,6 @@
-"""A market on loopback for the client's integration tests: several ``siteagent serve`` agents
+"""Use this when an integration test needs several agents, a bank and a buyer as processes.
+
+A market on loopback for the client's integration tests: several ``siteagent serve`` agents
 (replay backends on different traces and time offsets), the one bank they all book at
 (``siteagent ledger serve``), and a buyer with its key, sites file and journal, who runs
 ``siteagent-client`` as a real process (through :mod:`testbed.processes.clientrun`, so that a test

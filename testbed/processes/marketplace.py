@@ -1,4 +1,6 @@
-"""A marketplace for the client's integration tests: a bank (`siteagent ledger serve`) and
+"""Use this when test_client.py needs a bank and replay agents as processes.
+
+A marketplace for the client's integration tests: a bank (`siteagent ledger serve`) and
 agents (`siteagent serve` on the replay backend) booking there, as real processes over HTTPS
 on loopback, all admitting one buyer by the authorized-clients entry the test gives (the one
 `siteagent-client keys` printed), and the buyer's sites file naming them.

@@ -1,4 +1,6 @@
-"""A private, real PostgreSQL server on localhost for the bank's tests and benchmark.
+"""Use this when a bank test or benchmark needs a private, real PostgreSQL.
+
+A private, real PostgreSQL server on localhost for the bank's tests and benchmark.
 
 ``PostgresTestServer`` makes a fresh data directory with Debian's ``initdb`` in a temporary
 directory, and runs ``postgres`` on it listening on 127.0.0.1 at a port picked at run time,

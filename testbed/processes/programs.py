@@ -1,4 +1,6 @@
-"""Processes the tests start: system programs (Prometheus, promtool, systemd-analyze), where
+"""Use this when a test needs a system program, a free port, or waits for/stops a process.
+
+Processes the tests start: system programs (Prometheus, promtool, systemd-analyze), where
 they are or why the test cannot run, and the agent's own server process.
 
 Like the Slurm cluster (tests/conftest.py): under CI (CI=true) a missing program fails the

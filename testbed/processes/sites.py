@@ -1,4 +1,6 @@
-"""A site under test for the lifecycle's integration tests: how to start its agent and its
+"""Use this when a lifecycle integration test needs a site whose agent runs as a process.
+
+A site under test for the lifecycle's integration tests: how to start its agent and its
 commands as real processes, and how to look at its batch system and store from the test.
 
 The crash and concurrency tests only use what :class:`LifecycleSite` offers, and run on the

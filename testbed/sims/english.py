@@ -1,4 +1,6 @@
-"""English auctions in simulated time: the project's own auctioneer, its sites' own bidding and
+"""Use this when a test or benchmark runs English auctions in simulated time.
+
+English auctions in simulated time: the project's own auctioneer, its sites' own bidding and
 the simulator, in one process on one clock (docs/design.md §4.6; ``bench/repro/english.py``).
 
 Each site is a simulated cluster (:class:`~siteagent.sim.simulator.Simulator`) with its own

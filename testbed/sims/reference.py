@@ -1,4 +1,6 @@
-"""An independent reference simulator, written from the rules alone, and the random
+"""Use this when the simulator is checked against an independent reference.
+
+An independent reference simulator, written from the rules alone, and the random
 workloads the simulator is held to it with (tests/unit/test_simulator.py,
 tests/unit/test_preemption.py).
 

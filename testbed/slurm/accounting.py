@@ -1,4 +1,6 @@
-"""Real Slurm accounting for the test cluster: a private mariadbd and slurmdbd.
+"""Use this when a Slurm test needs real accounting (mariadbd and slurmdbd).
+
+Real Slurm accounting for the test cluster: a private mariadbd and slurmdbd.
 
 ``SlurmAccounting`` runs Debian's ``mariadb-server`` as a plain process (own datadir, unix
 socket and a TCP port on 127.0.0.1, no systemd) and ``slurmdbd`` with

@@ -1,4 +1,6 @@
-"""A private, real Slurm cluster on localhost for the integration tests.
+"""Use this when a test needs a private, real Slurm cluster on localhost.
+
+A private, real Slurm cluster on localhost for the integration tests.
 
 ``SlurmTestCluster`` builds everything in a fresh temporary directory: a slurm.conf with free
 ports picked at run time, one slurmctld and one ``slurmd -N nX`` per node (4 nodes by default,

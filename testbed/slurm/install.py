@@ -1,4 +1,6 @@
-"""Where a Slurm release's programs run for the tests: the host (Debian 12's 22.05) or a chroot.
+"""Use this when a test runs on a Slurm release other than the host's (a chroot).
+
+Where a Slurm release's programs run for the tests: the host (Debian 12's 22.05) or a chroot.
 
 Newer releases run from chroots of later Debian suites that tests/setup/build-slurm-chroots
 makes with mmdebstrap and keeps under ``${XDG_CACHE_HOME:-~/.cache}/siteagent/chroots/<suite>``

@@ -1,4 +1,6 @@
-"""Queues of real jobs for the Slurm test cluster, shared by the tests and ``bench slurm``.
+"""Use this when a Slurm test or `bench slurm` needs a queue of real jobs.
+
+Queues of real jobs for the Slurm test cluster, shared by the tests and ``bench slurm``.
 
 Each builder submits sleep jobs with sbatch and waits for what the comparison needs: the
 running jobs running, and Slurm's backfill (``bf_interval=5``) having published an expected

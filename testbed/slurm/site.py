@@ -1,4 +1,6 @@
-"""An agent (``siteagent serve``) on the Slurm test cluster for English-auction tests: its
+"""Use this when an English-auction test needs an agent on the Slurm test cluster.
+
+An agent (``siteagent serve``) on the Slurm test cluster for English-auction tests: its
 configuration, alice's key and sites entry, and its store read as the tests check it."""
 
 from __future__ import annotations

@@ -124,3 +124,14 @@ def test_the_support_package_is_grouped_by_how_a_test_uses_it() -> None:
     assert {
         p.name for p in (REPO / "testbed").iterdir() if p.is_dir() and p.name != "__pycache__"
     } == groups
+
+
+def test_every_harness_module_says_when_to_use_it() -> None:
+    """A newcomer picks a harness by its first docstring line (issue 28)."""
+    silent = [
+        str(path.relative_to(REPO))
+        for group in ("inprocess", "processes", "slurm", "pbs", "sims")
+        for path in sorted((REPO / "testbed" / group).glob("*.py"))
+        if not (ast.get_docstring(ast.parse(path.read_text())) or "").startswith("Use this when")
+    ]
+    assert silent == []
