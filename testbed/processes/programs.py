@@ -21,7 +21,7 @@ from typing import Any, Dict, Iterator, Optional
 import pytest
 
 from testbed.pbs.cluster import PbsClusterError, PbsTestCluster, unavailable_reason
-from testbed.processes.programs import postgres
+from testbed.processes import postgres
 from testbed.slurm.accounting import missing_accounting_binaries
 from testbed.slurm.cluster import (
     ClusterError,
