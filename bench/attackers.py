@@ -5,7 +5,7 @@ One process per kind of attack, each sending its request over and over on a new 
 connection (the agent closes a refused request's connection), one after the other, at most
 ``per_second`` of them a second (none: as fast as the agent refuses them), until told to stop,
 and never more than ``MAX_REQUESTS`` nor for longer than the time it was given. Each request
-is written raw (testbed/raw_http.py): an HTTP client library would refuse to send most of
+is written raw (testbed/inprocess/raw_http.py): an HTTP client library would refuse to send most of
 them.
 
 Why a bounded rate: refusing costs the agent CPU all the same (a TLS handshake, and the bytes
@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from bench.quote_clients import Target
 from siteagent.protocol.signing import sign_request
-from testbed.raw_http import repeated, status_after_sending
+from testbed.inprocess.raw_http import repeated, status_after_sending
 
 MB = 1024 * 1024
 #: The most requests one attacker sends in a level.

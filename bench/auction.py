@@ -1,7 +1,7 @@
 """The reverse auction end to end on loopback: the marketplace paper's simulated market (its
 Table 2: 20 resources, each a trace, an offset into it, a start and a minimum price) as 20
 real ``siteagent serve`` agents on replay backends booking at one ``siteagent ledger serve``
-(testbed/market.py), and buyers running ``siteagent-client auction`` through confirm.
+(testbed/processes/market.py), and buyers running ``siteagent-client auction`` through confirm.
 
 Measured (issue 14):
 
@@ -37,8 +37,8 @@ import psutil
 from bench.common import ROOT, TRACES, machine, md_table, median, write_results
 from bench.quote_clients import percentile
 from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
-from testbed.market import Market, SiteSpec
-from testbed.parties import Party
+from testbed.inprocess.parties import Party
+from testbed.processes.market import Market, SiteSpec
 
 #: How long one agent may take to start: replaying months of RICC or CEA Curie to its offset
 #: takes 20-30 s alone, minutes on a loaded machine.

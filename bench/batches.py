@@ -1,7 +1,8 @@
 """What a batch part costs the agent, against the single call: the figures behind the rates a
 batch is counted at (docs/batches.md, siteagent/api/rates.py).
 
-The agent's API in process (testbed/api_harness.py: the routes, the gate with its signature
+The agent's API in process (testbed/inprocess/api_harness.py: the routes, the gate with its
+signature
 checks, the store on disk, the embedded bank) on a small replayed cluster; this process's CPU
 time (``time.process_time``) for N single quotes, accepts and confirms, and for the same work
 as one batch of N, ``--rounds`` times, the order alternating. The client's own signing is
@@ -19,8 +20,8 @@ from typing import Any, Callable, Dict, List, Tuple
 
 from bench.common import machine, md_table, median, write_results
 from siteagent.protocol import documents, signing
-from testbed.api_harness import BASE, World, make_world
-from testbed.parties import Party
+from testbed.inprocess.api_harness import BASE, World, make_world
+from testbed.inprocess.parties import Party
 
 #: Parts per batch (and single calls per round).
 PARTS = 20

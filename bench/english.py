@@ -3,7 +3,7 @@ participation and the auctioneer's overhead as the auction's length goes from 0 
 mean run time.
 
 The federation: 4 real ``siteagent serve`` agents on loopback (replay backends, each a
-64-core cluster about 60% busy with its own stream of small local jobs, testbed/market.py)
+64-core cluster about 60% busy with its own stream of small local jobs, testbed/processes/market.py)
 booking at one ``siteagent ledger serve``; the auctioneer is the client library
 (:class:`siteagent.client.auctioneer.Auctioneer`, as ``siteagent-client english-auction``
 runs it) in this process. The agents' rate limits are raised: one auctioneer here stands for a
@@ -62,7 +62,7 @@ from siteagent.client.jobs import Job, arrival_order
 from siteagent.client.journal import Journal
 from siteagent.client.sites import load_registry
 from siteagent.protocol.models import AuctionedJob
-from testbed.market import Market, SiteSpec
+from testbed.processes.market import Market, SiteSpec
 
 TARGET_OVERHEAD_S = 0.050
 SITES = 4

@@ -3,7 +3,8 @@
 1. **Bookings through the HTTPS service.** 20 agents (threads, each a site with the agent's
    own client of the bank, :class:`~siteagent.ledger.client.RemoteLedger`) book receipts at
    once, for buyers drawn from 20, against: one ``siteagent ledger serve`` on SQLite (the
-   default) and 1, 2 and 4 processes on one PostgreSQL (testbed/postgres.py: a private server
+   default) and 1, 2 and 4 processes on one PostgreSQL (testbed/processes/postgres.py: a private
+   server
    started here). Agent i talks to process i mod n, as a load balancer would spread them.
    Reported: bookings per second (all bookings over the wall time) and the median and p99
    latency of one booking; for PostgreSQL also the transactions it rolled back per booking
@@ -32,9 +33,9 @@ from typing import Any, Dict, List, Tuple
 from bench.common import machine, md_table, write_results
 from siteagent.ledger.bank import BANK, Ledger
 from siteagent.ledger.storage import Tx
-from testbed.banks import BankProcesses
-from testbed.parties import Party, receipt
-from testbed.postgres import PostgresTestServer
+from testbed.inprocess.parties import Party, receipt
+from testbed.processes.banks import BankProcesses
+from testbed.processes.postgres import PostgresTestServer
 
 AGENTS = 20
 BUYERS = 20

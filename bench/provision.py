@@ -1,6 +1,7 @@
 """The client's planners on sites in memory: greedy and genetic provisioning, and selection.
 
-Three sites in memory (testbed/provisioning.py: 128, 256 and 430 cores, as the thesis' SDSC
+Three sites in memory (testbed/inprocess/provisioning.py: 128, 256 and 430 cores, as the thesis'
+SDSC
 and CTC machines, each with running and queued jobs) quote with the agent's own pricing: a
 unit price of 1 per core-hour plus the adaptive externality fee over a conservative plan
 (thesis ch. 5). Measured, medians over ``--repeat`` runs:
@@ -16,7 +17,7 @@ unit price of 1 per core-hour plus the adaptive externality fee over a conservat
 
 These call the planners directly, against sites in memory: the planners' own cost. Then end
 to end, as a user runs it: ``siteagent-client provision`` (its own process) plans the same
-100-task workflow across three real agents on loopback (testbed/market.py: ``siteagent
+100-task workflow across three real agents on loopback (testbed/processes/market.py: ``siteagent
 serve`` replaying busy traces, a flat 1.00 per core-hour, one bank), holding each task as it
 plans it and confirming all 100 through the two-phase commit: 300 quotes, at least 100
 accepts and 100 confirms over HTTPS, each step journaled. Target under 10 s. Each run has
@@ -49,8 +50,7 @@ from siteagent.client.tasks import Task, TaskGraph
 from siteagent.client.wfformat import read_wfformat
 from siteagent.market.site import STORE_FILE
 from siteagent.protocol.models import WaitHistory
-from testbed.market import Market, flat_priced
-from testbed.provisioning import (
+from testbed.inprocess.provisioning import (
     T0,
     BatchMarketSites,
     MarketSites,
@@ -61,6 +61,7 @@ from testbed.provisioning import (
     montage_instance,
     write_workflow,
 )
+from testbed.processes.market import Market, flat_priced
 
 TARGET_GREEDY_S = 10.0
 TARGET_GENETIC_S = 10.0

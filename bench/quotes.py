@@ -12,7 +12,8 @@ Two parts:
   quote as medians over the rounds. Targets at 50 clients: p99 < 100 ms, quotes/s at least
   twice the reference's.
 - **where the CPU goes**: one signed quote's path through the agent's ASGI application in
-  process (no TLS, no HTTP parsing; testbed/api_harness.py's small cluster), its parts timed
+  process (no TLS, no HTTP parsing; testbed/inprocess/api_harness.py's small cluster), its parts
+  timed
   on their own (the signature check, the use case, storing the offers, the route's framework)
   in this process's CPU time, medians over rounds.
 """
@@ -75,7 +76,7 @@ def where_it_goes(rounds: int) -> Dict[str, float]:
     from siteagent.market import quoting
     from siteagent.protocol import signing
     from siteagent.protocol.models import QuoteRequest
-    from testbed.api_harness import BASE, make_world
+    from testbed.inprocess.api_harness import BASE, make_world
 
     limits = {"quotes": {"per_second": 10**6, "burst": 10**7}}
     world = make_world(

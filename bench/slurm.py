@@ -1,7 +1,7 @@
 """The agent on a real slurmctld: accept latency, snapshot cost, agreement with Slurm's starts,
 and overlapping accepts.
 
-Starts the test suite's four-node Slurm cluster (testbed/slurm_cluster.py: Debian's slurmctld and
+Starts the test suite's four-node Slurm cluster (testbed/slurm/cluster.py: Debian's slurmctld and
 four slurmd on localhost, 64 cores), then a second one of mixed node sizes and weights with two
 partitions sharing nodes, and measures, in one run:
 
@@ -48,15 +48,15 @@ from siteagent.core.model import CapacityUnit, Placement, ReservationSpec
 from siteagent.core.prediction import plan
 from siteagent.market.lifecycle import OfferRefused, ReservationFailed
 from siteagent.market.site import Site, open_site
-from testbed.offers import record_offer
-from testbed.slurm_cluster import (
+from testbed.inprocess.offers import record_offer
+from testbed.slurm.cluster import (
     MIXED_NODES,
     MIXED_PARTITIONS,
     ClusterError,
     SlurmTestCluster,
 )
-from testbed.slurm_install import SlurmInstall, install_for, selected_series
-from testbed.slurm_queue import (
+from testbed.slurm.install import SlurmInstall, install_for, selected_series
+from testbed.slurm.queue import (
     BACKFILL_PASS_S,
     mixed_queue,
     random_queue,
@@ -347,9 +347,9 @@ def report(data: Dict[str, Any]) -> str:
         "latencies are the machine's as much as the agent's; compare the columns, which ran "
         "one after another, with care); one slurmctld and a slurmd per node on localhost (the "
         "host's Slurm, and newer "
-        "ones in chroots: testbed/slurm_install.py). Four 16-core nodes (64 cores), and for "
+        "ones in chroots: testbed/slurm/install.py). Four 16-core nodes (64 cores), and for "
         "the second shape nodes of 8, 24, 16, 8 and 32 cores of weights 10, 1, 5, 1 and 20 in "
-        "two partitions sharing two nodes (testbed.slurm_cluster.MIXED_NODES). "
+        "two partitions sharing two nodes (testbed.slurm.cluster.MIXED_NODES). "
         f"{data['rounds']} interleaved rounds; medians.\n\n"
         + md_table(rows, list(rows[0]))
         + "\nTargets: agreement >= 80 % within 60 s, 0 refused after admission, accept "

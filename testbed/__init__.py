@@ -1,18 +1,21 @@
 """What the tests and the benchmarks run against, and the helpers they share.
 
-Real systems: ``slurm_cluster`` (a private Slurm cluster on localhost: munged, slurmctld, one
-slurmd per node), ``slurm_accounting`` (its mariadbd and slurmdbd), ``slurm_queue`` (real jobs
-submitted to it), ``processes`` (system programs, free ports, waiting, stopping), ``agents``
-(``siteagent serve`` over HTTPS), ``raw_http`` (raw requests to it, oversized or malformed, as
-an attacker sends them), ``sites`` (a site whose agent and commands run as real
-processes), ``crashrun`` (``siteagent`` with a crash point, run by the crash test).
+Grouped by how a test uses them:
 
-In one process: ``api_harness`` (the API without a server), ``parties`` (buyers and sites with
-keys, deals and receipts), ``offers``, ``records`` (the store's reservation records),
-``traces`` (SWF files by hand), ``fakes`` (a clock, a faulty backend), ``promises`` (the
-reservation lifecycle's, as one check), ``strategies`` (hypothesis) and ``compiled``
-(mypyc modules older than their sources, which the test session refuses).
+- ``inprocess``: helpers that run inside the test process (the API without a server, scripted
+  sites and bidders, a scripted HTTPS server, parties and receipts, offers, records, SWF traces,
+  a clock and a faulty backend, the lifecycle's promises, hypothesis strategies, raw HTTP).
+- ``processes``: harnesses that start real processes (``siteagent serve`` agents, a market
+  and its bank, lifecycle sites, crash/break-point runs, PostgreSQL) and ``programs`` (system
+  programs, free ports, waiting, stopping).
+- ``slurm``: a private real Slurm cluster, its accounting, queues of real jobs, an agent on it,
+  and the Slurm releases (host or chroot) it runs.
+- ``pbs``: a private real OpenPBS.
+- ``sims``: simulators held beside the project's own (the reference simulator, English
+  auctions in simulated time).
+- ``standins``: the batch systems this machine cannot run.
+- ``compiled``: mypyc modules older than their sources, which the test session refuses.
 
-``standins`` holds the batch systems this machine cannot run. The tests and bench/ import
-this package; neither it nor bench/ imports ``tests`` (tests/unit/test_layout.py checks).
+The tests and bench/ import this package; neither it nor bench/ imports ``tests``
+(tests/unit/test_layout.py checks).
 """

@@ -3,7 +3,7 @@
 The real Slurm cluster, the real OpenPBS and the bank's real PostgreSQL are each started once
 per session, the Slurm one once per Slurm release: ``slurm_version`` is each release
 ``SLURM_VERSIONS`` selects (default every one: the host's 22.05, and 24.11 and 26.05 from their
-chroots, testbed/slurm_install.py), so every test that uses a Slurm cluster runs on each. Under
+chroots, testbed/slurm/install.py), so every test that uses a Slurm cluster runs on each. Under
 CI (CI=true) a cluster that cannot come up fails every test that needs it, with the reason: the
 integration tests are the point of CI and must never be skipped silently. On a developer machine
 without root, the Slurm packages (or chroots), the OpenPBS build or PostgreSQL the same tests
@@ -20,11 +20,11 @@ from typing import Iterator, List, Optional
 import pytest
 
 from testbed.compiled import stale_compiled_modules
-from testbed.pbs_cluster import PbsTestCluster
-from testbed.postgres import PostgresTestServer
-from testbed.processes import running_pbs, running_postgres, running_slurm, slurm_install
-from testbed.slurm_cluster import SlurmTestCluster
-from testbed.slurm_install import SlurmInstall, host_series, selected_series
+from testbed.pbs.cluster import PbsTestCluster
+from testbed.processes.postgres import PostgresTestServer
+from testbed.processes.programs import running_pbs, running_postgres, running_slurm, slurm_install
+from testbed.slurm.cluster import SlurmTestCluster
+from testbed.slurm.install import SlurmInstall, host_series, selected_series
 
 
 @pytest.fixture(scope="session", params=selected_series())
@@ -50,7 +50,7 @@ def slurm(slurm_cluster: SlurmTestCluster) -> Iterator[SlurmTestCluster]:
 
 @pytest.fixture(scope="session")
 def openpbs_cluster() -> Iterator[PbsTestCluster]:
-    """A running OpenPBS (n1..n4, 16 CPUs each, queue ``workq``; testbed/pbs_cluster.py)."""
+    """A running OpenPBS (n1..n4, 16 CPUs each, queue ``workq``; testbed/pbs/cluster.py)."""
     yield from running_pbs()
 
 
@@ -64,7 +64,8 @@ def openpbs(openpbs_cluster: PbsTestCluster) -> Iterator[PbsTestCluster]:
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresTestServer]:
-    """A running PostgreSQL in a private directory on a free port (testbed/postgres.py)."""
+    """A running PostgreSQL in a private directory on a free port
+    (testbed/processes/postgres.py)."""
     yield from running_postgres()
 
 

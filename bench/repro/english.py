@@ -1,6 +1,6 @@
 """The English auction with absolute priorities (Baranov et al. 2018), reproduced in
 simulated time: the project's own auctioneer and its sites' own bidding on simulated clusters
-(testbed/english_sim.py), the auction's length T_a = k x the mean run time swept from 0 to 1.
+(testbed/sims/english.py), the auction's length T_a = k x the mean run time swept from 0 to 1.
 
 Arms, on the same streams (paired seeds):
 
@@ -48,7 +48,7 @@ from bench.repro.common import (
 )
 from siteagent.config.schema import BidMode
 from siteagent.core.machine import Task
-from testbed.english_sim import (
+from testbed.sims.english import (
     ACCEPT_WINDOW_S,
     GlobalJob,
     JobRecord,
@@ -143,7 +143,12 @@ def global_stream(count: int, mean_s: float, unit_s: float, seed: int) -> List[G
 #: runs the first part once).
 CACHE = ROOT / "bench" / ".work" / "repro-english"
 #: The code a run's result depends on: the package, the simulated auctions, this module.
-CODE = ("siteagent", "testbed/english_sim.py", "testbed/sellers.py", "bench/repro/english.py")
+CODE = (
+    "siteagent",
+    "testbed/sims/english.py",
+    "testbed/inprocess/sellers.py",
+    "bench/repro/english.py",
+)
 
 
 def one_run(config: Mapping[str, Any]) -> Dict[str, Any]:

@@ -1,5 +1,5 @@
 """The market of ``python -m bench repro-ramp``: the marketplace paper's 20 Table 2 agents
-(testbed/market.py, as ``bench auction`` starts them) on one shared clock, the buyers that
+(testbed/processes/market.py, as ``bench auction`` starts them) on one shared clock, the buyers that
 run auctions on it, wide-area routes to some agents, and what is measured around them.
 
 - **Clock.** Every agent replays its trace at ``SPEED`` (15) times the wall clock from one
@@ -33,9 +33,9 @@ import yaml
 
 from bench.auction import TABLE2, TRACE_OF
 from bench.common import ROOT, TRACES
-from testbed.market import Market, SiteSpec
-from testbed.parties import Party
-from testbed.processes import free_port, stop
+from testbed.inprocess.parties import Party
+from testbed.processes.market import Market, SiteSpec
+from testbed.processes.programs import free_port, stop
 
 #: Replay speed: one wall second is 15 s of trace, the paper's round timer.
 SPEED = 15.0

@@ -3,7 +3,7 @@
 
 The paper's Resource Agents read a recorded schedule (``fake_qstat``): no scheduler decided
 anything, and a won job was a line added to a log. Here two Table 2 resources (atlas1, ricc1)
-each run on a real Slurm test cluster (testbed/slurm_cluster.py: slurmctld and 4 slurmd of 256
+each run on a real Slurm test cluster (testbed/slurm/cluster.py: slurmctld and 4 slurmd of 256
 cores), fed a slice of their trace from their Table 2 offset as ``sbatch --wrap "sleep"`` jobs:
 the jobs still running at its start (as recorded) first; thinned to the cluster's size (a job
 kept with probability 1,024 / the trace's cores, one wider than the cluster as a whole-cluster
@@ -38,9 +38,9 @@ from bench.repro.ramp_market import Buyers, buyer_process
 from bench.repro.ramp_parts import request, summary
 from bench.repro.seeds import uniform
 from siteagent.sim.workload import Workload
-from testbed.market import Market, SiteSpec, on_slurm
-from testbed.parties import Party
-from testbed.slurm_cluster import SlurmTestCluster, missing_binaries
+from testbed.inprocess.parties import Party
+from testbed.processes.market import Market, SiteSpec, on_slurm
+from testbed.slurm.cluster import SlurmTestCluster, missing_binaries
 
 SITES = ("atlas1", "ricc1")
 COMPRESSION = 15

@@ -24,8 +24,8 @@ from siteagent.market.quoting import ACCEPT_LEAD_S
 from siteagent.pricing import Pricing
 from siteagent.protocol import documents, keys, signing
 from siteagent.protocol.documents import Cancellation, Receipt
-from testbed.api_harness import World, running_world
-from testbed.parties import Party
+from testbed.inprocess.api_harness import World, running_world
+from testbed.inprocess.parties import Party
 
 DAY = 86400
 

@@ -25,8 +25,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from testbed.api_harness import World, running_world
-from testbed.fakes import Trusting
+from testbed.inprocess.api_harness import World, running_world
+from testbed.inprocess.fakes import Trusting
 
 #: Examples per operation and mode: enough to reach every validator, quick (< 60 s in all).
 EXAMPLES = 60

@@ -4,7 +4,7 @@ releases it at once when its bid is lost or outbid, and turns a won bid into a r
 through the ordinary accept and confirm.
 
 The world is 64 cores with 48 busy for two hours and a 48-core job queued behind them
-(testbed.api_harness): 16 cores are free now.
+(testbed.inprocess.api_harness): 16 cores are free now.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import pytest
 from siteagent.core.model import ReservationSpec
 from siteagent.market.lifecycle import BidState
 from siteagent.protocol import documents
-from testbed.api_harness import World, make_world, running_world
-from testbed.parties import Party
+from testbed.inprocess.api_harness import World, make_world, running_world
+from testbed.inprocess.parties import Party
 
 _ids = itertools.count()
 

@@ -14,8 +14,8 @@ from siteagent.backends.base import ReservationRefused
 from siteagent.market.lifecycle import ReservationState
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Receipt
-from testbed.api_harness import World, make_world, running_world
-from testbed.parties import Party
+from testbed.inprocess.api_harness import World, make_world, running_world
+from testbed.inprocess.parties import Party
 
 
 @pytest.fixture

@@ -41,8 +41,8 @@ from siteagent.protocol.documents import Receipt, confirm_body, signature_valid
 from siteagent.protocol.keys import load_private_key, parse_public_key
 from siteagent.protocol.signing import sign_request
 from siteagent.security.clients import AuthorizedClient
-from testbed.fakes import Trusting
-from testbed.traces import write_trace
+from testbed.inprocess.fakes import Trusting
+from testbed.inprocess.traces import write_trace
 
 with warnings.catch_warnings():  # Starlette now prefers httpx2; httpx still works
     warnings.simplefilter("ignore")

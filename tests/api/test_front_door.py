@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from siteagent.protocol import signing
-from testbed.api_harness import BASE, World, make_world
+from testbed.inprocess.api_harness import BASE, World, make_world
 
 
 def shut(world: World) -> None:

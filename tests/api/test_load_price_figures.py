@@ -11,7 +11,7 @@ from typing import Dict, Iterator
 
 import pytest
 
-from testbed.api_harness import World, running_world
+from testbed.inprocess.api_harness import World, running_world
 
 START, LOW, ROUNDS = Decimal("80"), Decimal("40"), 4
 CENT = Decimal("0.01")

@@ -27,7 +27,7 @@ from bench.repro.verdicts import DIFFERS, MATCH, NOT_RUN, TREND, judge
 from siteagent.sim.calibration import calibrate_load
 from siteagent.sim.window import TraceReplay, Window, window_utilization
 from siteagent.sim.workload import LoadScaling
-from testbed.slurm_cluster import SlurmTestCluster
+from testbed.slurm.cluster import SlurmTestCluster
 
 SLICE = ROOT / "siteagent" / "data" / "sdsc-sp2-slice.swf.gz"
 

@@ -12,9 +12,9 @@ from typing import Iterator
 
 import pytest
 
-from testbed.sites import LifecycleSite, PbsSite, ReplaySite, SlurmSite
-from testbed.slurm_install import SlurmInstall
-from testbed.traces import busy_trace
+from testbed.inprocess.traces import busy_trace
+from testbed.processes.sites import LifecycleSite, PbsSite, ReplaySite, SlurmSite
+from testbed.slurm.install import SlurmInstall
 
 
 @pytest.fixture(

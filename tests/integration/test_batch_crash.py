@@ -2,7 +2,7 @@
 is back.
 
 A real ``siteagent serve`` (replay backend, booking at a ``siteagent ledger serve``) kills
-itself (SIGKILL, testbed/crashrun.py) at a point inside a batch accept of three offers:
+itself (SIGKILL, testbed/processes/crashrun.py) at a point inside a batch accept of three offers:
 before or after the batch system creates the second part, or with every part held but the
 batch not yet closed. The buyer's request gets no answer. Restarted, the agent's first cycle
 releases every part the batch held, and the same request retried answers that the batch was
@@ -18,8 +18,8 @@ import pytest
 from siteagent.market.lifecycle import ReservationState
 from siteagent.market.site import STORE_FILE
 from siteagent.market.store import Store
-from testbed.market import Market, flat_priced
-from testbed.processes import wait_until
+from testbed.processes.market import Market, flat_priced
+from testbed.processes.programs import wait_until
 
 S = ReservationState
 

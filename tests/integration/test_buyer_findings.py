@@ -1,6 +1,6 @@
 """What a third-party buyer found in ``siteagent-client`` (issue 27), against real agents: three
 ``siteagent serve`` processes on loopback at a flat 1.00 per core-hour, booking at one ``siteagent
-ledger serve``, the client run as its own process (testbed/market.py).
+ledger serve``, the client run as its own process (testbed/processes/market.py).
 
 - provisioning and ``select --reserve`` keep within a site's live-offer allowance, and name the
   site's refusal (429 ``too_many_offers``) instead of "no site offers a window";
@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from siteagent.market.site import STORE_FILE
-from testbed.market import Market, flat_priced, with_fresh_journal
+from testbed.processes.market import Market, flat_priced, with_fresh_journal
 
 #: hpc3's live-offer allowance per buyer: a plan of ten tasks asks it for at most 50 offers.
 ALLOWANCE = 60

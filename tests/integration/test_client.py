@@ -24,7 +24,7 @@ import yaml
 from siteagent.client.connection import SiteConnection
 from siteagent.client.sites import load_registry
 from siteagent.protocol.models import QuoteRequest
-from testbed.marketplace import Marketplace
+from testbed.processes.marketplace import Marketplace
 
 CLIENT = Path(sys.executable).parent / "siteagent-client"
 BUYER = "alice@laptop"

@@ -6,7 +6,7 @@ Each test checks what matters after the client is gone: what each site's own dat
 (a confirmed reservation at the winner, nothing at the losers, nothing tentative anywhere),
 that the journal agrees with every site, and that the bank booked each confirmed part once.
 The client is interrupted (SIGINT), killed (SIGKILL) or paused at journal writes through
-testbed/clientrun.py, i.e. exactly between the steps of the commit.
+testbed/processes/clientrun.py, i.e. exactly between the steps of the commit.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any, Dict, Iterator, List
 import pytest
 
 from siteagent.market.lifecycle import ReservationState
-from testbed.market import Market, flat_priced, load_priced, on_slurm
-from testbed.processes import wait_until
-from testbed.slurm_cluster import SlurmTestCluster
+from testbed.processes.market import Market, flat_priced, load_priced, on_slurm
+from testbed.processes.programs import wait_until
+from testbed.slurm.cluster import SlurmTestCluster
 
 S = ReservationState
 #: Three parts of 48 cores on 64-core sites: no site can hold two at once.

@@ -1,5 +1,5 @@
 """``siteagent-client provision`` against real agents: three ``siteagent serve`` processes on
-loopback (testbed/market.py) booking at one bank, the client run as its own process.
+loopback (testbed/processes/market.py) booking at one bank, the client run as its own process.
 
 Each test checks what the sites' own databases hold once the client is gone: every task's
 reservation confirmed at the site the plan names for exactly the planned window, or, when the
@@ -17,7 +17,7 @@ import yaml
 
 from bench.provision import RAISED_LIMITS
 from siteagent.market.lifecycle import ReservationState
-from testbed.market import Market, flat_priced
+from testbed.processes.market import Market, flat_priced
 
 S = ReservationState
 LEVELS, WIDTH = 10, 10

@@ -1,5 +1,5 @@
 """``siteagent-client select`` and ``odds`` against real agents: three ``siteagent serve``
-processes on loopback (testbed/market.py) booking at one bank, the client run as its own
+processes on loopback (testbed/processes/market.py) booking at one bank, the client run as its own
 process.
 
 The agents start with no queue-wait history worth bounding, so each test gives them one (the
@@ -21,7 +21,7 @@ import yaml
 
 from siteagent.core.waits import QueueWait
 from siteagent.market.lifecycle import ReservationState
-from testbed.market import Market, flat_priced
+from testbed.processes.market import Market, flat_priced
 
 S = ReservationState
 

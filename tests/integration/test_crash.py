@@ -7,14 +7,15 @@ too. A campaign picks flows at random; each flow kills a process at one of three
 point:
 
 * a **crash point**: the process kills itself right before or after a chosen call (intent
-  written, reservation created, transition recorded, deletion done), see ``testbed/crashrun.py``;
+  written, reservation created, transition recorded, deletion done), see
+  ``testbed/processes/crashrun.py``;
 * a **timer**: an external SIGKILL after a random delay;
 * the **agent**: ``siteagent serve`` is killed while a command runs, or armed with a crash
   point in its own housekeeping (expiry, reconciliation).
 
 After every kill the dead is restarted (the agent) or sometimes retried with the same
 idempotency key (a command), and the lifecycle's promises are checked within one poll
-interval and a cycle's time once the agent is up (``testbed/promises.py: violations``; a
+interval and a cycle's time once the agent is up (``testbed/inprocess/promises.py: violations``; a
 restarted agent must run its first cycle within a minute): no reservation with the agent's
 prefix exists in the batch system without a TENTATIVE/CONFIRMED/ACTIVE record; no reservation
 ever confirmed is lost; every unconfirmed one is gone within its deadline plus that grace; in
@@ -43,9 +44,9 @@ import pytest
 
 from siteagent.ledger.bank import Ledger
 from siteagent.market.lifecycle import ReservationRecord, ReservationState
-from testbed.offers import earliest_start, record_offer
-from testbed.promises import violations
-from testbed.sites import LifecycleSite
+from testbed.inprocess.offers import earliest_start, record_offer
+from testbed.inprocess.promises import violations
+from testbed.processes.sites import LifecycleSite
 
 S = ReservationState
 

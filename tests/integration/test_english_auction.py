@@ -21,9 +21,9 @@ import pytest
 from siteagent.market.lifecycle import BidRecord, BidState, ReservationState
 from siteagent.market.site import STORE_FILE
 from siteagent.market.store import Store
-from testbed.agents import BUSY_JOBS
-from testbed.market import Market, SiteSpec
-from testbed.processes import wait_until
+from testbed.processes.agents import BUSY_JOBS
+from testbed.processes.market import Market, SiteSpec
+from testbed.processes.programs import wait_until
 
 S = ReservationState
 #: Free cores at every site while BUSY_JOBS' two running jobs last (about two hours).

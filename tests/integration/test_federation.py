@@ -34,9 +34,9 @@ import pytest
 from siteagent.config import loading
 from siteagent.protocol import documents
 from siteagent.protocol.keys import load_private_key
-from testbed.agents import Buyer
-from testbed.parties import Party
-from testbed.processes import free_port, require_programs, stop, wait_until
+from testbed.inprocess.parties import Party
+from testbed.processes.agents import Buyer
+from testbed.processes.programs import free_port, require_programs, stop, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -23,7 +23,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from siteagent.ledger.bank import Ledger
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Receipt
-from testbed.agents import (
+from testbed.inprocess.parties import Party
+from testbed.processes.agents import (
     BUSY_JOBS,
     BatchSystem,
     Buyer,
@@ -32,9 +33,8 @@ from testbed.agents import (
     SlurmBatch,
     run_agent,
 )
-from testbed.parties import Party
-from testbed.processes import wait_until
-from testbed.slurm_install import SlurmInstall
+from testbed.processes.programs import wait_until
+from testbed.slurm.install import SlurmInstall
 
 CONFIRM_TIMEOUT_S = 3
 #: How long after its deadline an unconfirmed reservation may take to be gone: a few polls of

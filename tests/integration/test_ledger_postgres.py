@@ -25,11 +25,11 @@ from siteagent.ledger.bank import InsufficientFunds, Ledger, LedgerUnavailable
 from siteagent.ledger.client import RemoteLedger
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Cancellation, Receipt
-from testbed.banks import BankProcesses
-from testbed.parties import NOW, Party, receipt
-from testbed.postgres import PostgresTestServer
+from testbed.inprocess.parties import NOW, Party, receipt
+from testbed.processes.banks import BankProcesses
+from testbed.processes.postgres import PostgresTestServer
 
-PRICE = Decimal("43.40")  # testbed.parties.offer
+PRICE = Decimal("43.40")  # testbed.inprocess.parties.offer
 PENALTY = Decimal("0.34")
 #: Each buyer may owe 12 deals: with 4 agents x 24 deals over 3 buyers, some are refused.
 CREDIT = 12 * PRICE

@@ -23,11 +23,11 @@ import pytest
 import yaml
 
 from siteagent.protocol import documents, keys
-from testbed import raw_http
-from testbed.agents import BUSY_JOBS, Buyer, Service
-from testbed.parties import Party
-from testbed.processes import free_port, wait_until
-from testbed.traces import write_trace
+from testbed.inprocess import raw_http
+from testbed.inprocess.parties import Party
+from testbed.inprocess.traces import write_trace
+from testbed.processes.agents import BUSY_JOBS, Buyer, Service
+from testbed.processes.programs import free_port, wait_until
 
 MB = 1024 * 1024
 

@@ -24,10 +24,10 @@ from typing import Dict, Iterator, Optional
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from testbed.agents import Answer, RunningAgent, SlurmBatch, run_agent
-from testbed.processes import wait_until
-from testbed.slurm_cluster import SlurmTestCluster
-from testbed.slurm_install import SlurmInstall
+from testbed.processes.agents import Answer, RunningAgent, SlurmBatch, run_agent
+from testbed.processes.programs import wait_until
+from testbed.slurm.cluster import SlurmTestCluster
+from testbed.slurm.install import SlurmInstall
 
 #: The Slurm clients the agent runs, each replaced by a stand-in.
 SHIMMED = ("squeue", "sinfo", "scontrol")

@@ -20,9 +20,9 @@ from typing import Iterator, List
 import psutil
 import pytest
 
-from testbed import raw_http
-from testbed.agents import BUSY_JOBS, ReplayBatch, RunningAgent, run_agent
-from testbed.processes import wait_until
+from testbed.inprocess import raw_http
+from testbed.processes.agents import BUSY_JOBS, ReplayBatch, RunningAgent, run_agent
+from testbed.processes.programs import wait_until
 
 MB = 1024 * 1024
 

@@ -20,8 +20,8 @@ from typing import Any, Dict, Iterator, List
 import pytest
 import yaml
 
-from testbed.agents import BundledReplay, RunningAgent, run_agent
-from testbed.processes import free_port, require_programs, stop, wait_until
+from testbed.processes.agents import BundledReplay, RunningAgent, run_agent
+from testbed.processes.programs import free_port, require_programs, stop, wait_until
 
 pytestmark = pytest.mark.prometheus
 

@@ -41,11 +41,11 @@ from siteagent.core.model import (
 )
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.store import Store
-from testbed.offers import record_offer
-from testbed.processes import IN_CI
-from testbed.slurm_cluster import SlurmTestCluster
-from testbed.slurm_install import SHRINKS_NODE_COUNT, SlurmInstall
-from testbed.slurm_queue import job_state, wait_for
+from testbed.inprocess.offers import record_offer
+from testbed.processes.programs import IN_CI
+from testbed.slurm.cluster import SlurmTestCluster
+from testbed.slurm.install import SHRINKS_NODE_COUNT, SlurmInstall
+from testbed.slurm.queue import job_state, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.host_slurm]
 

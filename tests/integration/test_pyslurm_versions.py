@@ -22,8 +22,8 @@ from typing import Iterator
 
 import pytest
 
-from testbed.processes import unavailable
-from testbed.slurm_install import SlurmInstall
+from testbed.processes.programs import unavailable
+from testbed.slurm.install import SlurmInstall
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slurm_series("24.11")]
 

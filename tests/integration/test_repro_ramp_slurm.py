@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from bench.repro import ramp_slurm
-from testbed.processes import IN_CI
+from testbed.processes.programs import IN_CI
 
 
 @pytest.mark.slurm

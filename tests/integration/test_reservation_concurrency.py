@@ -31,11 +31,11 @@ from siteagent.core.prediction import plan
 from siteagent.market.lifecycle import OfferRefused, ReservationFailed, ReservationState
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import STORE_FILE
-from testbed.offers import record_offer
-from testbed.promises import capacity_overruns, ours
-from testbed.sites import LifecycleSite, ReplaySite, SlurmSite
-from testbed.slurm_install import SlurmInstall
-from testbed.traces import busy_trace
+from testbed.inprocess.offers import record_offer
+from testbed.inprocess.promises import capacity_overruns, ours
+from testbed.inprocess.traces import busy_trace
+from testbed.processes.sites import LifecycleSite, ReplaySite, SlurmSite
+from testbed.slurm.install import SlurmInstall
 
 S = ReservationState
 

@@ -16,8 +16,8 @@ from typing import Dict, Iterator, Tuple
 import pytest
 
 from siteagent.protocol import signing
-from testbed.agents import BUSY_JOBS, ReplayBatch, RunningAgent, run_agent, spawn_agent
-from testbed.processes import stop, wait_until
+from testbed.processes.agents import BUSY_JOBS, ReplayBatch, RunningAgent, run_agent, spawn_agent
+from testbed.processes.programs import stop, wait_until
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from typing import Any, Dict, Iterator, List
 import pytest
 import yaml
 
-from testbed.processes import free_port, stop, wait_until
+from testbed.processes.programs import free_port, stop, wait_until
 
 SITEAGENT = Path(sys.executable).parent / "siteagent"
 

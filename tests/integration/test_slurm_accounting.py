@@ -24,10 +24,10 @@ from siteagent.backends.slurm.arguments import reservation_ids_args
 from siteagent.backends.slurm.sacct import sacct_waits
 from siteagent.cli.main import main
 from siteagent.core.waits import wait_table
-from testbed.processes import running_slurm
-from testbed.slurm_cluster import SlurmTestCluster
-from testbed.slurm_install import SlurmInstall
-from testbed.slurm_queue import job_state, wait_for
+from testbed.processes.programs import running_slurm
+from testbed.slurm.cluster import SlurmTestCluster
+from testbed.slurm.install import SlurmInstall
+from testbed.slurm.queue import job_state, wait_for
 
 pytestmark = pytest.mark.slurm
 

@@ -26,10 +26,10 @@ from siteagent.core.estimates import DEFAULT_TOLERANCE_S, compare_starts
 from siteagent.core.prediction import plan
 from siteagent.market.lifecycle import ReservationFailed, ReservationRecord, ReservationState
 from siteagent.market.site import Site, open_site
-from testbed.offers import record_offer
-from testbed.slurm_cluster import SlurmTestCluster
-from testbed.slurm_install import UNKNOWN_USER
-from testbed.slurm_queue import (
+from testbed.inprocess.offers import record_offer
+from testbed.slurm.cluster import SlurmTestCluster
+from testbed.slurm.install import UNKNOWN_USER
+from testbed.slurm.queue import (
     SIMPLE_PENDING,
     SIMPLE_RUNNING,
     job_state,

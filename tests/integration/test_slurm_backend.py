@@ -16,14 +16,14 @@ from siteagent.backends.base import BackendUnavailable, ReservationRefused
 from siteagent.backends.slurm import SlurmBackend
 from siteagent.backends.slurm.times import parse_slurm_time
 from siteagent.core.model import CapacityUnit, ClusterSnapshot, ReservationSpec
-from testbed.slurm_cluster import SlurmTestCluster
-from testbed.slurm_install import (
+from testbed.slurm.cluster import SlurmTestCluster
+from testbed.slurm.install import (
     CORES_IGNORE_JOBS,
     JSON_LAYOUTS,
     SHRINKS_NODE_COUNT,
     UNKNOWN_USER,
 )
-from testbed.slurm_queue import job_state, wait_for
+from testbed.slurm.queue import job_state, wait_for
 
 pytestmark = pytest.mark.slurm
 

@@ -21,13 +21,13 @@ from siteagent.backends.slurm import SlurmBackend
 from siteagent.market.lifecycle import OfferRefused, ReservationState
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.store import Store
-from testbed.offers import earliest_start, record_offer
-from testbed.processes import running_slurm
-from testbed.slurm_cluster import SlurmTestCluster
-from testbed.slurm_cluster import TestNode as Node
-from testbed.slurm_cluster import TestPartition as Partition
-from testbed.slurm_install import SlurmInstall
-from testbed.slurm_queue import job_state, wait_for
+from testbed.inprocess.offers import earliest_start, record_offer
+from testbed.processes.programs import running_slurm
+from testbed.slurm.cluster import SlurmTestCluster
+from testbed.slurm.cluster import TestNode as Node
+from testbed.slurm.cluster import TestPartition as Partition
+from testbed.slurm.install import SlurmInstall
+from testbed.slurm.queue import job_state, wait_for
 
 pytestmark = pytest.mark.slurm
 

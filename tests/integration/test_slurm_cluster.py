@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from testbed.slurm_cluster import SlurmTestCluster
-from testbed.slurm_install import SlurmInstall, series_of
+from testbed.slurm.cluster import SlurmTestCluster
+from testbed.slurm.install import SlurmInstall, series_of
 
 pytestmark = pytest.mark.slurm
 

@@ -21,9 +21,9 @@ from siteagent.client.jobs import Job
 from siteagent.client.journal import Journal
 from siteagent.market.lifecycle import BidState, ReservationState
 from siteagent.protocol.models import AuctionedJob
-from testbed.processes import wait_until
-from testbed.slurm_cluster import SlurmTestCluster
-from testbed.slurm_site import SlurmSite
+from testbed.processes.programs import wait_until
+from testbed.slurm.cluster import SlurmTestCluster
+from testbed.slurm.site import SlurmSite
 
 pytestmark = pytest.mark.slurm
 

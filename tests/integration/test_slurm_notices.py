@@ -35,13 +35,13 @@ from siteagent.market.lifecycle import ReservationState
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import STORE_FILE
 from siteagent.market.store import Store
-from testbed.agents import SITEAGENT, spawn_agent
-from testbed.offers import record_offer
-from testbed.processes import free_port, running_slurm, stop, wait_until
-from testbed.sites import authorize_buyer
-from testbed.slurm_cluster import SlurmTestCluster
-from testbed.slurm_install import SlurmInstall
-from testbed.slurm_queue import wait_for
+from testbed.inprocess.offers import record_offer
+from testbed.processes.agents import SITEAGENT, spawn_agent
+from testbed.processes.programs import free_port, running_slurm, stop, wait_until
+from testbed.processes.sites import authorize_buyer
+from testbed.slurm.cluster import SlurmTestCluster
+from testbed.slurm.install import SlurmInstall
+from testbed.slurm.queue import wait_for
 
 pytestmark = pytest.mark.slurm
 

@@ -22,11 +22,11 @@ from siteagent.core.estimates import DEFAULT_TOLERANCE_S, compare_starts
 from siteagent.core.model import ClusterSnapshot, Placement
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.store import Store
-from testbed.offers import record_offer
-from testbed.processes import running_slurm
-from testbed.slurm_cluster import MIXED_NODES, MIXED_PARTITIONS, SlurmTestCluster
-from testbed.slurm_install import SlurmInstall, known_gap
-from testbed.slurm_queue import (
+from testbed.inprocess.offers import record_offer
+from testbed.processes.programs import running_slurm
+from testbed.slurm.cluster import MIXED_NODES, MIXED_PARTITIONS, SlurmTestCluster
+from testbed.slurm.install import SlurmInstall, known_gap
+from testbed.slurm.queue import (
     job_state,
     mixed_queue,
     reserve_windows,
@@ -43,7 +43,7 @@ TARGET = 0.8
 @pytest.fixture(scope="module")
 def mixed(slurm_version: SlurmInstall) -> Iterator[SlurmTestCluster]:
     """A cluster of 8-, 24-, 16-, 8- and 32-core nodes of weights 10, 1, 5, 1 and 20, in two
-    partitions sharing two nodes (testbed.slurm_cluster.MIXED_NODES), of each Slurm release."""
+    partitions sharing two nodes (testbed.slurm.cluster.MIXED_NODES), of each Slurm release."""
     yield from running_slurm(install=slurm_version, shape=(MIXED_NODES, MIXED_PARTITIONS))
 
 

@@ -30,10 +30,10 @@ from siteagent.client.journal import Journal
 from siteagent.core.model import Job as BatchJob
 from siteagent.core.prediction import plan
 from siteagent.protocol.models import AuctionedJob
-from testbed.agents import SlurmBatch
-from testbed.processes import running_slurm, wait_until
-from testbed.slurm_cluster import SlurmTestCluster
-from testbed.slurm_site import SlurmSite
+from testbed.processes.agents import SlurmBatch
+from testbed.processes.programs import running_slurm, wait_until
+from testbed.slurm.cluster import SlurmTestCluster
+from testbed.slurm.site import SlurmSite
 
 pytestmark = pytest.mark.slurm
 

@@ -15,7 +15,7 @@ from typing import Dict, List
 
 import pytest
 
-from testbed.processes import require_programs
+from testbed.processes.programs import require_programs
 
 pytestmark = pytest.mark.systemd
 

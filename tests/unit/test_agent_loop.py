@@ -17,7 +17,7 @@ from siteagent.backends.replay import SwfReplayBackend
 from siteagent.config.schema import PricingConfig, SiteConfig
 from siteagent.core.model import ClusterSnapshot
 from siteagent.market.site import pricing_of
-from testbed.traces import write_trace
+from testbed.inprocess.traces import write_trace
 
 PRICING = pricing_of(PricingConfig())
 

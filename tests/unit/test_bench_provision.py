@@ -15,7 +15,7 @@ from siteagent.client.tasks import edge_bytes, task_of
 from siteagent.client.workflow import load_workflow
 from siteagent.config.loading import parse
 from siteagent.config.schema import RateLimit
-from testbed.provisioning import layered_workflow, write_workflow
+from testbed.inprocess.provisioning import layered_workflow, write_workflow
 
 
 def test_the_workflow_file_reads_back_as_the_thesis_workflow(tmp_path: Path) -> None:

@@ -13,9 +13,9 @@ import pytest
 
 from siteagent.market.lifecycle import BidRecord, BidState
 from siteagent.market.store import Remember, Store
-from testbed.offers import an_offer
-from testbed.records import a_record
-from testbed.syncs import commit_levels
+from testbed.inprocess.offers import an_offer
+from testbed.inprocess.records import a_record
+from testbed.inprocess.syncs import commit_levels
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from siteagent.pricing.bids import (
     holding,
     valuation,
 )
-from testbed.strategies import snapshots
+from testbed.inprocess.strategies import snapshots
 
 H = 3600
 D = Decimal

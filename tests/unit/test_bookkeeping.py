@@ -17,9 +17,9 @@ from siteagent.market.lifecycle import ReservationState
 from siteagent.market.store import RECEIPT, REFUND, Store
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Cancellation, Receipt
-from testbed.parties import NOW, Party, receipt
-from testbed.promises import unsettled_charges
-from testbed.records import requested
+from testbed.inprocess.parties import NOW, Party, receipt
+from testbed.inprocess.promises import unsettled_charges
+from testbed.inprocess.records import requested
 
 S = ReservationState
 

@@ -14,7 +14,7 @@ import pytest
 from siteagent.cli.console import EXIT_BAD_INPUT
 from siteagent.cli.main import main
 from siteagent.market.quoting import ACCEPT_LEAD_S
-from testbed.traces import write_trace
+from testbed.inprocess.traces import write_trace
 
 H = 3600
 SLOT_KEYS = {"start", "duration", "cores", "unit_price", "fee", "divisible", "extensible"}

@@ -28,9 +28,9 @@ from siteagent.market.reconcile import OFFER_RETENTION_S
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import pricing_of
 from siteagent.market.store import Store
-from testbed.fakes import FakeClock
-from testbed.offers import record_offer
-from testbed.traces import write_trace
+from testbed.inprocess.fakes import FakeClock
+from testbed.inprocess.offers import record_offer
+from testbed.inprocess.traces import write_trace
 
 PRICING = pricing_of(PricingConfig())
 

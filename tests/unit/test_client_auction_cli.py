@@ -14,8 +14,8 @@ from siteagent.cli.console import EXIT_BAD_INPUT
 from siteagent.cli.main import client_main
 from siteagent.client.auction import Bid
 from siteagent.client.journal import Journal
-from testbed.buyer_files import sites_file
-from testbed.parties import Party
+from testbed.inprocess.buyer_files import sites_file
+from testbed.inprocess.parties import Party
 
 
 @pytest.fixture

@@ -16,9 +16,9 @@ import yaml
 from siteagent.cli.console import EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.protocol import keys
 from siteagent.security.clients import load_authorized_clients
-from testbed.buyer_files import run_client, sites_file
-from testbed.https_stub import Canned, HttpsStub, https_stub, offer_view, site_info
-from testbed.parties import Party
+from testbed.inprocess.buyer_files import run_client, sites_file
+from testbed.inprocess.https_stub import Canned, HttpsStub, https_stub, offer_view, site_info
+from testbed.inprocess.parties import Party
 
 BUYER = Party("alice@laptop")
 

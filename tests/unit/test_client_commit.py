@@ -18,7 +18,7 @@ from siteagent.client.plans import PlanningError
 from siteagent.client.recovery import Patient, Seller
 from siteagent.protocol import documents
 from siteagent.protocol.models import QuoteRequest
-from testbed.sellers import NOW, FakeSeller
+from testbed.inprocess.sellers import NOW, FakeSeller
 
 RFQ = QuoteRequest(walltime=3600, cores=64)
 START = NOW + 600

@@ -23,8 +23,8 @@ from siteagent.client.sites import Site, Timeouts
 from siteagent.protocol import documents, httpsig, keys
 from siteagent.protocol.models import QuoteRequest
 from siteagent.security.tls import write_self_signed
-from testbed.https_stub import Canned, HttpsStub, https_stub, site_info
-from testbed.parties import Party, deal, offer
+from testbed.inprocess.https_stub import Canned, HttpsStub, https_stub, site_info
+from testbed.inprocess.parties import Party, deal, offer
 
 BUYER = Party("alice@laptop")
 SITE_KEY = Party("hpc1")

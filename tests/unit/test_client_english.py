@@ -1,6 +1,7 @@
 """The English auction, the auctioneer's side: the auction's length and rounds, the standing bid
 and who is asked to beat it, the ranking at the close, the jobs file, and the auctioneer
-against in-memory sites (testbed.bidders): the highest bid reserved and the others released,
+against in-memory sites (testbed.inprocess.bidders): the highest bid reserved and the others
+released,
 the next bid when the winner refuses, no bid, a dead site, and a stream whose auctions open
 at their jobs' arrival, the highest priority first."""
 
@@ -25,7 +26,7 @@ from siteagent.client.english import (
 from siteagent.client.jobs import Job, JobsFileError, load_jobs, mean_walltime
 from siteagent.client.journal import AuctionState, Journal, State
 from siteagent.protocol.models import AuctionedJob, BidAnswer
-from testbed.bidders import FakeBidder, FakeSites
+from testbed.inprocess.bidders import FakeBidder, FakeSites
 
 JOB = AuctionedJob(cores=8, walltime=600)
 

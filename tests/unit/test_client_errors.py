@@ -13,9 +13,9 @@ import pytest
 
 from siteagent.cli.console import EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.cli.main import client_main, main
-from testbed.buyer_files import run_client, sites_file
-from testbed.https_stub import Canned, HttpsStub, https_stub
-from testbed.parties import Party
+from testbed.inprocess.buyer_files import run_client, sites_file
+from testbed.inprocess.https_stub import Canned, HttpsStub, https_stub
+from testbed.inprocess.parties import Party
 
 BUYER = Party("alice@laptop")
 

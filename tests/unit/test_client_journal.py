@@ -19,7 +19,7 @@ from siteagent.client.journal import (
     State,
     default_path,
 )
-from testbed.syncs import commit_levels
+from testbed.inprocess.syncs import commit_levels
 
 BID = Bid(
     site="hpc1",

@@ -11,7 +11,7 @@ import pytest
 
 from siteagent.client.journal import AuctionState, Entry, Journal, State
 from siteagent.client.recovery import Seller, recover, settle
-from testbed.sellers import NOW, FakeSeller
+from testbed.inprocess.sellers import NOW, FakeSeller
 
 START = NOW + 600
 

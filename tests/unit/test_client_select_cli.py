@@ -14,10 +14,10 @@ import yaml
 
 from siteagent.cli.console import EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.cli.options import local_time
-from testbed.buyer_files import run_client, sites_file
-from testbed.https_stub import Canned, HttpsStub, https_stub, site_info
-from testbed.parties import Party
-from testbed.provisioning import wait_bin, wait_history
+from testbed.inprocess.buyer_files import run_client, sites_file
+from testbed.inprocess.https_stub import Canned, HttpsStub, https_stub, site_info
+from testbed.inprocess.parties import Party
+from testbed.inprocess.provisioning import wait_bin, wait_history
 
 BUYER = Party("alice@laptop")
 H = 3600

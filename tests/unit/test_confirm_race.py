@@ -21,7 +21,7 @@ import pytest
 from siteagent.core.errors import SiteagentError
 from siteagent.market.lifecycle import ReservationState
 from siteagent.protocol import documents
-from testbed.api_harness import World, running_world
+from testbed.inprocess.api_harness import World, running_world
 
 S = ReservationState
 

@@ -1,4 +1,4 @@
-"""English auctions in simulated time (testbed.english_sim): the project's auctioneer and its
+"""English auctions in simulated time (testbed.sims.english): the project's auctioneer and its
 sites' bidding on simulated clusters, on one clock. Small worlds worked by hand: who bids, who
 wins, when the job runs; a site re-bidding when its load changes during the auction; a job
 nobody bid for auctioned again at the next change; the project's future windows beside the
@@ -16,7 +16,7 @@ import pytest
 from siteagent.client.journal import AuctionState
 from siteagent.config.schema import BidMode
 from siteagent.core.machine import Task
-from testbed.english_sim import GlobalJob, JobRecord, SiteSpec, World, local_tasks, make_sites
+from testbed.sims.english import GlobalJob, JobRecord, SiteSpec, World, local_tasks, make_sites
 
 QUIET = (SiteSpec("s1", 8, 0.0, (8,), 100), SiteSpec("s2", 8, 0.0, (8,), 100))
 

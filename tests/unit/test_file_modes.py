@@ -26,7 +26,7 @@ from siteagent.market.site import STORE_FILE, open_site
 from siteagent.protocol.keys import load_private_key, private_key_pem, public_key_text
 from siteagent.security.clients import load_authorized_clients
 from siteagent.security.tls import ensure_self_signed, server_ssl_context, write_self_signed
-from testbed.traces import write_trace
+from testbed.inprocess.traces import write_trace
 
 
 def mode(path: Path) -> int:

@@ -17,7 +17,7 @@ from siteagent.client.genetic import (
 from siteagent.client.plans import Network
 from siteagent.client.tasks import Task, task_graph
 from siteagent.protocol.models import SlotList
-from testbed.provisioning import T0, MarketSites, attributes, busy_site, layered_workflow
+from testbed.inprocess.provisioning import T0, MarketSites, attributes, busy_site, layered_workflow
 
 H = 3600
 D = Decimal

@@ -25,7 +25,7 @@ from siteagent.client.tasks import (
 from siteagent.client.workflow import ensemble
 from siteagent.core.model import BatchReservation
 from siteagent.core.prediction import plan as plan_afresh
-from testbed.provisioning import (
+from testbed.inprocess.provisioning import (
     T0,
     BatchMarketSites,
     MarketSites,

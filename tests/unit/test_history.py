@@ -31,7 +31,7 @@ from siteagent.core.waits import (
     wait_table,
 )
 from siteagent.market.store import Store
-from testbed.fakes import FakeRun
+from testbed.inprocess.fakes import FakeRun
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "slurm"
 T0 = 1795318000

@@ -22,7 +22,7 @@ from siteagent.protocol import keys
 from siteagent.protocol.models import QuoteRequest
 from siteagent.protocol.sessions import MAX_ANSWER_BYTES
 from siteagent.security.tls import write_self_signed
-from testbed.parties import Party
+from testbed.inprocess.parties import Party
 
 BUYER = Party("alice@laptop")
 REQUEST = QuoteRequest.model_validate({"cores": 1, "walltime": 60})

@@ -11,7 +11,7 @@ from typing import Any, Dict, Optional
 
 import pytest
 
-from testbed.processes import require_programs
+from testbed.processes.programs import require_programs
 from testbed.standins.slurm_lua import INFINITE, NO_VAL, Outcome, run_job_submit
 
 SCRIPT = Path(__file__).resolve().parents[2] / "contrib" / "slurm" / "job_submit.lua"

@@ -110,3 +110,28 @@ def test_the_checks_see_imports_of_every_form(tmp_path: Path) -> None:
     relative.write_text("from .test_store import requested\nfrom .. import conftest\n")
     names = [name for _, name in imported_names(relative, "tests.unit.relative")]
     assert "tests.unit.test_store" in names and "tests.conftest" in names
+
+
+def test_the_support_package_is_grouped_by_how_a_test_uses_it() -> None:
+    """testbed/ keeps its modules in groups (docs in testbed/__init__.py), not flat."""
+    groups = {"inprocess", "processes", "slurm", "pbs", "sims", "standins"}
+    loose = sorted(
+        path.name
+        for path in (REPO / "testbed").iterdir()
+        if path.suffix == ".py" and path.name not in ("__init__.py", "compiled.py")
+    )
+    assert loose == []
+    assert {
+        p.name for p in (REPO / "testbed").iterdir() if p.is_dir() and p.name != "__pycache__"
+    } == groups
+
+
+def test_every_harness_module_says_when_to_use_it() -> None:
+    """A newcomer picks a harness by its first docstring line (issue 28)."""
+    silent = [
+        str(path.relative_to(REPO))
+        for group in ("inprocess", "processes", "slurm", "pbs", "sims")
+        for path in sorted((REPO / "testbed" / group).glob("*.py"))
+        if not (ast.get_docstring(ast.parse(path.read_text())) or "").startswith("Use this when")
+    ]
+    assert silent == []

@@ -29,10 +29,10 @@ from siteagent.market import deals
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Cancellation, Receipt, Signed
 from siteagent.protocol.errors import status_of
-from testbed.parties import NOW, Party, deal, receipt
-from testbed.postgres import PostgresTestServer
+from testbed.inprocess.parties import NOW, Party, deal, receipt
+from testbed.processes.postgres import PostgresTestServer
 
-PRICE = Decimal("43.40")  # 16 cores x 2 h x 1.25 + fee 3.4 (testbed.parties.offer)
+PRICE = Decimal("43.40")  # 16 cores x 2 h x 1.25 + fee 3.4 (testbed.inprocess.parties.offer)
 #: What alice may owe: enough for the few deals a test books without a deposit.
 CREDIT = Decimal("1000.00")
 

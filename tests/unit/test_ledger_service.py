@@ -40,10 +40,10 @@ from siteagent.market import deals
 from siteagent.protocol import documents, keys, signing
 from siteagent.protocol.documents import Cancellation, Signed
 from siteagent.security.authentication import Authenticator
-from testbed.parties import NOW, Party, deal, receipt
-from testbed.processes import free_port
+from testbed.inprocess.parties import NOW, Party, deal, receipt
+from testbed.processes.programs import free_port
 
-PRICE = Decimal("43.40")  # testbed.parties.offer: 16 cores x 2 h x 1.25 + fee 3.4
+PRICE = Decimal("43.40")  # testbed.inprocess.parties.offer: 16 cores x 2 h x 1.25 + fee 3.4
 BASE = "http://testserver"
 
 

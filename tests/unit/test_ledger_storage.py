@@ -21,11 +21,11 @@ from siteagent.ledger.bank import BANK, Ledger, LedgerConflict, LedgerError, Led
 from siteagent.ledger.schema import LATEST, V1_SQLITE, SchemaError
 from siteagent.protocol import documents, keys
 from siteagent.protocol.documents import Cancellation, Receipt
-from testbed.parties import NOW, Party, deal, receipt
-from testbed.postgres import PostgresTestServer
-from testbed.processes import free_port, require_postgres_driver
+from testbed.inprocess.parties import NOW, Party, deal, receipt
+from testbed.processes.postgres import PostgresTestServer
+from testbed.processes.programs import free_port, require_postgres_driver
 
-PRICE = Decimal("43.40")  # testbed.parties.offer
+PRICE = Decimal("43.40")  # testbed.inprocess.parties.offer
 
 
 def funded_bank(location: str) -> Tuple[Ledger, Party, Party]:

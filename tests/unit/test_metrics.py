@@ -36,10 +36,10 @@ from siteagent.market.site import pricing_of
 from siteagent.market.store import Store, UsageTotals
 from siteagent.pricing import Pricing
 from siteagent.pricing.load import LoadOffer
-from testbed.fakes import FakeClock, FaultyBackend
-from testbed.offers import record_offer
-from testbed.records import a_record
-from testbed.traces import write_trace
+from testbed.inprocess.fakes import FakeClock, FaultyBackend
+from testbed.inprocess.offers import record_offer
+from testbed.inprocess.records import a_record
+from testbed.inprocess.traces import write_trace
 
 #: The default configuration's pricing.
 PRICING = pricing_of(PricingConfig())

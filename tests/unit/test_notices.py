@@ -20,7 +20,7 @@ from siteagent.daemon.assemble import notice_handler
 from siteagent.host import installation
 from siteagent.host.notices import MAX_NOTICE_BYTES, Notice, NoticeListener, parse_notice
 from siteagent.market.lifecycle import ReservationRecord, ReservationState, UnknownReservation
-from testbed.records import a_record
+from testbed.inprocess.records import a_record
 
 REPO = Path(__file__).resolve().parents[2]
 PROGRAM = REPO / "contrib" / "slurm" / "resv-notify"

@@ -9,8 +9,8 @@ import pytest
 from siteagent.client.connection import Quote
 from siteagent.client.odds import OFFERS_ASKED, Ask, cheapest_starting_by, site_odds
 from siteagent.protocol.models import OfferView, QuoteAnswer, WaitHistory
-from testbed.https_stub import offer_view
-from testbed.provisioning import wait_bin, wait_history
+from testbed.inprocess.https_stub import offer_view
+from testbed.inprocess.provisioning import wait_bin, wait_history
 
 H = 3600
 T = 1_800_000_000  # the start wanted

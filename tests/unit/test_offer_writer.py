@@ -12,7 +12,7 @@ import pytest
 from siteagent.api.offer_writer import OfferWriter
 from siteagent.core.model import Offer
 from siteagent.market.store import Store
-from testbed.offers import an_offer
+from testbed.inprocess.offers import an_offer
 
 
 class Recorder:

@@ -1,6 +1,6 @@
 """The PBS backend's parsers on output captured from a real OpenPBS 23.06.06.
 
-tests/data/pbs/*-openpbs.* are what the test cluster (testbed/pbs_cluster.py) printed with
+tests/data/pbs/*-openpbs.* are what the test cluster (testbed/pbs/cluster.py) printed with
 TZ=UTC, see tests/data/pbs/README.md for the scene: n1 full with job 0, n2 with job 1's first
 chunk and an array's four running subjobs, n3 with job 1's second chunk and job 7 in the
 agent's running reservation ``sa-capture0001`` (R5), n4 idle; job 2 (all 64 CPUs) the top job

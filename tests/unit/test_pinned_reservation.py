@@ -12,7 +12,7 @@ from siteagent.client import genetic, pinned
 from siteagent.client.greedy import Alternative
 from siteagent.client.plans import Network, Plan, PlanningError
 from siteagent.client.tasks import TaskGraph
-from testbed.provisioning import T0, MarketSites, attributes, busy_site, layered_workflow
+from testbed.inprocess.provisioning import T0, MarketSites, attributes, busy_site, layered_workflow
 
 NET = Network(bytes_per_s=1.25e9)
 SITES = [attributes("a"), attributes("b")]

@@ -26,7 +26,8 @@ from siteagent.core.prediction import plan
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.snapshot import snapshot_of
 from siteagent.sim.workload import Workload
-from testbed.reference_sim import (
+from testbed.inprocess.traces import trace_prefix
+from testbed.sims.reference import (
     AGREEMENT,
     ALL_POLICIES,
     PROPERTY,
@@ -35,7 +36,6 @@ from testbed.reference_sim import (
     scratch_swf,
     workloads,
 )
-from testbed.traces import trace_prefix
 
 FCFS, EASY, CONSERVATIVE = Policy.FCFS, Policy.EASY, Policy.CONSERVATIVE
 

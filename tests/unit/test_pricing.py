@@ -30,7 +30,7 @@ from siteagent.pricing import (
     Window,
     choose,
 )
-from testbed.strategies import snapshots
+from testbed.inprocess.strategies import snapshots
 
 H = 3600
 D = Decimal

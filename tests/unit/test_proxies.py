@@ -16,8 +16,8 @@ from siteagent.client.sites import Site, Timeouts
 from siteagent.ledger.bank import LedgerUnavailable
 from siteagent.ledger.client import RemoteLedger
 from siteagent.protocol import keys
-from testbed.https_stub import Canned, https_stub, site_info
-from testbed.parties import Party, receipt
+from testbed.inprocess.https_stub import Canned, https_stub, site_info
+from testbed.inprocess.parties import Party, receipt
 
 
 class RefusingProxy:

@@ -22,7 +22,7 @@ from siteagent.core.model import ClusterSnapshot, Job
 from siteagent.core.money import CENT, HOUR
 from siteagent.core.prediction import plan, replan_with_reservation
 from siteagent.pricing import Context, ExternalityFee, Refused, Window
-from testbed.strategies import snapshots
+from testbed.inprocess.strategies import snapshots
 
 #: Of the generated cases, at least this share must reach the fast path's answer: most
 #: snapshots have every queued job submitted and none pinned, which is the case it serves.

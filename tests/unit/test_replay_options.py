@@ -16,8 +16,8 @@ import yaml
 from siteagent.backends.replay import REPLAY_STATE_FILE, SwfReplayBackend
 from siteagent.config import loading
 from siteagent.market.site import open_backend
-from testbed.fakes import FakeClock
-from testbed.traces import swf_row, swf_text, write_trace
+from testbed.inprocess.fakes import FakeClock
+from testbed.inprocess.traces import swf_row, swf_text, write_trace
 
 T0 = 1_800_000_000
 

@@ -24,8 +24,8 @@ import pytest
 from siteagent.backends.base import BackendError, BackendUnavailable, ReservationRefused
 from siteagent.backends.replay import SwfReplayBackend
 from siteagent.core.model import ClusterSnapshot, ReservationSpec
-from testbed.fakes import FakeClock
-from testbed.traces import write_trace
+from testbed.inprocess.fakes import FakeClock
+from testbed.inprocess.traces import write_trace
 
 T0 = 1_800_000_000
 WRITE = os.write

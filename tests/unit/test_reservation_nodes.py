@@ -2,8 +2,8 @@
 
 The agent re-checks an offer on its node-aware plan, creates the reservation on the nodes
 that plan chose, and verifies on reading it back that the batch system put it there. Runs on
-:class:`testbed.fakes.NodeCluster`, which places and refuses as Slurm does and, like Slurm,
-does not show how a reservation over several nodes splits its cores.
+:class:`testbed.inprocess.fakes.NodeCluster`, which places and refuses as Slurm does and,
+like Slurm, does not show how a reservation over several nodes splits its cores.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from siteagent.market.lifecycle import (
 )
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.store import Store
-from testbed.fakes import NodeCluster
-from testbed.offers import record_offer
+from testbed.inprocess.fakes import NodeCluster
+from testbed.inprocess.offers import record_offer
 
 T0 = 1_800_000_000
 

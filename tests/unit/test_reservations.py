@@ -35,10 +35,10 @@ from siteagent.market.lifecycle import (
 )
 from siteagent.market.reservations import NOTICE_SKEW_S, ReservationManager
 from siteagent.market.store import Store
-from testbed.fakes import FakeClock, FaultyBackend
-from testbed.offers import record_offer
-from testbed.promises import violations
-from testbed.traces import write_trace
+from testbed.inprocess.fakes import FakeClock, FaultyBackend
+from testbed.inprocess.offers import record_offer
+from testbed.inprocess.promises import violations
+from testbed.inprocess.traces import write_trace
 
 #: What a confirm keeps and owes the ledger (its contents are the deals' business).
 A_RECEIPT = {"id": "a-receipt"}

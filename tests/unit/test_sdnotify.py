@@ -12,7 +12,7 @@ import pytest
 
 from siteagent.host import sdnotify
 from siteagent.host.sdnotify import Watchdog, notify, watchdog_interval_s
-from testbed.fakes import FakeClock
+from testbed.inprocess.fakes import FakeClock
 
 
 class Listener:

@@ -45,7 +45,7 @@ from siteagent.security.clients import AuthorizedClient, load_authorized_clients
 from siteagent.security.errors import ConfirmRefused, ReplayCacheFull, Unauthenticated
 from siteagent.security.replay import SavedNonces
 from siteagent.security.tls import ensure_self_signed, server_ssl_context
-from testbed.parties import NOW, Party, deal
+from testbed.inprocess.parties import NOW, Party, deal
 
 URL = "https://hpc1.example.org:8443/v1/reservations/r-1/confirm"
 #: The authority the site of these tests answers to.

@@ -10,7 +10,7 @@ import pytest
 from siteagent.client.selection import Candidate, estimate, ranking, select
 from siteagent.client.tasks import Requirements, Task
 from siteagent.client.var import Submission, latest_submission
-from testbed.provisioning import attributes, wait_bin, wait_history
+from testbed.inprocess.provisioning import attributes, wait_bin, wait_history
 
 H = 3600
 

@@ -19,8 +19,8 @@ from siteagent.daemon.reload import apply, changed_keys, keep_restart_settings
 from siteagent.ledger.bank import Ledger
 from siteagent.market.site import Site, open_site
 from siteagent.protocol import keys
-from testbed.parties import Party
-from testbed.traces import write_trace
+from testbed.inprocess.parties import Party
+from testbed.inprocess.traces import write_trace
 
 
 def settings(tmp_path: Path, **sections: Any) -> schema.Config:

@@ -15,7 +15,7 @@ from siteagent.core.nodes import NodeMachine
 from siteagent.sim.dag import DagJob, run_just_in_time
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.workload import Workload
-from testbed.traces import trace_prefix
+from testbed.inprocess.traces import trace_prefix
 
 POLICIES = [Policy.FCFS, Policy.EASY, Policy.CONSERVATIVE]
 

@@ -1,4 +1,4 @@
-"""The simulator against the independent reference of testbed/reference_sim.py, job for job
+"""The simulator against the independent reference of testbed/sims/reference.py, job for job
 (the rules and the conventions it fixes are in that module's docstring)."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from siteagent.core.model import BatchReservation, ClusterSnapshot, Job
 from siteagent.core.prediction import plan
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.workload import Workload
-from testbed.reference_sim import (
+from testbed.inprocess.traces import swf_row, trace_prefix, write_swf
+from testbed.sims.reference import (
     AGREEMENT,
     ALL_POLICIES,
     CONSERVATIVE,
@@ -37,7 +38,6 @@ from testbed.reference_sim import (
     scratch_swf,
     workloads,
 )
-from testbed.traces import swf_row, trace_prefix, write_swf
 
 # =============================================================================================
 # The reference checks itself

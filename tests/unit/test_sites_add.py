@@ -13,9 +13,9 @@ import yaml
 
 from siteagent.cli.console import EXIT_BAD_INPUT
 from siteagent.client.sites import certificate_pin, load_registry
-from testbed.buyer_files import run_client
-from testbed.https_stub import Canned, HttpsStub, https_stub, site_info
-from testbed.parties import Party
+from testbed.inprocess.buyer_files import run_client
+from testbed.inprocess.https_stub import Canned, HttpsStub, https_stub, site_info
+from testbed.inprocess.parties import Party
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from siteagent.core.engines import Policy
 from siteagent.core.model import ClusterSnapshot, Job, Slot
 from siteagent.core.prediction import plan
 from siteagent.core.slots import advertise, fit_request, provision, remainder, subslot_cost
-from testbed.strategies import snapshots
+from testbed.inprocess.strategies import snapshots
 
 H = 3600
 D = Decimal

@@ -21,9 +21,9 @@ from siteagent.market import migrations as migrations_module
 from siteagent.market.lifecycle import ReservationRecord, ReservationState
 from siteagent.market.migrations import SCHEMA_VERSION
 from siteagent.market.store import RECEIPT, REFUND, Remember, StaleState, Store, StoreError
-from testbed.offers import an_offer
-from testbed.records import a_record, requested
-from testbed.syncs import commit_levels
+from testbed.inprocess.offers import an_offer
+from testbed.inprocess.records import a_record, requested
+from testbed.inprocess.syncs import commit_levels
 
 S = ReservationState
 REPO = Path(__file__).resolve().parents[2]

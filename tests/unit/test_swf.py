@@ -19,7 +19,7 @@ from siteagent.sim.workload import (
     UnsimulableJob,
     Workload,
 )
-from testbed.traces import TRACES, swf_row, swf_text, write_swf
+from testbed.inprocess.traces import TRACES, swf_row, swf_text, write_swf
 
 # -- header --------------------------------------------------------------------------------------
 

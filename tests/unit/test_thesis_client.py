@@ -11,7 +11,7 @@ import pytest
 from siteagent.client.generators import CYBERSHAKE_MODULES, cybershake, layered
 from siteagent.client.tasks import task_of
 from siteagent.client.var import Submission, scan_submission
-from testbed import provisioning as bed
+from testbed.inprocess import provisioning as bed
 
 
 def test_cybershake_is_table_2() -> None:

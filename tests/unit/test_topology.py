@@ -27,8 +27,8 @@ from siteagent.sim.shapes import Request, Shaper, draw, fat_shape, slim_shape
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.topology import Partition, Topology, TopologyMachine, bgl, torus3d
 from siteagent.sim.wiring import LineTable, bgl_x_line, bgl_yz_line, ring
-from testbed.fakes import FakeClock
-from testbed.traces import swf_row, trace_prefix, write_swf
+from testbed.inprocess.fakes import FakeClock
+from testbed.inprocess.traces import swf_row, trace_prefix, write_swf
 
 Link = Tuple[int, int]
 

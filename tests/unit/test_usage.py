@@ -24,8 +24,8 @@ from siteagent.core.usage import JobUsage, UsageSource, usage_of
 from siteagent.market.lifecycle import ReservationState
 from siteagent.market.store import Store
 from siteagent.market.usage import ACCOUNTING_GRACE_S, UsageRecorder, reservation_usage
-from testbed.fakes import FakeClock, FakeRun
-from testbed.records import requested
+from testbed.inprocess.fakes import FakeClock, FakeRun
+from testbed.inprocess.records import requested
 
 S = ReservationState
 #: The window of the reservation ``requested`` stores: 4 cores over [1000, 4600).

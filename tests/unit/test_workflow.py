@@ -11,7 +11,7 @@ import pytest
 from siteagent.client.tasks import Requirements, Task, WorkflowError, edge_bytes, task_of
 from siteagent.client.wfformat import read_wfformat, wfformat_graph
 from siteagent.client.workflow import ENTRY, EXIT, ensemble, load_workflow, yaml_graph
-from testbed.provisioning import attributes, montage_instance
+from testbed.inprocess.provisioning import attributes, montage_instance
 
 
 def instance(version: str = "1.6") -> Dict[str, Any]:

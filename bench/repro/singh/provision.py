@@ -33,7 +33,7 @@ from siteagent.client.generators import cybershake, layered
 from siteagent.client.tasks import TaskGraph
 from siteagent.client.wfformat import read_wfformat
 from siteagent.core.engines import Policy
-from testbed.provisioning import wfcommons_instance
+from testbed.inprocess.provisioning import wfcommons_instance
 
 WARMUP_S = 7 * DAY_S
 #: Room left after the last instant: the workflow must finish inside the trace.

@@ -11,7 +11,8 @@
 Planned windows are then put into a fork of the replay as advance reservations: a window the
 replay refuses would be a plan the site could not keep (counted; none is expected with exact
 estimates). Every planner is the client's own (``siteagent.client``); the sites are in memory
-(``testbed.provisioning.MarketSites``), quoting and advertising from the replay's snapshot.
+(``testbed.inprocess.provisioning.MarketSites``), quoting and advertising from the replay's
+snapshot.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from siteagent.protocol.models import SiteAttributes
 from siteagent.sim.dag import DagJob, run_just_in_time
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.snapshot import snapshot_of
-from testbed.provisioning import MarketSites, attributes
+from testbed.inprocess.provisioning import MarketSites, attributes
 
 #: Data between sites (thesis ch. 4.9): 10 Gbps with 150 s of latency.
 NETWORK = Network(bytes_per_s=10e9 / 8, latency_s=150)

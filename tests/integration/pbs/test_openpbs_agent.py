@@ -24,9 +24,9 @@ from siteagent.market.lifecycle import (
     ReservationState,
 )
 from siteagent.market.site import Site, open_site
-from testbed.offers import record_offer
-from testbed.pbs_cluster import PbsTestCluster, text_blocks
-from testbed.processes import wait_until
+from testbed.inprocess.offers import record_offer
+from testbed.pbs.cluster import PbsTestCluster, text_blocks
+from testbed.processes.programs import wait_until
 
 pytestmark = pytest.mark.pbs
 

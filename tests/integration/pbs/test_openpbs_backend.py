@@ -1,9 +1,9 @@
-"""PbsBackend against a real OpenPBS (testbed/pbs_cluster.py: pbs_server, pbs_sched, four
+"""PbsBackend against a real OpenPBS (testbed/pbs/cluster.py: pbs_server, pbs_sched, four
 pbs_moms n1..n4 of 16 CPUs, queue ``workq``): snapshots, reservations confirmed, denied or
 left unconfirmed, deletion, node reservations, outages.
 
 Expectations are read with PBS's plain text listings (``qstat -f``, ``pbsnodes -a``,
-``pbs_rstat -f``, through :func:`testbed.pbs_cluster.text_blocks`), never with the backend's
+``pbs_rstat -f``, through :func:`testbed.pbs.cluster.text_blocks`), never with the backend's
 parsers of the JSON forms, so a parser bug cannot confirm itself. One cluster serves the
 session; every test starts and ends with it empty.
 """
@@ -21,8 +21,8 @@ import pytest
 from siteagent.backends.base import BackendUnavailable, ReservationRefused
 from siteagent.backends.pbs import PbsBackend, PbsConfig
 from siteagent.core.model import CapacityUnit, ReservationSpec
-from testbed.pbs_cluster import PbsTestCluster, text_blocks
-from testbed.processes import wait_until
+from testbed.pbs.cluster import PbsTestCluster, text_blocks
+from testbed.processes.programs import wait_until
 
 pytestmark = pytest.mark.pbs
 

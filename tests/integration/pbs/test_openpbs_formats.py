@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
-from testbed.pbs_cluster import PbsTestCluster, text_blocks
+from testbed.pbs.cluster import PbsTestCluster, text_blocks
 from testbed.standins.pbs.harness import StandinServer
 
 pytestmark = pytest.mark.pbs

@@ -33,11 +33,11 @@ from siteagent.market.lifecycle import ReservationState
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import STORE_FILE
 from siteagent.market.store import Store
-from testbed.agents import SITEAGENT, spawn_agent
-from testbed.offers import record_offer
-from testbed.pbs_cluster import SERVER, PbsTestCluster, text_blocks
-from testbed.processes import free_port, stop, wait_until
-from testbed.sites import authorize_buyer
+from testbed.inprocess.offers import record_offer
+from testbed.pbs.cluster import SERVER, PbsTestCluster, text_blocks
+from testbed.processes.agents import SITEAGENT, spawn_agent
+from testbed.processes.programs import free_port, stop, wait_until
+from testbed.processes.sites import authorize_buyer
 
 pytestmark = pytest.mark.pbs
 
