@@ -18,13 +18,14 @@ from typing import Callable, Dict, List, Optional, Sequence
 from siteagent import __version__
 from siteagent.agent.state import State
 from siteagent.backends.base import BackendError, BackendUnavailable
-from siteagent.cli import console, options, parsing, site
+from siteagent.cli import console, options, parsing
 from siteagent.cli.console import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
     EXIT_REFUSED,
     EXIT_UNAVAILABLE,
 )
+from siteagent.cli.site import commands as site_commands
 from siteagent.config.schema import Config
 from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
 from siteagent.core.errors import SiteagentError
@@ -89,7 +90,7 @@ def exit_code(error: SiteagentError) -> int:
 def client_main(argv: Optional[Sequence[str]] = None) -> int:
     """``siteagent-client``: find, price and reserve compute across sites."""
     # imported here: the client's HTTP stack is no business of `siteagent`'s commands
-    from siteagent.cli import buyer
+    from siteagent.cli.buyer import commands as buyer_commands
     from siteagent.cli.buyer.common import exit_code as buyer_exit_code
 
     console.program = "siteagent-client"
@@ -103,7 +104,7 @@ def client_main(argv: Optional[Sequence[str]] = None) -> int:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parsing.subcommands(parser)
-    buyer.add_commands(commands)
+    buyer_commands.add_commands(commands)
     args = parser.parse_args(argv)
     command: Command = args.command
     as_json = bool(getattr(args, "json", False))
@@ -127,7 +128,7 @@ def _site_parser() -> argparse.ArgumentParser:
     commands = parsing.subcommands(parser)
     _add_serve(commands)
     _add_simulate(commands)
-    site.add_commands(commands)
+    site_commands.add_commands(commands)
     return parser
 
 

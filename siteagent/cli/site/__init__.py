@@ -1,13 +1,1 @@
 """The site's program, ``siteagent COMMAND``: one module per command (docs/admin.md)."""
-
-from __future__ import annotations
-
-import argparse
-
-
-def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """The site's commands after ``serve`` and ``simulate``, in ``siteagent --help``'s order."""
-    from siteagent.cli.site import history, install, keys_config, ledger, market, reservations
-
-    for command in (reservations, market, keys_config, install, history, ledger):
-        command.add_commands(commands)
