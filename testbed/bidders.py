@@ -37,7 +37,7 @@ class FakeBidder(FakeSeller):
 
     def bid(self, call: BidRequest) -> BidAnswer:
         if self.down:
-            raise SiteUnreachable(self.name, "cannot connect")
+            raise SiteUnreachable("cannot connect", site=self.name)
         with self.lock:
             self.bids.append((call.auction_id, call.to_beat))
             round = self.asked.get(call.auction_id, 0)
@@ -88,7 +88,7 @@ class FakeBidder(FakeSeller):
 
     def release_bid(self, auction_id: str) -> BidAnswer:
         if self.down:
-            raise SiteUnreachable(self.name, "cannot connect")
+            raise SiteUnreachable("cannot connect", site=self.name)
         with self.lock:
             self.released.append(auction_id)
             self.holding.pop(auction_id, None)

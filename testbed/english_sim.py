@@ -538,7 +538,7 @@ class World:
                 site.simulator.add_reservation(job.name, offer.start, offer.end, offer.size)
             except ReservationConflict:
                 raise SiteError(
-                    site.name, "offer_capacity_gone", "the capacity is gone", 409
+                    "the capacity is gone", code="offer_capacity_gone", site=site.name, status=409
                 ) from None
             start = max(offer.start, arrives)
             record.start, record.end = start, start + job.run

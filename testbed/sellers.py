@@ -131,7 +131,7 @@ class FakeSeller:
         held = self.hold(offer, idempotency_key)
         if self.lose_accept_answer:
             self.lose_accept_answer = False
-            raise SiteUnreachable(self.name, "no answer within 10 s")
+            raise SiteUnreachable("no answer within 10 s", site=self.name)
         return self.accept_answer(held)
 
     def hold(self, offer: Offer, idempotency_key: str) -> Held:
@@ -161,7 +161,7 @@ class FakeSeller:
         held.state = "CONFIRMED"
         if self.lose_confirm_answer:
             self.lose_confirm_answer = False
-            raise SiteUnreachable(self.name, "no answer within 10 s")
+            raise SiteUnreachable("no answer within 10 s", site=self.name)
         return held.receipt
 
     def cancel(self, reservation_id: str) -> Optional[Cancellation]:
@@ -214,22 +214,28 @@ class FakeSeller:
         try:
             receipt = Receipt.from_json(data)
         except ValueError as exc:
-            raise BadAnswer(self.name, "bad_site_signature", str(exc), None) from None
+            raise BadAnswer(
+                str(exc), code="bad_site_signature", site=self.name, status=None
+            ) from None
         public = self.key.key.public_key()
         if receipt.deal != dict(deal) or not documents.signature_valid(
             receipt.countersigned(), receipt.site_signature, public
         ):
-            raise BadAnswer(self.name, "bad_site_signature", "does not verify", None)
+            raise BadAnswer(
+                "does not verify", code="bad_site_signature", site=self.name, status=None
+            )
         return receipt
 
     # ---- helpers
 
     def _call(self, what: str, about: str) -> None:
         if self.down:
-            raise SiteUnreachable(self.name, "cannot connect")
+            raise SiteUnreachable("cannot connect", site=self.name)
         if self.rate_limited:
             self.rate_limited -= 1
-            raise SiteError(self.name, "rate_limited", "too fast", 429, retry_after_s=1)
+            raise SiteError(
+                "too fast", code="rate_limited", site=self.name, status=429, retry_after_s=1
+            )
         self.calls.append((what, about))
 
     def _held(self, reservation_id: str) -> Held:
@@ -244,4 +250,4 @@ class FakeSeller:
         return Tentative(self.name, held.id, held.deal, held.deadline, self._view(held))
 
     def _error(self, status: int, code: str, message: str) -> SiteError:
-        return SiteError(self.name, code, message, status)
+        return SiteError(message, code=code, site=self.name, status=status)

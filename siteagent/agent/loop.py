@@ -36,13 +36,13 @@ from siteagent.core.model import ClusterSnapshot, Placement
 from siteagent.core.preemption import Preemption
 from siteagent.core.scheduling import Policy, plan
 from siteagent.core.waits import QueueWait
+from siteagent.host import sdnotify
 from siteagent.market.deals import Deals
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.store import Store, StoreError
 from siteagent.market.usage import UsageRecorder
 from siteagent.market.view import market_view
 from siteagent.pricing import Pricing
-from siteagent.serving import sdnotify
 
 log = logging.getLogger("siteagent.agent")
 

@@ -9,7 +9,7 @@ of :mod:`siteagent.protocol.models`, shared with the client (the protocol is the
 paper's, docs/design.md §4.5).
 
 Errors are JSON ``{"error": {"code", "message"[, "field"]}}`` with the status of the one table
-(:mod:`siteagent.serving.errors`): a stable code for programs, a sentence for people, and the
+(:mod:`siteagent.http.errors`): a stable code for programs, a sentence for people, and the
 field at fault for bad input (422, never 500).
 """
 
@@ -26,8 +26,8 @@ from siteagent.api import auctions, market, operations, site
 from siteagent.api.context import ApiContext
 from siteagent.api.rates import Admission
 from siteagent.api.site import API_VERSION
-from siteagent.serving import errors
-from siteagent.serving.gate import Gate, signs_state_changes
+from siteagent.http import errors
+from siteagent.http.gate import Gate, signs_state_changes
 
 
 def create_app(context: ApiContext) -> fastapi.FastAPI:

@@ -39,6 +39,7 @@ from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
 from siteagent.core.errors import InvalidRequest, SiteagentError
 from siteagent.core.model import Offer, Request
 from siteagent.core.money import CENT
+from siteagent.http import errors
 from siteagent.market import quoting
 from siteagent.market.quoting import Quote, Refusal
 from siteagent.market.view import MarketView
@@ -60,7 +61,6 @@ from siteagent.protocol.models import (
 from siteagent.security.admission import OfferQuota
 from siteagent.security.clients import AuthorizedClient
 from siteagent.security.errors import Unauthenticated
-from siteagent.serving import errors
 
 log = logging.getLogger("siteagent.api")
 
@@ -301,11 +301,11 @@ def _again(message: Dict[str, Any], receive: Any) -> Any:
 async def authenticated_client(
     request: fastapi.Request, _: Optional[str] = Security(SIGNATURE)
 ) -> AuthorizedClient:
-    """The client whose signature the gate checked (siteagent.serving.gate) before the body
+    """The client whose signature the gate checked (siteagent.http.gate) before the body
     was parsed; the parameter declares the signature in the OpenAPI."""
     client = getattr(request.state, "client", None)
     if not isinstance(client, AuthorizedClient):  # the gate signs every state change
-        raise Unauthenticated("unsigned", "this request must be signed (RFC 9421)")
+        raise Unauthenticated("this request must be signed (RFC 9421)", code="unsigned")
     return client
 
 

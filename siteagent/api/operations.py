@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse, Response
 from siteagent.api.context import ApiContext
 from siteagent.api.site import ERRORS
 from siteagent.core.errors import SiteagentError
+from siteagent.protocol.errors import METRICS_DISABLED
 from siteagent.protocol.models import Health
 
 
@@ -38,6 +39,6 @@ def add_routes(app: fastapi.FastAPI, context: ApiContext) -> None:
     def metrics() -> Response:
         """Prometheus metrics (text exposition format)."""
         if context.metrics is None:
-            raise SiteagentError("this agent was started without metrics", code="metrics_disabled")
+            raise SiteagentError("this agent was started without metrics", code=METRICS_DISABLED)
         data, content_type = context.metrics.render()
         return Response(data, media_type=content_type)

@@ -32,6 +32,7 @@ from typing import Callable, Optional, TypeVar
 from siteagent.core.errors import Unavailable
 from siteagent.pricing import Pricing
 from siteagent.pricing.base import Context, FeePolicy, Window
+from siteagent.protocol.errors import BUSY
 
 #: A quote that would wait longer than this for the pricing thread is refused as busy.
 MAX_WAIT_S = 5.0
@@ -124,7 +125,7 @@ class PricingQueue:
                 raise Unavailable(
                     f"the site is pricing other requests (about {retry} s of work queued); "
                     f"retry in {retry} s",
-                    code="busy",
+                    code=BUSY,
                     retry_after_s=retry,
                 )
             self._offers_ahead += offers

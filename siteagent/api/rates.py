@@ -1,6 +1,6 @@
 """How much of its rate each signed request costs a client: one request, or a batch's parts.
 
-The gate (:mod:`siteagent.serving.gate`) lets a signed request in against its client's token
+The gate (:mod:`siteagent.http.gate`) lets a signed request in against its client's token
 bucket before its body is read; a batch (docs/batches.md) is let in there as one request and
 charged the rest of its work by its route, once the body says how many parts it has: a batch
 quote as its requests, a batch accept as its parts (each is a command to the batch system),
@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 
 from siteagent.api.context import ApiContext
+from siteagent.http.gate import signs_state_changes
 from siteagent.security.admission import RateLimited, RateLimiter
 from siteagent.security.clients import AuthorizedClient
-from siteagent.serving.gate import signs_state_changes
 
 #: The kinds of request each client's rate is counted in.
 QUOTES, RESERVATIONS, BIDS = "quotes", "reservations", "bids"

@@ -277,8 +277,8 @@ def _serve(args: argparse.Namespace) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     # imported here: the web stack takes a while to load and only `serve` needs it
-    from siteagent.serve import serve
-    from siteagent.serving.server import ServiceError
+    from siteagent.daemon.daemon import serve
+    from siteagent.http.server import ServiceError
 
     try:
         serve(

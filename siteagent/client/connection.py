@@ -40,6 +40,7 @@ from siteagent.client.sites import Site
 from siteagent.core.errors import SiteagentError
 from siteagent.protocol import documents, keys, signing
 from siteagent.protocol.documents import Cancellation, Receipt
+from siteagent.protocol.errors import INVALID_ANSWER, NOT_OWNER, UNREACHABLE
 from siteagent.protocol.models import (
     BidAnswer,
     BidRequest,
@@ -99,9 +100,10 @@ class SiteError(SiteagentError):
 
     def __init__(
         self,
-        site: str,
-        code: str,
         message: str,
+        *,
+        code: str,
+        site: str,
         status: Optional[int],
         field: Optional[str] = None,
         retry_after_s: Optional[int] = None,
@@ -121,12 +123,12 @@ class SiteUnreachable(SiteagentError):
     """No answer: the connection was refused or timed out, the answer did not come within the
     read timeout (``timed_out``), or TLS failed (a certificate that is not the site's)."""
 
-    code = "unreachable"
+    code = UNREACHABLE
 
-    def __init__(self, site: str, reason: str, timed_out: bool = False) -> None:
-        super().__init__(f"{site}: {reason}")
+    def __init__(self, message: str, *, site: str, timed_out: bool = False) -> None:
+        super().__init__(f"{site}: {message}")
         self.site = site
-        self.reason = reason
+        self.reason = message
         self.timed_out = timed_out
 
 
@@ -259,12 +261,12 @@ class SiteConnection:
         if "deal" not in raw:  # the public part: the site does not take us for its buyer
             public = self.parsed(PublicReservationView, raw)
             raise SiteError(
-                self.site.name,
-                "not_owner",
                 f"reservation {public.id} is not yours: the site shows its details only to "
                 f"its buyer, and {self.site.key_id!r} (the key the sites file signs with "
                 "here) is not its buyer",
-                403,
+                code=NOT_OWNER,
+                site=self.site.name,
+                status=403,
             )
         return self.parsed(ReservationView, raw)
 
@@ -311,9 +313,9 @@ class SiteConnection:
                 f"the site's signature of the {what} does not verify", "bad_site_signature"
             )
 
-    def bad(self, message: str, code: str = "invalid_answer") -> BadAnswer:
+    def bad(self, message: str, code: str = INVALID_ANSWER) -> BadAnswer:
         """An answer whose documents do not hold together (a deal, a receipt, a refund)."""
-        return BadAnswer(self.site.name, code, message, None)
+        return BadAnswer(message, code=code, site=self.site.name, status=None)
 
     # ---- HTTP
 
@@ -359,11 +361,13 @@ class SiteConnection:
         except requests.RequestException as exc:
             reason = unreachable_reason(exc, self.site)
             timed_out = isinstance(exc, requests.Timeout)
-            raise SiteUnreachable(self.site.name, reason, timed_out) from None
+            raise SiteUnreachable(reason, site=self.site.name, timed_out=timed_out) from None
         except DeadlinePassed as exc:
-            raise SiteUnreachable(self.site.name, str(exc), timed_out=True) from None
+            raise SiteUnreachable(str(exc), site=self.site.name, timed_out=True) from None
         except AnswerTooLarge as exc:
-            raise BadAnswer(self.site.name, "invalid_answer", str(exc), None) from None
+            raise BadAnswer(
+                str(exc), code=INVALID_ANSWER, site=self.site.name, status=None
+            ) from None
         return self.answer(reply)
 
     def answer(self, reply: Reply) -> Dict[str, Any]:
@@ -371,11 +375,11 @@ class SiteConnection:
         if 300 <= reply.status < 400:
             where = reply.headers.get("Location", "elsewhere")
             raise BadAnswer(
-                self.site.name,
-                "invalid_answer",
                 f"HTTP {reply.status} to {where!r}: redirects are not followed (a signed "
                 "request goes only where the sites file says); fix the site's url there",
-                reply.status,
+                code=INVALID_ANSWER,
+                site=self.site.name,
+                status=reply.status,
             )
         try:
             data = json.loads(reply.body)
@@ -383,31 +387,34 @@ class SiteConnection:
             data = None
         if nesting(data) > MAX_NESTING:
             raise BadAnswer(
-                self.site.name,
-                "invalid_answer",
                 f"the answer nests deeper than {MAX_NESTING} levels: not the API's",
-                reply.status,
+                code=INVALID_ANSWER,
+                site=self.site.name,
+                status=reply.status,
             )
         if reply.ok and isinstance(data, dict):
             return data
         if reply.ok:
             raise BadAnswer(
-                self.site.name, "invalid_answer", "the answer is not a JSON object", reply.status
+                "the answer is not a JSON object",
+                code=INVALID_ANSWER,
+                site=self.site.name,
+                status=reply.status,
             )
         try:
             detail = ErrorResponse.model_validate(data).error
         except pydantic.ValidationError:
             raise BadAnswer(
-                self.site.name,
-                "invalid_answer",
                 f"HTTP {reply.status} {reply.reason} without the API's error body",
-                reply.status,
+                code=INVALID_ANSWER,
+                site=self.site.name,
+                status=reply.status,
             ) from None
         raise SiteError(
-            self.site.name,
-            detail.code,
             detail.message,
-            reply.status,
+            code=detail.code,
+            site=self.site.name,
+            status=reply.status,
             field=detail.field,
             retry_after_s=retry_after(reply.headers.get("Retry-After")),
         )
@@ -420,10 +427,10 @@ class SiteConnection:
             first = exc.errors()[0]
             where = ".".join(str(part) for part in first["loc"]) or "the body"
             raise BadAnswer(
-                self.site.name,
-                "invalid_answer",
                 f"not a {model.__name__} of the API: {where}: {first['msg']}",
-                None,
+                code=INVALID_ANSWER,
+                site=self.site.name,
+                status=None,
             ) from None
 
     def close(self) -> None:

@@ -28,6 +28,7 @@ import yaml
 
 from siteagent.core.durations import parse_duration
 from siteagent.core.errors import SiteagentError
+from siteagent.protocol.errors import INVALID_JOBS_FILE
 from siteagent.protocol.models import AuctionedJob
 
 #: The keys a job may have besides the protocol's.
@@ -40,7 +41,7 @@ MAX_SUBMIT_S = 7 * 86400
 class JobsFileError(SiteagentError, ValueError):
     """A jobs file that cannot be used: the message names the file, the job and the key."""
 
-    code = "invalid_jobs_file"
+    code = INVALID_JOBS_FILE
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from siteagent.client.auction import Bid
 from siteagent.core import transactions
 from siteagent.core.errors import SiteagentError
 from siteagent.core.files import make_database_private, make_private
+from siteagent.protocol.errors import JOURNAL_ERROR
 
 #: The journal's file name in the state directory.
 JOURNAL_FILE = "client.db"
@@ -91,7 +92,7 @@ CREATE INDEX entries_by_reservation ON entries (reservation_id);
 
 
 class JournalError(SiteagentError):
-    code = "journal_error"
+    code = JOURNAL_ERROR
 
 
 class AuctionState(str, enum.Enum):

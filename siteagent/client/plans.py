@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Optional, Tuple
 
+from siteagent.core.errors import SiteagentError
+from siteagent.protocol.errors import NO_PLAN
+
 
 @dataclass(frozen=True)
 class Network:
@@ -69,5 +72,7 @@ class Plan:
         raise KeyError(task)
 
 
-class PlanningError(ValueError):
+class PlanningError(SiteagentError, ValueError):
     """No plan: a task no site can run, or no site offers a window for."""
+
+    code = NO_PLAN

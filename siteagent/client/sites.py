@@ -44,6 +44,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from siteagent.core import names
 from siteagent.core.errors import SiteagentError
 from siteagent.core.files import UnsafeFile
+from siteagent.protocol.errors import INVALID_SITES_FILE
 from siteagent.protocol.keys import check_key_id, load_private_key
 
 #: The environment variable naming the registry when ``--sites`` does not.
@@ -69,7 +70,7 @@ _HEX_DIGEST = re.compile(r"[0-9A-Fa-f]{64}")
 class RegistryError(SiteagentError, ValueError):
     """A sites file that cannot be used: the message names the file, the key and the fix."""
 
-    code = "invalid_sites_file"
+    code = INVALID_SITES_FILE
 
 
 @dataclass(frozen=True)
@@ -197,9 +198,9 @@ def load_buyer_key(path: Path) -> Ed25519PrivateKey:
         ) from None
     if mode & 0o077:
         raise UnsafeFile(
-            path,
             f"the buyer's private key is mode {mode:04o}, so others may read it and sign as "
             f"you; refusing it (fix: chmod 600 {shlex.quote(str(path))})",
+            path=path,
         )
     try:
         return load_private_key(path)

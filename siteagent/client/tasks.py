@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Iterable, List, Mapping, Optional, Tuple
 
 import networkx as nx
 
+from siteagent.core.errors import SiteagentError
+from siteagent.protocol.errors import INVALID_WORKFLOW
 from siteagent.protocol.models import SiteAttributes
 
 if TYPE_CHECKING:
@@ -31,8 +33,10 @@ else:
     TaskGraph = nx.DiGraph
 
 
-class WorkflowError(ValueError):
+class WorkflowError(SiteagentError, ValueError):
     """A workflow that cannot be read or planned: says which file, task or field."""
+
+    code = INVALID_WORKFLOW
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from siteagent.core.errors import SiteagentError
 from siteagent.core.files import UnsafeFile, check_not_writable_by_others
 from siteagent.core.money import AMOUNT, INTEGER_DIGITS, PRICE, BadMoney
 from siteagent.protocol import httpsig
+from siteagent.protocol.errors import INVALID_CONFIGURATION, INVALID_VALUE
 
 T = TypeVar("T")
 
@@ -47,7 +48,7 @@ class Problem:
 class ConfigError(SiteagentError, ValueError):
     """A file that cannot be used; ``problems`` lists every reason, each with its key path."""
 
-    code = "invalid_configuration"
+    code = INVALID_CONFIGURATION
 
     def __init__(self, source: str, problems: List[Problem]) -> None:
         self.source = source
@@ -85,7 +86,7 @@ def read_yaml(path: Path, what: str) -> Any:
 class Invalid(SiteagentError, ValueError):
     """Raised by a converter: the value is not what was expected (the message says what)."""
 
-    code = "invalid_value"
+    code = INVALID_VALUE
 
 
 class Reading:

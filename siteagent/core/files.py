@@ -44,9 +44,9 @@ class UnsafeFile(SiteagentError, ValueError):
 
     code = "unsafe_file_mode"
 
-    def __init__(self, path: Union[str, Path], reason: str) -> None:
-        super().__init__(f"{path}: {reason}")
-        self.reason = reason
+    def __init__(self, message: str, *, path: Union[str, Path]) -> None:
+        super().__init__(f"{path}: {message}")
+        self.reason = message
 
 
 def check_not_writable_by_others(path: Union[str, Path], what: str) -> None:
@@ -60,9 +60,9 @@ def check_not_writable_by_others(path: Union[str, Path], what: str) -> None:
     writers = _writers(mode)
     if writers:
         raise UnsafeFile(
-            path,
             f"the {what} is mode {mode:04o}, so {' and '.join(writers)} may change it; "
             f"refusing it (fix: chmod go-w {shlex.quote(str(path))})",
+            path=path,
         )
     for directory in real.parents:
         _check_directory(path, directory, what)
@@ -75,10 +75,10 @@ def _check_owner(path: Union[str, Path], uid: int, what: str, where: str) -> Non
     named = where or str(path)
     trusted = "root" if os.geteuid() == 0 else f"root or {_user(os.geteuid())} (who reads it)"
     raise UnsafeFile(
-        path,
         f"{'its directory ' + where if where else 'the ' + what} is owned by "
         f"{_user(uid)}, not by {trusted}, so {_user(uid)} may change the {what}; refusing it "
         f"(fix: chown root {shlex.quote(named)})",
+        path=path,
     )
 
 
@@ -92,9 +92,9 @@ def _check_directory(path: Union[str, Path], directory: Path, what: str) -> None
     writers = _writers(mode)
     if writers:
         raise UnsafeFile(
-            path,
             f"its directory {directory} is mode {mode:04o}, so {' and '.join(writers)} may "
             f"replace the {what}; refusing it (fix: chmod go-w {shlex.quote(str(directory))})",
+            path=path,
         )
 
 

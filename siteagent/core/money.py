@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from siteagent.core.errors import SiteagentError
+
 #: Amounts are kept to the cent.
 CENT = Decimal("0.01")
 
@@ -58,8 +60,11 @@ _WHOLE = f"[0-9]{{1,{INTEGER_DIGITS}}}"
 _WRITTEN_AMOUNT = re.compile(rf"{_WHOLE}\.[0-9]{{2}}")
 
 
-class BadMoney(ValueError):
-    """A figure that is not money of the form expected; the message says the form."""
+class BadMoney(SiteagentError, ValueError):
+    """A figure that is not money of the form expected; the message says the form (a
+    ValueError too, which its callers catch)."""
+
+    code = "invalid_request"  # the core is below the registry: checked by test_error_codes
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ class Policy(str, enum.Enum):
     GREEDY = "greedy"
 
 
-class ReservationConflict(Exception):
+class ReservationConflict(Exception):  # not a SiteagentError: mypyc cannot subclass it here
     """An advance reservation would overlap running work or another reservation."""
 
 

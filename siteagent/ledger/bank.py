@@ -189,25 +189,29 @@ def parse_money(value: Any, what: str) -> int:
     try:
         return to_cents(written_amount(value))
     except BadMoney as exc:
-        raise LedgerRefused("malformed_receipt", f"deal.{what}: {exc}", f"deal.{what}") from None
+        raise LedgerRefused(
+            f"deal.{what}: {exc}", code="malformed_receipt", field=f"deal.{what}"
+        ) from None
 
 
 def deal_terms(deal: Mapping[str, Any]) -> DealTerms:
     """The terms of a deal, or LedgerRefused naming what is missing or malformed."""
     if deal.get("version") != 1:
         raise LedgerRefused(
-            "malformed_receipt", "only deals of version 1 are understood", "deal.version"
+            "only deals of version 1 are understood", code="malformed_receipt", field="deal.version"
         )
     for key in ("site", "buyer", "reservation_id"):
         if not isinstance(deal.get(key), str) or not deal[key]:
-            raise LedgerRefused("malformed_receipt", f"the deal has no {key}", f"deal.{key}")
+            raise LedgerRefused(
+                f"the deal has no {key}", code="malformed_receipt", field=f"deal.{key}"
+            )
     price = parse_money(deal.get("price"), "price")
     penalty = parse_money(deal.get("cancellation_penalty"), "cancellation_penalty")
     if penalty > price:
         raise LedgerRefused(
-            "malformed_receipt",
             "the cancellation penalty exceeds the price",
-            "deal.cancellation_penalty",
+            code="malformed_receipt",
+            field="deal.cancellation_penalty",
         )
     return DealTerms(deal["site"], deal["buyer"], deal["reservation_id"], price, penalty)
 
@@ -266,7 +270,7 @@ class Ledger:
         if kind not in ("user", "site"):
             raise ValueError(f"a participant is a user or a site, not {kind!r}")
         if participant_id == BANK:
-            raise LedgerConflict("reserved_account", f"{BANK!r} is the issuing account")
+            raise LedgerConflict(f"{BANK!r} is the issuing account", code="reserved_account")
         key = public_key_text(public_key)
         credit_cents = to_cents(credit)
 
@@ -281,8 +285,8 @@ class Ledger:
                 )
             elif row != (kind, key):
                 raise LedgerConflict(
-                    "participant_conflict",
                     f"{participant_id!r} is already registered with another kind or key",
+                    code="participant_conflict",
                 )
             current = tx.one(
                 "SELECT credit_cents FROM credit_limits WHERE account = ?", (participant_id,)
@@ -319,7 +323,9 @@ class Ledger:
             "SELECT public_key FROM participants WHERE id = ? AND kind = ?", (key_id, kind)
         )
         if row is None:
-            raise LedgerRefused("unknown_participant", f"no {kind} {key_id!r} is registered", field)
+            raise LedgerRefused(
+                f"no {kind} {key_id!r} is registered", code="unknown_participant", field=field
+            )
         return parse_public_key(row[0])
 
     # ---- booking
@@ -369,9 +375,9 @@ class Ledger:
             self._check_signatures(tx, receipt, terms, where)
             if (terms.site, terms.reservation_id) in reservations:
                 raise LedgerRefused(
-                    "malformed_receipt",
                     f"reservation {terms.reservation_id} at {terms.site} is twice in the batch",
-                    where + "deal.reservation_id",
+                    code="malformed_receipt",
+                    field=where + "deal.reservation_id",
                 )
             reservations.add((terms.site, terms.reservation_id))
             if self._find(tx, "deal", receipt.id) is None:
@@ -391,15 +397,15 @@ class Ledger:
         terms = deal_terms(receipt.deal)
         if receipt.user_signature.key_id != terms.buyer:
             raise LedgerRefused(
-                "signer_mismatch",
                 "the deal is not signed by its buyer",
-                where + "user_signature.keyid",
+                code="signer_mismatch",
+                field=where + "user_signature.keyid",
             )
         if receipt.site_signature.key_id != terms.site:
             raise LedgerRefused(
-                "signer_mismatch",
                 "the receipt is not signed by the deal's site",
-                where + "site_signature.keyid",
+                code="signer_mismatch",
+                field=where + "site_signature.keyid",
             )
         return terms
 
@@ -408,25 +414,25 @@ class Ledger:
         site_key = self._participant(tx, terms.site, "site", where + "deal.site")
         if not receipt.signed_by_user(buyer_key):
             raise LedgerRefused(
-                "bad_user_signature",
                 "the buyer's signature does not verify",
-                where + "user_signature",
+                code="bad_user_signature",
+                field=where + "user_signature",
             )
         if not signature_valid(receipt.countersigned(), receipt.site_signature, site_key):
             raise LedgerRefused(
-                "bad_site_signature",
                 "the site's signature does not verify",
-                where + "site_signature",
+                code="bad_site_signature",
+                field=where + "site_signature",
             )
 
     def _check_bookable(self, tx: Tx, receipt: Receipt, terms: DealTerms, where: str) -> None:
         """Refuse a receipt its site voided, or a second receipt of one reservation."""
         if self._voided(tx, receipt.id, terms.site):
             raise LedgerConflict(
-                "receipt_voided",
                 f"receipt {receipt.id} was voided by {terms.site} before it was booked "
                 f"(reservation {terms.reservation_id} was not confirmed)",
-                where + "deal.reservation_id",
+                code="receipt_voided",
+                field=where + "deal.reservation_id",
             )
         clash = tx.one(
             "SELECT id FROM receipts WHERE site = ? AND reservation_id = ?",
@@ -434,10 +440,10 @@ class Ledger:
         )
         if clash is not None:
             raise LedgerConflict(
-                "reservation_already_booked",
                 f"reservation {terms.reservation_id} at {terms.site} is booked by "
                 f"receipt {clash[0]}",
-                where + "deal.reservation_id",
+                code="reservation_already_booked",
+                field=where + "deal.reservation_id",
             )
 
     def _insert_receipt(self, tx: Tx, receipt: Receipt, terms: DealTerms) -> None:
@@ -473,7 +479,7 @@ class Ledger:
         try:
             penalty = to_cents(cancellation.penalty)
         except BadMoney as exc:
-            raise LedgerRefused("malformed_cancellation", str(exc), "penalty") from None
+            raise LedgerRefused(str(exc), code="malformed_cancellation", field="penalty") from None
         return self.database.run(
             lambda tx: self._refund(tx, cancellation, penalty), idempotent=True
         )
@@ -490,23 +496,23 @@ class Ledger:
             return None
         if row is None:
             raise LedgerNotFound(
-                "unknown_receipt",
                 f"no receipt {cancellation.receipt_id} is booked",
-                "receipt_id",
+                code="unknown_receipt",
+                field="receipt_id",
             )
         site, reservation_id, buyer, price, agreed = row
         if cancellation.site_signature.key_id != site:
             raise LedgerRefused(
-                "signer_mismatch",
                 "the cancellation is not signed by the site",
-                "site_signature.keyid",
+                code="signer_mismatch",
+                field="site_signature.keyid",
             )
         self._check_site_signature(tx, cancellation, site)
         if not 0 <= penalty <= agreed:
             raise LedgerRefused(
-                "penalty_not_agreed",
                 f"the penalty must be between 0.00 and the agreed {from_cents(agreed)}",
-                "penalty",
+                code="penalty_not_agreed",
+                field="penalty",
             )
         document = json.dumps(cancellation.to_json(), sort_keys=True)
         booked = self._find(tx, "refund", cancellation.receipt_id)
@@ -514,9 +520,9 @@ class Ledger:
             same = tx.one("SELECT document FROM transactions WHERE id = ?", (booked.id,))
             if same is None or same[0] != document:
                 raise LedgerConflict(
-                    "already_refunded",
                     f"reservation {reservation_id} was already refunded",
-                    "receipt_id",
+                    code="already_refunded",
+                    field="receipt_id",
                 )
             return booked
         refund = price - penalty
@@ -529,7 +535,9 @@ class Ledger:
         document = cancellation.signed_document()
         if not signature_valid(document, cancellation.site_signature, site_key):
             raise LedgerRefused(
-                "bad_site_signature", "the site's signature does not verify", "site_signature"
+                "the site's signature does not verify",
+                code="bad_site_signature",
+                field="site_signature",
             )
 
     def _keep_void(self, tx: Tx, cancellation: Cancellation) -> None:
@@ -558,10 +566,10 @@ class Ledger:
         credit = self._credit_cents(tx, buyer)
         if balance - price_cents < -credit:
             raise InsufficientFunds(
-                "insufficient_funds",
                 f"{buyer} cannot pay {from_cents(price_cents)}: its balance is "
                 f"{from_cents(balance)} and its credit {from_cents(credit)}; a deposit "
                 f"of {from_cents(price_cents - balance - credit)} would do",
+                code="insufficient_funds",
             )
 
     def _balance_cents(self, tx: Tx, account: str) -> int:
@@ -643,7 +651,7 @@ class Ledger:
         if account == BANK:
             return
         if tx.one("SELECT 1 FROM participants WHERE id = ?", (account,)) is None:
-            raise LedgerNotFound("unknown_account", f"no account {account!r}")
+            raise LedgerNotFound(f"no account {account!r}", code="unknown_account")
 
     def balance(self, account: str) -> Decimal:
         def balance(tx: Tx) -> int:
@@ -707,7 +715,7 @@ class Ledger:
             lambda tx: tx.one("SELECT document FROM receipts WHERE id = ?", (receipt_id,))
         )
         if row is None:
-            raise LedgerNotFound("unknown_receipt", f"no receipt {receipt_id} is booked")
+            raise LedgerNotFound(f"no receipt {receipt_id} is booked", code="unknown_receipt")
         return Receipt.from_json(json.loads(row[0]))
 
 

@@ -127,7 +127,7 @@ class RemoteLedger:
             )
         except requests.RequestException as exc:  # refused, timed out, TLS failure
             raise LedgerUnavailable(
-                "unavailable", f"the ledger service at {self.url} did not answer ({exc})"
+                f"the ledger service at {self.url} did not answer ({exc})", code="unavailable"
             ) from None
         if not reply.ok:
             raise refusal(self.url, reply.status_code, reply.reason, reply.content)
@@ -135,8 +135,8 @@ class RemoteLedger:
             return answer(reply.json())
         except ValueError as exc:  # not JSON, or not a transaction
             raise LedgerUnavailable(
-                "unavailable",
                 f"the ledger service at {self.url} answered what is not a transaction ({exc})",
+                code="unavailable",
             ) from None
 
 
@@ -183,5 +183,5 @@ def refusal(url: str, status: int, reason: str, body: bytes) -> LedgerError:
         code, message = "unavailable", f"HTTP {status} {reason}"
     kind = REFUSALS.get(status)
     if kind is None:
-        return LedgerUnavailable(code, f"the ledger service at {url} failed: {message}")
-    return kind(code, message)
+        return LedgerUnavailable(f"the ledger service at {url} failed: {message}", code=code)
+    return kind(message, code=code)

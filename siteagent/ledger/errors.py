@@ -14,7 +14,7 @@ class LedgerError(SiteagentError):
     statuses are :data:`siteagent.protocol.errors.LEDGER_CODES`), ``field`` the document's
     field at fault, if one is."""
 
-    def __init__(self, code: str, message: str, field: Optional[str] = None) -> None:
+    def __init__(self, message: str, *, code: str, field: Optional[str] = None) -> None:
         super().__init__(message, code=code, field=field)
 
 

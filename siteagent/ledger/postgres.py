@@ -146,10 +146,10 @@ class PostgresDatabase:
 
     def _unreachable(self, why: object) -> LedgerUnavailable:
         return LedgerUnavailable(
-            "unavailable",
             f"the ledger database {self.describe()} cannot be reached ({why}); nothing was "
             "booked, and the same request may be sent again (check that PostgreSQL runs and "
             "ledger.database names it)",
+            code="unavailable",
         )
 
     def run(self, work: Callable[[Tx], T], idempotent: bool = False, snapshot: bool = False) -> T:
@@ -177,17 +177,17 @@ class PostgresDatabase:
                 self._pool.check()  # drop the pooled connections that failed with it
                 if committing and not idempotent:
                     raise LedgerUnavailable(
-                        "unavailable",
                         f"the connection to the ledger database {self.describe()} was lost "
                         f"while committing ({exc}): whether it was done is unknown; look at "
                         "the statement before doing it again",
+                        code="unavailable",
                     ) from None
                 if attempt >= 1:
                     raise self._unreachable(exc) from None
         raise LedgerUnavailable(
-            "unavailable",
             f"the ledger database {self.describe()} aborted this transaction {ATTEMPTS} times "
             "for concurrent ones; send it again",
+            code="unavailable",
         )
 
     @contextlib.contextmanager

@@ -37,6 +37,9 @@ from siteagent.config.loading import default_public_names
 from siteagent.config.reading import ConfigError
 from siteagent.config.schema import Config, LedgerConfig
 from siteagent.core.defaults import DEFAULT_MAX_BODY_BYTES
+from siteagent.http import errors
+from siteagent.http.gate import Gate
+from siteagent.http.server import ServiceError, run
 from siteagent.ledger.bank import Ledger, LedgerForbidden, LedgerRefused
 from siteagent.ledger.participants import load_participants, register_all
 from siteagent.ledger.storage import DatabaseError
@@ -47,9 +50,6 @@ from siteagent.security.authentication import Authenticator, NonceCache
 from siteagent.security.clients import AuthorizedClient
 from siteagent.security.errors import Unauthenticated
 from siteagent.security.replay import NONCES_FILE, SavedNonces
-from siteagent.serving import errors
-from siteagent.serving.gate import Gate
-from siteagent.serving.server import ServiceError, run
 
 log = logging.getLogger("siteagent.ledger")
 
@@ -85,10 +85,10 @@ def create_app(
     )
 
     async def reader(request: fastapi.Request) -> AuthorizedClient:
-        """The participant whose signature the gate checked (siteagent.serving.gate)."""
+        """The participant whose signature the gate checked (siteagent.http.gate)."""
         client = getattr(request.state, "client", None)
         if not isinstance(client, AuthorizedClient):  # the gate signs every account read
-            raise Unauthenticated("unsigned", "this request must be signed (RFC 9421)")
+            raise Unauthenticated("this request must be signed (RFC 9421)", code="unsigned")
         return client
 
     signed = fastapi.Depends(reader)
@@ -97,9 +97,9 @@ def create_app(
         """``account``, if ``who`` may read it: its holder, or a site."""
         if who.key_id != account and ledger.kind_of(who.key_id) != "site":
             raise LedgerForbidden(
-                "not_account_holder",
                 f"account {account!r} is not {who.key_id!r}'s: only its holder and the sites "
                 "may read it",
+                code="not_account_holder",
             )
         return account
 
@@ -118,9 +118,9 @@ def create_app(
         documents = body.get("receipts")
         if not isinstance(documents, list) or not 1 <= len(documents) <= MAX_BATCH:
             raise LedgerRefused(
-                "malformed_receipt",
                 f"receipts must be a list of 1 to {MAX_BATCH} receipts",
-                "receipts",
+                code="malformed_receipt",
+                field="receipts",
             )
         receipts = [
             parsed(Receipt.from_json, one, "malformed_receipt", f"receipts[{i}].")
@@ -185,9 +185,9 @@ def admit_booking(ledger: Ledger, who: AuthorizedClient, method: str) -> None:
     """A booking (any POST) is sent by a site: a buyer posts no receipt or refund itself."""
     if method == "POST" and ledger.kind_of(who.key_id) != "site":
         raise LedgerForbidden(
-            "not_a_site",
             f"{who.key_id!r} is not a site of the participants file: receipts and refunds are "
             "booked by the sites that signed them",
+            code="not_a_site",
         )
 
 
@@ -198,9 +198,9 @@ def parsed(parse: Callable[[Any], T], document: Any, code: str, where: str = "")
         return parse(document)
     except MalformedDocument as exc:
         field = where + exc.field if exc.field else where[:-1] or None
-        raise LedgerRefused(code, str(exc), field) from None
+        raise LedgerRefused(str(exc), code=code, field=field) from None
     except ValueError as exc:
-        raise LedgerRefused(code, str(exc), where[:-1] or None) from None
+        raise LedgerRefused(str(exc), code=code, field=where[:-1] or None) from None
 
 
 def checked(operation: Callable[[], T], code: str) -> T:
@@ -209,7 +209,7 @@ def checked(operation: Callable[[], T], code: str) -> T:
     try:
         return operation()
     except ValueError as exc:
-        raise LedgerRefused(code, f"the document cannot be canonicalized ({exc})") from None
+        raise LedgerRefused(f"the document cannot be canonicalized ({exc})", code=code) from None
 
 
 def participant_keys(ledger: Ledger) -> Dict[str, AuthorizedClient]:
@@ -275,7 +275,7 @@ def serve(config: Config) -> None:
     """Serve the ledger over HTTPS (``api.tls``) on ``ledger.listen``:``ledger.port`` until
     SIGTERM or SIGINT (requests in flight finish first); SIGHUP re-reads the participants."""
     # imported here: service.py imports the agent's whole web stack
-    from siteagent.serving.server import NotifyingServer, https_config, url_of
+    from siteagent.http.server import NotifyingServer, https_config, url_of
 
     ledger = open_ledger(config)
     try:

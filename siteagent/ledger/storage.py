@@ -37,6 +37,7 @@ from typing import (
 
 from siteagent.core.errors import SiteagentError
 from siteagent.core.files import make_database_private, make_private
+from siteagent.protocol.errors import LEDGER_DATABASE
 
 T = TypeVar("T")
 
@@ -51,7 +52,7 @@ class DatabaseError(SiteagentError):
     """The bank's database cannot be used as it is (its driver is not installed, its schema is
     newer than this siteagent): an administrator's problem, not a request's."""
 
-    code = "ledger_database"
+    code = LEDGER_DATABASE
 
 
 class Tx(Protocol):

@@ -59,6 +59,7 @@ from siteagent.pricing.bids import (
     valuation,
     valuation_now,
 )
+from siteagent.protocol.errors import AUCTION_CONFLICT, TOO_MANY_BIDS, UNKNOWN_BID
 from siteagent.protocol.models import BidRequest, QuoteRequest, offer_json
 
 #: How far in the past an auction's closing time may be when it is announced (seconds): the
@@ -73,19 +74,19 @@ _HOLDING = (ReservationState.REQUESTED, *LIVE)
 class UnknownBid(SiteagentError):
     """No bid of this client in that auction at this site."""
 
-    code = "unknown_bid"
+    code = UNKNOWN_BID
 
 
 class AuctionConflict(SiteagentError):
     """The auction id was announced with another job or closing time."""
 
-    code = "auction_conflict"
+    code = AUCTION_CONFLICT
 
 
 class TooManyBids(SiteagentError):
     """The client takes the site into as many auctions at once as it may."""
 
-    code = "too_many_bids"
+    code = TOO_MANY_BIDS
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,7 @@ from siteagent.protocol.documents import (
     sign_void,
     signature_valid,
 )
+from siteagent.protocol.errors import ledger
 from siteagent.protocol.keys import load_or_create_site_key
 from siteagent.security.clients import AuthorizedClient
 from siteagent.security.errors import ConfirmRefused
@@ -85,8 +86,8 @@ class LedgerBookingFailed(SiteagentError):
     """The reservation moved, but the bank refused or did not answer the booking; it stays
     owed, and the same request retried (or the agent's loop) books it."""
 
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message, code=f"ledger_{code}")
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message, code=code)
 
 
 class PaymentRefused(SiteagentError):
@@ -98,9 +99,9 @@ class PaymentRefused(SiteagentError):
         if isinstance(refusal, InsufficientFunds):
             code, advice = refusal.code, "deposit, then confirm again before the deadline"
         elif isinstance(refusal, LedgerUnavailable):
-            code, advice = f"ledger_{refusal.code}", "retry the confirm"
+            code, advice = ledger(refusal.code), "retry the confirm"
         else:
-            code, advice = f"ledger_{refusal.code}", "the reservation stays unconfirmed"
+            code, advice = ledger(refusal.code), "the reservation stays unconfirmed"
         message = f"the bank did not book the deal ({refusal}); nothing changed: {advice}"
         super().__init__(message, code=code, retry_after_s=refusal.retry_after_s)
 
@@ -256,7 +257,7 @@ class Deals:
         ids = [receipt_id for _, receipt_id in parts]
         if not signature_valid(batch_document(ids), signed, client.public_key):
             raise ConfirmRefused(
-                "bad_confirm_signature", "the signature over the receipt ids does not verify"
+                "the signature over the receipt ids does not verify", code="bad_confirm_signature"
             )
         records = [
             self._part(i, rid, receipt_id, client) for i, (rid, receipt_id) in enumerate(parts)
@@ -307,9 +308,9 @@ class Deals:
         )
         if deal_id(self.deal_document(record)) != receipt_id:
             raise ConfirmRefused(
-                "deal_mismatch",
                 f"reservation {reservation_id}'s deal is not the one signed (its receipt id "
                 "differs): read the reservation again and sign its deal",
+                code="deal_mismatch",
                 field=f"{where}.receipt_id",
             )
         return record
@@ -471,9 +472,9 @@ class Deals:
         except LedgerError as exc:
             what = "could not reach" if isinstance(exc, LedgerUnavailable) else "refused"
             raise LedgerBookingFailed(
-                exc.code,
                 f"the reservation was updated but the ledger {what} the booking ({exc}); "
                 "retry the same request to book it",
+                code=ledger(exc.code),
             ) from None
         return None if done is None else done.to_json()
 
@@ -483,11 +484,11 @@ def _batch_signature(signature: Any, client: AuthorizedClient) -> Signed:
     try:
         signed = Signed.from_json(signature)
     except ValueError as exc:
-        raise ConfirmRefused("malformed_confirm", str(exc), field="signature") from None
+        raise ConfirmRefused(str(exc), code="malformed_confirm", field="signature") from None
     if signed.key_id != client.key_id:
         raise ConfirmRefused(
-            "confirm_key_mismatch",
             f"the receipt ids are signed by {signed.key_id!r} but the request by {client.key_id!r}",
+            code="confirm_key_mismatch",
         )
     return signed
 
@@ -542,15 +543,17 @@ def countersign(
     confirm cannot carry someone else's signature.
     """
     if not isinstance(body, Mapping) or not isinstance(body.get("deal"), Mapping):
-        raise ConfirmRefused("malformed_confirm", 'a confirm is {"deal": ..., "signature": ...}')
+        raise ConfirmRefused(
+            'a confirm is {"deal": ..., "signature": ...}', code="malformed_confirm"
+        )
     try:
         signature = Signed.from_json(body.get("signature"))
     except ValueError as exc:
-        raise ConfirmRefused("malformed_confirm", str(exc)) from None
+        raise ConfirmRefused(str(exc), code="malformed_confirm") from None
     if signature.key_id != client.key_id:
         raise ConfirmRefused(
-            "confirm_key_mismatch",
             f"the deal is signed by {signature.key_id!r} but the request by {client.key_id!r}",
+            code="confirm_key_mismatch",
         )
     differing = sorted(
         key
@@ -559,10 +562,10 @@ def countersign(
     )
     if differing:
         raise ConfirmRefused(
-            "deal_mismatch",
             "the signed deal differs from this reservation in: " + ", ".join(differing),
+            code="deal_mismatch",
         )
     if not signature_valid(expected, signature, client.public_key):
-        raise ConfirmRefused("bad_confirm_signature", "the deal's signature does not verify")
+        raise ConfirmRefused("the deal's signature does not verify", code="bad_confirm_signature")
     document = countersigned_document(expected, signature, now)
     return Receipt(expected, signature, now, sign_document(document, site_key, site_id))

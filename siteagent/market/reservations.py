@@ -99,6 +99,14 @@ from siteagent.market.store import (
     Store,
 )
 from siteagent.pricing.bids import Hold, held_profile
+from siteagent.protocol.errors import (
+    IDEMPOTENCY_KEY_REUSED,
+    ILLEGAL_TRANSITION,
+    NOT_OWNER,
+    RESERVATION_FAILED,
+    UNKNOWN_OFFER,
+    UNKNOWN_RESERVATION,
+)
 
 log = logging.getLogger("siteagent.reservations")
 
@@ -171,27 +179,27 @@ class LifecycleError(SiteagentError):
 
 
 class UnknownOffer(LifecycleError):
-    code = "unknown_offer"
+    code = UNKNOWN_OFFER
 
 
 class UnknownReservation(LifecycleError):
-    code = "unknown_reservation"
+    code = UNKNOWN_RESERVATION
 
 
 class NotOwner(LifecycleError):
-    code = "not_owner"
+    code = NOT_OWNER
 
 
 class IdempotencyKeyReused(LifecycleError):
     """The idempotency key was used before by this client for another request."""
 
-    code = "idempotency_key_reused"
+    code = IDEMPOTENCY_KEY_REUSED
 
 
 class IllegalTransition(LifecycleError):
     """The reservation is in a state from which the requested move is not allowed."""
 
-    code = "illegal_transition"
+    code = ILLEGAL_TRANSITION
 
 
 class OfferRefused(LifecycleError):
@@ -201,7 +209,7 @@ class OfferRefused(LifecycleError):
     ``window_passed``, ``capacity_gone``.
     """
 
-    def __init__(self, offer_id: str, reason: str, message: str) -> None:
+    def __init__(self, message: str, *, offer_id: str, reason: str) -> None:
         super().__init__(message, code=f"offer_{reason}", field="offer_id")
         self.offer_id = offer_id
         self.reason = reason
@@ -211,7 +219,7 @@ class ReservationFailed(LifecycleError):
     """The batch system refused the reservation or gave less than asked; ``record`` is FAILED
     and keeps the batch system's message."""
 
-    code = "reservation_failed"
+    code = RESERVATION_FAILED
 
     def __init__(self, record: ReservationRecord) -> None:
         super().__init__(f"reservation {record.id} failed: {record.message}")
@@ -855,16 +863,16 @@ class ReservationManager:
         taken = self.store.reservation_for_offer(offer_id)
         if taken is not None:
             raise OfferRefused(
-                offer_id,
-                "used",
                 f"offer {offer_id} was accepted already (reservation {taken.id}, "
                 f"{taken.state.value}); ask for a new quote",
+                offer_id=offer_id,
+                reason="used",
             )
         if now >= offer.expires:
             raise OfferRefused(
-                offer_id,
-                "expired",
                 f"offer {offer_id} expired at {_when(offer.expires)}; ask for a new quote",
+                offer_id=offer_id,
+                reason="expired",
             )
         return offer
 
@@ -895,11 +903,11 @@ class ReservationManager:
             except ReservationConflict:
                 offer_id, start, end, size = windows[i]
                 refused = OfferRefused(
-                    offer_id,
-                    "capacity_gone",
                     f"offer {offer_id}'s {size} {snapshot.unit.value}s from {_when(start)} to "
                     f"{_when(end)} do not fit beside the batch's other parts (or running work "
                     "and reservations took them): accept it in another batch or alone",
+                    offer_id=offer_id,
+                    reason="capacity_gone",
                 )
                 refused.field = f"offer_ids[{i}]"
                 raise refused from None
@@ -944,10 +952,10 @@ class ReservationManager:
         """
         if offer.start < snapshot.now:
             raise OfferRefused(
-                offer.id,
-                "window_passed",
                 f"offer {offer.id}'s window started at {_when(offer.start)}, before now "
                 f"({_when(snapshot.now)}); ask for a new quote",
+                offer_id=offer.id,
+                reason="window_passed",
             )
         start, end = self.backend.held_window(offer.start, offer.end)
         holds = [Hold(*held) for held in self.store.bid_holds(except_offer=offer.id)]
@@ -958,11 +966,11 @@ class ReservationManager:
             fits = False
         if not fits:
             raise OfferRefused(
-                offer.id,
-                "capacity_gone",
                 f"the capacity offered in {offer.id} ({offer.size} {snapshot.unit.value}s, "
                 f"{_when(offer.start)} to {_when(offer.end)}) is no longer free: running work, "
                 "another reservation or an auction's bid holds it now; ask for a new quote",
+                offer_id=offer.id,
+                reason="capacity_gone",
             )
         return nodes
 

@@ -50,6 +50,7 @@ from siteagent.core.files import make_database_private, make_private
 from siteagent.core.model import Allocation, CapacityUnit, Offer, Request
 from siteagent.core.usage import JobUsage, UsageSource
 from siteagent.core.waits import QueueWait
+from siteagent.protocol.errors import STALE_STATE, STORE_UNAVAILABLE
 
 #: Seconds a writer waits for another process's transaction before giving up.
 BUSY_TIMEOUT_S = 30.0
@@ -71,7 +72,7 @@ _OWED = (
 class StoreError(SiteagentError):
     """The state database cannot be read or written; the message says which file and why."""
 
-    code = "store_unavailable"
+    code = STORE_UNAVAILABLE
 
 
 class StaleState(SiteagentError):
@@ -82,7 +83,7 @@ class StaleState(SiteagentError):
     never reaches a client.
     """
 
-    code = "stale_state"
+    code = STALE_STATE
 
     def __init__(self, current: ReservationRecord) -> None:
         super().__init__(f"reservation {current.id} is {current.state.value} now")

@@ -29,9 +29,9 @@ class Refused(SiteagentError):
 
     code = "no_offer"
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.reason = message
 
 
 @dataclass(frozen=True)

@@ -21,18 +21,19 @@ import rfc8785
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from siteagent.core.errors import SiteagentError
 from siteagent.core.model import Offer, Request
 from siteagent.core.money import CENT, BadMoney, written_amount
 from siteagent.protocol import httpsig
+from siteagent.protocol.errors import INVALID_REQUEST
 from siteagent.protocol.keys import check_key_id
 
 
-class MalformedDocument(ValueError):
-    """A document that is not one of these; ``field`` names the part at fault, if one does."""
+class MalformedDocument(SiteagentError, ValueError):
+    """A document that is not one of these; ``field`` names the part at fault, if one does
+    (a ValueError too: callers that parse numbers catch both at once)."""
 
-    def __init__(self, message: str, field: Optional[str] = None) -> None:
-        super().__init__(message)
-        self.field = field
+    code = INVALID_REQUEST
 
 
 def canonical_json(document: Any) -> bytes:
@@ -207,13 +208,15 @@ class Receipt:
         if not isinstance(data, Mapping):
             raise MalformedDocument("a receipt is a JSON object with a deal")
         if not isinstance(data.get("deal"), Mapping):
-            raise MalformedDocument("a receipt's deal is a JSON object", "deal")
+            raise MalformedDocument("a receipt's deal is a JSON object", field="deal")
         confirmed_at = data.get("confirmed_at")
         if not isinstance(confirmed_at, int) or isinstance(confirmed_at, bool):
-            raise MalformedDocument("a receipt needs confirmed_at (epoch seconds)", "confirmed_at")
+            raise MalformedDocument(
+                "a receipt needs confirmed_at (epoch seconds)", field="confirmed_at"
+            )
         bad = not_a_json_number(data["deal"], "deal")
         if bad is not None:
-            raise MalformedDocument(f"{bad}: not a number JSON can write", bad)
+            raise MalformedDocument(f"{bad}: not a number JSON can write", field=bad)
         ids = data.get("receipt_ids")
         if ids is not None and (
             not isinstance(ids, list)
@@ -221,7 +224,7 @@ class Receipt:
             or not all(isinstance(one, str) and len(one) == 64 for one in ids)
         ):
             raise MalformedDocument(
-                "receipt_ids must be a list of receipt ids (64 hex digits)", "receipt_ids"
+                "receipt_ids must be a list of receipt ids (64 hex digits)", field="receipt_ids"
             )
         return cls(
             deal=dict(data["deal"]),
@@ -237,7 +240,7 @@ def signature_at(data: Mapping[str, Any], field: str) -> Signed:
     try:
         return Signed.from_json(data.get(field))
     except ValueError as exc:
-        raise MalformedDocument(f"{field}: {exc}", field) from None
+        raise MalformedDocument(f"{field}: {exc}", field=field) from None
 
 
 def not_a_json_number(document: Any, where: str) -> Optional[str]:
@@ -312,14 +315,14 @@ class Cancellation:
             raise MalformedDocument("a cancellation is a JSON object")
         missing = [key for key in ("receipt_id", "penalty", "cancelled_at") if key not in data]
         if missing:
-            raise MalformedDocument(f"the cancellation has no {missing[0]}", missing[0])
+            raise MalformedDocument(f"the cancellation has no {missing[0]}", field=missing[0])
         try:
             penalty = written_amount(data["penalty"])
         except BadMoney as exc:
-            raise MalformedDocument(f"penalty: {exc}", "penalty") from None
+            raise MalformedDocument(f"penalty: {exc}", field="penalty") from None
         cancelled_at = data["cancelled_at"]
         if not isinstance(cancelled_at, int) or isinstance(cancelled_at, bool):
-            raise MalformedDocument("cancelled_at must be epoch seconds", "cancelled_at")
+            raise MalformedDocument("cancelled_at must be epoch seconds", field="cancelled_at")
         return cls(
             str(data["receipt_id"]),
             penalty,

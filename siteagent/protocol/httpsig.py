@@ -28,6 +28,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from siteagent.core.errors import SiteagentError
+from siteagent.protocol.errors import BAD_SIGNATURE
 
 #: The algorithm identifier RFC 9421 registers for EdDSA over Curve25519.
 ALGORITHM = "ed25519"
@@ -45,7 +46,7 @@ Headers = Union[Mapping[str, str], Sequence[Tuple[str, str]]]
 class SignatureError(SiteagentError, ValueError):
     """A signature, its parameters or a digest is missing, malformed or does not verify."""
 
-    code = "bad_signature"
+    code = BAD_SIGNATURE
 
 
 # --------------------------------------------------------------------------- RFC 8941 subset

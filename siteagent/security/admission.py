@@ -18,13 +18,14 @@ from typing import Callable, Collection, Dict, List, Mapping, Sequence, Set, Tup
 from siteagent.config.schema import RateLimit
 from siteagent.core.errors import SiteagentError
 from siteagent.core.model import Offer
+from siteagent.protocol.errors import RATE_LIMITED, TOO_MANY_OFFERS
 
 
 class RateLimited(SiteagentError):
     """429: the client asked more often than its rate allows; ``retry_after_s`` says when
     its next request is let in."""
 
-    code = "rate_limited"
+    code = RATE_LIMITED
 
 
 class RateLimiter:
@@ -67,7 +68,7 @@ class TooManyOffers(SiteagentError):
     """429: the client holds as many live offers as it may; ``retry_after_s`` is when the
     first of them lapses."""
 
-    code = "too_many_offers"
+    code = TOO_MANY_OFFERS
 
 
 class OfferQuota:

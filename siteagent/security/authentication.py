@@ -81,9 +81,9 @@ class NonceCache:
             if len(nonces.until) >= self.per_client:
                 retry = max(1, int(nonces.expiry[0][0] - now) + 1)
                 raise ReplayCacheFull(
-                    "replay_cache_full",
                     f"{key_id} signed more requests than the agent remembers within the replay "
                     f"window ({self.per_client}); retry in {retry} s",
+                    code="replay_cache_full",
                     retry_after_s=retry,
                 )
             nonces.until[nonce] = until
@@ -167,21 +167,21 @@ class Authenticator:
             entries = httpsig.parse_signatures(fields)
             target = httpsig.authority(url)
         except httpsig.SignatureError as exc:
-            raise Unauthenticated("malformed_signature", str(exc)) from None
+            raise Unauthenticated(str(exc), code="malformed_signature") from None
         if not entries:
             raise Unauthenticated(
-                "unsigned", "this request must be signed (HTTP Message Signatures, RFC 9421)"
+                "this request must be signed (HTTP Message Signatures, RFC 9421)", code="unsigned"
             )
         if target not in self.authorities:
             raise Unauthenticated(
-                "wrong_authority",
                 f"this site answers to {', '.join(sorted(self.authorities))}, not {target}: "
                 "sign the request for the address it is sent to",
+                code="wrong_authority",
             )
         known = [entry for entry in entries if entry.param("keyid") in self.clients]
         if not known:
             names = ", ".join(repr(entry.param("keyid")) for entry in entries)
-            raise Unauthenticated("unknown_key", f"no authorized client has key id {names}")
+            raise Unauthenticated(f"no authorized client has key id {names}", code="unknown_key")
         entry = known[0]
         client = self.clients[str(entry.param("keyid"))]
         self._check_params(entry)
@@ -190,7 +190,7 @@ class Authenticator:
             httpsig.verify(method, url, fields, entry, client.public_key)
             httpsig.check_content_digest(fields["content-digest"], body)
         except httpsig.SignatureError as exc:
-            raise Unauthenticated("bad_signature", str(exc)) from None
+            raise Unauthenticated(str(exc), code="bad_signature") from None
         created = entry.param("created")
         assert isinstance(created, int)  # checked by _check_params
         nonce = str(entry.param("nonce"))
@@ -200,8 +200,8 @@ class Authenticator:
         ahead = created > math.floor(self._clock())
         if not self.nonces.remember(client.key_id, nonce, until, durable=ahead):
             raise Unauthenticated(
-                "replayed_signature",
                 "this signature was already used; sign the request again with a new nonce",
+                code="replayed_signature",
             )
         return client
 
@@ -209,34 +209,36 @@ class Authenticator:
         alg = entry.param("alg")
         if alg != httpsig.ALGORITHM:
             got = "none" if alg is None else repr(alg)
-            raise Unauthenticated("unsupported_algorithm", f'sign with alg "ed25519", not {got}')
+            raise Unauthenticated(
+                f'sign with alg "ed25519", not {got}', code="unsupported_algorithm"
+            )
         created, expires, nonce = (
             entry.param("created"),
             entry.param("expires"),
             entry.param("nonce"),
         )
         if not isinstance(created, int) or isinstance(created, bool):
-            raise Unauthenticated("malformed_signature", "the signature needs a created time")
+            raise Unauthenticated("the signature needs a created time", code="malformed_signature")
         if not isinstance(nonce, str) or not 1 <= len(nonce) <= 256:
-            raise Unauthenticated("malformed_signature", "the signature needs a nonce")
+            raise Unauthenticated("the signature needs a nonce", code="malformed_signature")
         now = self._clock()
         if created > now + CLOCK_SKEW_S:
             raise Unauthenticated(
-                "signature_expired", "the signature was created in the future: check the clock"
+                "the signature was created in the future: check the clock", code="signature_expired"
             )
         if created < now - self._max_age_s:
             raise Unauthenticated(
-                "signature_expired",
                 f"the signature is {int(now - created)} s old; at most {self._max_age_s} s",
+                code="signature_expired",
             )
         if created < self._valid_from:
             raise Unauthenticated(
-                "signature_expired",
                 "the signature was made before the agent last started or widened its window "
                 "and could be a replay; sign the request again",
+                code="signature_expired",
             )
         if isinstance(expires, int) and expires < now:
-            raise Unauthenticated("signature_expired", "the signature has expired")
+            raise Unauthenticated("the signature has expired", code="signature_expired")
 
     @staticmethod
     def _check_coverage(entry: httpsig.SignatureEntry) -> None:
@@ -246,5 +248,5 @@ class Authenticator:
             missing.append("@target-uri")
         if missing:
             raise Unauthenticated(
-                "insufficient_coverage", "the signature must cover " + ", ".join(missing)
+                "the signature must cover " + ", ".join(missing), code="insufficient_coverage"
             )

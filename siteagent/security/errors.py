@@ -27,7 +27,7 @@ class SecurityError(SiteagentError):
     """A refused request: ``code`` a stable name a program can test (its HTTP status is in
     :data:`siteagent.protocol.errors.STATUS`), the message a sentence a person can act on."""
 
-    def __init__(self, code: str, message: str, retry_after_s: Optional[int] = None) -> None:
+    def __init__(self, message: str, *, code: str, retry_after_s: Optional[int] = None) -> None:
         super().__init__(message, code=code, retry_after_s=retry_after_s)
 
 
@@ -45,8 +45,8 @@ class ConfirmRefused(SecurityError):
     """422: a confirm whose signed deal does not verify or is not this reservation's;
     ``field`` names the part of a batch confirm at fault."""
 
-    def __init__(self, code: str, message: str, field: Optional[str] = None) -> None:
-        super().__init__(code, message)
+    def __init__(self, message: str, *, code: str, field: Optional[str] = None) -> None:
+        super().__init__(message, code=code)
         self.field = field
 
 

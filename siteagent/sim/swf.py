@@ -99,7 +99,7 @@ class SwfJob:
         return f"SwfJob(job={self.job}, submit={self.submit}, run={self.run}, procs={self.procs})"
 
 
-class SwfError(ValueError):
+class SwfError(ValueError):  # not a SiteagentError: mypyc cannot compile a subclass of it
     """A line of an SWF file that is not a job record; says where and what."""
 
     def __init__(self, path: str, line: int, message: str) -> None:

@@ -29,7 +29,7 @@ WEEK_S = 7 * 86400
 OVERLAY_JOB_OFFSET = 10_000_000
 
 
-class UnsimulableJob(ValueError):
+class UnsimulableJob(ValueError):  # not a SiteagentError: mypyc cannot subclass it here
     """A record the simulator cannot run, with the reason and how to get past it."""
 
 

@@ -272,12 +272,12 @@ class SilentBank:
 
     def book(self, receipt: Receipt) -> Transaction:
         if self.down:
-            raise LedgerUnavailable("unavailable", "the ledger service did not answer")
+            raise LedgerUnavailable("the ledger service did not answer", code="unavailable")
         return self.inner.book(receipt)
 
     def refund(self, cancellation: Cancellation) -> Optional[Transaction]:
         if self.down:
-            raise LedgerUnavailable("unavailable", "the ledger service did not answer")
+            raise LedgerUnavailable("the ledger service did not answer", code="unavailable")
         return self.inner.refund(cancellation)
 
     def close(self) -> None:

@@ -33,6 +33,7 @@ from siteagent.core.model import (
     NodeState,
     ReservationSpec,
 )
+from siteagent.daemon.assemble import assemble
 from siteagent.market import site as site_module
 from siteagent.market.deals import Deals
 from siteagent.market.site import open_site
@@ -40,7 +41,6 @@ from siteagent.protocol.documents import Receipt, confirm_body, signature_valid
 from siteagent.protocol.keys import load_private_key, parse_public_key
 from siteagent.protocol.signing import sign_request
 from siteagent.security.clients import AuthorizedClient
-from siteagent.serve import assemble
 from testbed.fakes import Trusting
 from testbed.traces import write_trace
 

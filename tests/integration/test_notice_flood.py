@@ -23,7 +23,7 @@ from typing import Iterator, List
 
 import pytest
 
-from siteagent.serving.notices import MAX_CONNECTIONS, READ_TIMEOUT_S
+from siteagent.host.notices import MAX_CONNECTIONS, READ_TIMEOUT_S
 from testbed.agents import BUSY_JOBS, ReplayBatch, RunningAgent, run_agent
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="floods as nobody, which needs root")

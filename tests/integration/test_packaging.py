@@ -22,7 +22,7 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from siteagent.serving import installation
+from siteagent.host import installation
 
 REPO = Path(__file__).resolve().parents[2]
 

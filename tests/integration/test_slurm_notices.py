@@ -3,7 +3,7 @@ job_submit/lua plugin clamps and tags the jobs of the agent's reservations, and 
 what those jobs used.
 
 The cluster of this module runs slurmctld with the programs ``siteagent install-service`` writes
-(:func:`siteagent.serving.installation.plan`, installed under a temporary root): the two copies
+(:func:`siteagent.host.installation.plan`, installed under a temporary root): the two copies
 of contrib/slurm/resv-notify as ResvProlog and ResvEpilog, and contrib/slurm/job_submit.lua with
 ``JobSubmitPlugins=lua``. Expectations are read with Slurm's own text commands and the agent's
 store, never with the code that wrote them. Each reservation lasts Slurm's shortest whole minute,
@@ -30,10 +30,10 @@ import yaml
 
 from siteagent.backends.slurm import SlurmBackend
 from siteagent.config import loading
+from siteagent.host import installation
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import STORE_FILE
 from siteagent.market.store import ReservationState, Store
-from siteagent.serving import installation
 from testbed.agents import SITEAGENT, spawn_agent
 from testbed.offers import record_offer
 from testbed.processes import free_port, running_slurm, stop, wait_until

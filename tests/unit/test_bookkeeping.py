@@ -34,13 +34,13 @@ class FlakyLedger:
     def book(self, receipt: Receipt) -> Transaction:
         self.calls.append("book")
         if self.down:
-            raise LedgerUnavailable("unavailable", "the ledger service did not answer")
+            raise LedgerUnavailable("the ledger service did not answer", code="unavailable")
         return self.inner.book(receipt)
 
     def refund(self, cancellation: Cancellation) -> Optional[Transaction]:
         self.calls.append("refund")
         if self.down:
-            raise LedgerUnavailable("unavailable", "the ledger service did not answer")
+            raise LedgerUnavailable("the ledger service did not answer", code="unavailable")
         return self.inner.refund(cancellation)
 
     def close(self) -> None:

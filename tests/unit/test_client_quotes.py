@@ -46,23 +46,27 @@ def test_every_site_is_asked_at_once(tmp_path: Path) -> None:
     ("error", "outcome", "reason"),
     [
         (
-            SiteError("s0", "unknown_key", "who are you?", 401),
+            SiteError("who are you?", code="unknown_key", site="s0", status=401),
             Outcome.REFUSED,
             "who are you? (unknown_key)",
         ),
-        (SiteError("s0", "busy", "too much", 503), Outcome.FAILED, "too much (busy)"),
         (
-            BadAnswer("s0", "invalid_answer", "not JSON", 404),
+            SiteError("too much", code="busy", site="s0", status=503),
+            Outcome.FAILED,
+            "too much (busy)",
+        ),
+        (
+            BadAnswer("not JSON", code="invalid_answer", site="s0", status=404),
             Outcome.FAILED,
             "not JSON (invalid_answer)",
         ),
         (
-            SiteUnreachable("s0", "no answer within 1 s", timed_out=True),
+            SiteUnreachable("no answer within 1 s", site="s0", timed_out=True),
             Outcome.TIMED_OUT,
             "no answer within 1 s",
         ),
-        (SiteUnreachable("s0", "refused"), Outcome.FAILED, "refused"),
-        (UnsafeFile("k", "mode 0644"), Outcome.FAILED, "k: mode 0644"),
+        (SiteUnreachable("refused", site="s0"), Outcome.FAILED, "refused"),
+        (UnsafeFile("mode 0644", path="k"), Outcome.FAILED, "k: mode 0644"),
     ],
 )
 def test_a_sites_failure_is_its_row_with_the_reason(

@@ -19,13 +19,13 @@ from siteagent.cli.main import main
 from siteagent.config import loading
 from siteagent.config.reading import ConfigError
 from siteagent.core.files import UnsafeFile
+from siteagent.daemon.assemble import assemble
 from siteagent.ledger.bank import Ledger
 from siteagent.ledger.participants import load_participants
 from siteagent.market.site import STORE_FILE, open_site
 from siteagent.protocol.keys import load_private_key, private_key_pem, public_key_text
 from siteagent.security.clients import load_authorized_clients
 from siteagent.security.tls import ensure_self_signed, server_ssl_context, write_self_signed
-from siteagent.serve import assemble
 from testbed.traces import write_trace
 
 

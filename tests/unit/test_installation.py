@@ -12,8 +12,8 @@ import pytest
 
 from siteagent.cli.main import main
 from siteagent.config import loading
-from siteagent.serving import installation
-from siteagent.serving.installation import Action, plan, set_constant, staged
+from siteagent.host import installation
+from siteagent.host.installation import Action, plan, set_constant, staged
 
 REPO = Path(__file__).resolve().parents[2]
 EXECUTABLE = Path("/opt/siteagent/bin/siteagent")

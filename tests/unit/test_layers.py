@@ -14,12 +14,13 @@ PACKAGE = Path(__file__).resolve().parents[2] / "siteagent"
 #: Top to bottom: a layer may import the layers below it, never one above.
 LAYERS = (
     "cli",
-    "serve",
+    "daemon",
     "api",
     "agent",
     "market",
     "ledger",
-    "serving",
+    "http",
+    "host",
     "security",
     "config",
     "protocol",

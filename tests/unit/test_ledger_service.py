@@ -438,7 +438,7 @@ def test_a_client_s_credit_is_read_from_the_participants_file(
 
 
 def test_serving_needs_a_participants_file(tmp_path: Path) -> None:
-    from siteagent.serving.server import ServiceError
+    from siteagent.http.server import ServiceError
 
     with pytest.raises(ServiceError, match=r"ledger\.participants"):
         open_ledger(loading.parse({"state_dir": str(tmp_path)}))

@@ -10,8 +10,8 @@ import pytest
 
 from siteagent.config.schema import RateLimit
 from siteagent.core.model import Offer, Request
+from siteagent.http.limits import HeadMeter, TooLarge, refusal_bytes
 from siteagent.security.admission import OfferQuota, RateLimited, RateLimiter, TooManyOffers
-from siteagent.serving.limits import HeadMeter, TooLarge, refusal_bytes
 
 GET = b"GET /v1/info HTTP/1.1\r\nHost: a\r\n\r\n"
 

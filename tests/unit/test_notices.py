@@ -16,11 +16,11 @@ from typing import Any, Dict, Iterator, List
 
 import pytest
 
+from siteagent.daemon.assemble import notice_handler
+from siteagent.host import installation
+from siteagent.host.notices import MAX_NOTICE_BYTES, Notice, NoticeListener, parse_notice
 from siteagent.market.reservations import UnknownReservation
 from siteagent.market.store import ReservationRecord, ReservationState
-from siteagent.serve import notice_handler
-from siteagent.serving import installation
-from siteagent.serving.notices import MAX_NOTICE_BYTES, Notice, NoticeListener, parse_notice
 from testbed.records import a_record
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 
-from siteagent.serving.notices import Notice, NoticeListener
+from siteagent.host.notices import Notice, NoticeListener
 
 REPO = Path(__file__).resolve().parents[2]
 HOOK = REPO / "contrib" / "pbs" / "siteagent_hook.py"

@@ -11,7 +11,7 @@ import pytest
 
 from siteagent.cli.main import main
 from siteagent.config import loading
-from siteagent.serving import installation
+from siteagent.host import installation
 
 SAMPLE = Path(__file__).resolve().parents[2] / "contrib" / "siteagent.yaml"
 

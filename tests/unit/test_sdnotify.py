@@ -10,8 +10,8 @@ from typing import Iterator, List
 
 import pytest
 
-from siteagent.serving import sdnotify
-from siteagent.serving.sdnotify import Watchdog, notify, watchdog_interval_s
+from siteagent.host import sdnotify
+from siteagent.host.sdnotify import Watchdog, notify, watchdog_interval_s
 from testbed.fakes import FakeClock
 
 

@@ -14,10 +14,11 @@ import pytest
 
 from siteagent.cli.main import main
 from siteagent.config import loading, schema
+from siteagent.daemon.assemble import Parts, assemble
+from siteagent.daemon.reload import apply, changed_keys, keep_restart_settings
 from siteagent.ledger.bank import Ledger
 from siteagent.market.site import Site, open_site
 from siteagent.protocol import keys
-from siteagent.serve import Parts, apply, assemble, changed_keys, keep_restart_settings
 from testbed.parties import Party
 from testbed.traces import write_trace
 

@@ -1,4 +1,4 @@
-"""A stop of the HTTPS server both services run in (serving/server.py): requests in flight
+"""A stop of the HTTPS server both services run in (http/server.py): requests in flight
 finish, and an idle keep-alive connection of a client that is still running does not hold the
 stop up (over TLS it used to, for 30 s: see ``dropped_when_closed``).
 
@@ -19,7 +19,7 @@ from typing import Any, Callable, Dict, Iterator
 import pytest
 
 from siteagent.config import loading
-from siteagent.serving.server import GRACEFUL_SHUTDOWN_S, NotifyingServer, https_config
+from siteagent.http.server import GRACEFUL_SHUTDOWN_S, NotifyingServer, https_config
 from testbed.processes import free_port, wait_until
 
 #: How long the slow route takes to answer.

@@ -4,7 +4,7 @@ The systemd unit (running this ``siteagent``), its environment file, the sample 
 the Prometheus rules and the Grafana dashboard, and for the configuration's batch system the
 programs it runs (Slurm's ResvProlog/ResvEpilog and job_submit.lua, PBS's hook), with the
 configuration's socket and reservation prefix written into them
-(:mod:`siteagent.serving.installation`). ``--dry-run`` says what it would do and writes nothing;
+(:mod:`siteagent.host.installation`). ``--dry-run`` says what it would do and writes nothing;
 a file that exists with other content is kept unless ``--force``. It then prints what is left to
 do by hand: the lines for slurm.conf or the qmgr commands, and starting the service.
 """
@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Sequence
 
 from siteagent.cli import console, options
 from siteagent.config.schema import BackendType, Config
-from siteagent.serving import installation
+from siteagent.host import installation
 
 #: Where the configuration goes when ``--config`` names none.
 DEFAULT_CONFIG_FILE = Path("/etc/siteagent/siteagent.yaml")

@@ -146,8 +146,8 @@ def _serve(args: argparse.Namespace) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     # imported here: the web stack takes a while to load and only `serve` needs it
+    from siteagent.http.server import ServiceError
     from siteagent.ledger.service import serve
-    from siteagent.serving.server import ServiceError
 
     loaded = options.load_config(args)
     try:

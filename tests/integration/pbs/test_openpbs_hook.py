@@ -4,7 +4,7 @@ and a reservation's start and end reach `siteagent serve` at once (``resv_begin`
 ``resv_end``).
 
 The hook and its configuration are the files ``siteagent install-service`` writes
-(:func:`siteagent.serving.installation.plan`, under a temporary root), imported with the
+(:func:`siteagent.host.installation.plan`, under a temporary root), imported with the
 ``qmgr`` lines it prints (contrib/pbs/README.md, its section 6). The agent account is root
 here (the only one the tests use), except where a test imports the configuration as
 installed (``siteagent``). Expectations are read with ``qstat -f`` and ``pbs_rstat -f`` text
@@ -28,10 +28,10 @@ import yaml
 from siteagent.backends.pbs import PbsBackend, PbsConfig
 from siteagent.cli.site.install import pbs_hook_commands
 from siteagent.config import loading
+from siteagent.host import installation
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import STORE_FILE
 from siteagent.market.store import ReservationState, Store
-from siteagent.serving import installation
 from testbed.agents import SITEAGENT, spawn_agent
 from testbed.offers import record_offer
 from testbed.pbs_cluster import SERVER, PbsTestCluster, text_blocks

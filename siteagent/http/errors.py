@@ -46,9 +46,9 @@ def error_response(
 def answer(error: SiteagentError, retry_after_s: int) -> JSONResponse:
     """The response to ``error``: its code's status, and Retry-After on a 429 or a 503 (the
     error's own estimate, else ``retry_after_s``)."""
-    status = status_of(error.code)
+    status = status_of(error.code)  # logs a code that is not registered
     if status == 500:
-        log.error("error code %r has no status (a bug): %s", error.code, error)
+        log.error("error code %r reached a client as 500 (a bug): %s", error.code, error)
     headers = dict(error.headers)
     if status in (429, 503):
         headers["Retry-After"] = str(error.retry_after_s or retry_after_s)

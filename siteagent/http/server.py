@@ -21,10 +21,11 @@ import uvicorn
 
 from siteagent.config.schema import ApiConfig
 from siteagent.core.errors import SiteagentError
+from siteagent.host import sdnotify
+from siteagent.http.connections import capped_per_address
+from siteagent.http.limits import HeadMeter, guarded
+from siteagent.protocol.errors import CANNOT_START
 from siteagent.security import tls as tls_policy
-from siteagent.serving import sdnotify
-from siteagent.serving.connections import capped_per_address
-from siteagent.serving.limits import HeadMeter, guarded
 
 log = logging.getLogger("siteagent.serving")
 
@@ -33,7 +34,7 @@ class ServiceError(SiteagentError):
     """A service could not start (the address is taken, a file it needs is missing); the
     message says what to change."""
 
-    code = "cannot_start"
+    code = CANNOT_START
 
 
 #: How long in-flight requests may take to finish once a stop is asked for.
@@ -61,8 +62,8 @@ def https_config(app: Any, listen: str, port: int, api: ApiConfig) -> uvicorn.Co
     """uvicorn's settings for ``app`` (the agent's API, or the ledger service): the address,
     TLS with the configured certificate (a self-signed one for localhost made on first start),
     the request size and time limits enforced on the bytes as they arrive (see
-    :mod:`siteagent.serving.limits`), the connections one address may hold
-    (:mod:`siteagent.serving.connections`), and our logging left alone."""
+    :mod:`siteagent.http.limits`), the connections one address may hold
+    (:mod:`siteagent.http.connections`), and our logging left alone."""
     tls = api.tls
     if tls.enabled and tls.self_signed and tls_policy.ensure_self_signed(tls.cert, tls.key):
         log.info("made a self-signed TLS certificate for localhost: %s", tls.cert)

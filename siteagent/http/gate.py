@@ -22,8 +22,8 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from siteagent.core.errors import SiteagentError
-from siteagent.serving.errors import answer, error_response
-from siteagent.serving.limits import TooLarge, read_body, replay
+from siteagent.http.errors import answer, error_response
+from siteagent.http.limits import TooLarge, read_body, replay
 
 #: Checks a request's signature: (method, url, header pairs, body) -> the client it proves.
 Authenticate = Callable[[str, str, List[Tuple[str, str]], bytes], Any]
