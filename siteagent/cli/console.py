@@ -23,6 +23,8 @@ EXIT_BAD_INPUT = 1
 EXIT_REFUSED = 3
 #: The batch system did not answer: retry later (with the same --key). sysexits' EX_TEMPFAIL.
 EXIT_UNAVAILABLE = 75
+#: Ctrl-C: 128 + SIGINT, as a shell reports it.
+EXIT_INTERRUPTED = 130
 
 #: Width when stdout is a file or a pipe: wide enough that tables keep one line per row.
 PIPE_WIDTH = 160

@@ -18,20 +18,14 @@ from typing import Callable, Dict, List, Optional, Sequence
 from siteagent import __version__
 from siteagent.agent.state import State
 from siteagent.backends.base import BackendError, BackendUnavailable
-from siteagent.cli import (
-    console,
-    history,
-    install,
-    ledger,
-    market,
-    options,
-    parsing,
-    setup,
+from siteagent.cli import console, options, parsing
+from siteagent.cli.console import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_REFUSED,
+    EXIT_UNAVAILABLE,
 )
-from siteagent.cli import (
-    reservations as cli_reservations,
-)
-from siteagent.cli.console import EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_UNAVAILABLE
+from siteagent.cli.site import commands as site_commands
 from siteagent.config.schema import Config
 from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
 from siteagent.core.engines import Policy
@@ -64,7 +58,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (SwfError, UnsimulableJob, FileNotFoundError, ValueError) as exc:
         return _failed(str(exc), exc, as_json, EXIT_BAD_INPUT)
     except KeyboardInterrupt as exc:
-        return _failed("interrupted", exc, as_json, 130)
+        return _failed("interrupted", exc, as_json, EXIT_INTERRUPTED)
 
 
 def _failed(
@@ -96,18 +90,8 @@ def exit_code(error: SiteagentError) -> int:
 def client_main(argv: Optional[Sequence[str]] = None) -> int:
     """``siteagent-client``: find, price and reserve compute across sites."""
     # imported here: the client's HTTP stack is no business of `siteagent`'s commands
-    from siteagent.cli import (
-        client_auction,
-        client_common,
-        client_english,
-        client_ledger,
-        client_odds,
-        client_provision,
-        client_quotes,
-        client_reservations,
-        client_select,
-        client_sites,
-    )
+    from siteagent.cli.buyer import commands as buyer_commands
+    from siteagent.cli.buyer.common import exit_code as buyer_exit_code
 
     console.program = "siteagent-client"
     parser = parsing.Parser(
@@ -120,24 +104,16 @@ def client_main(argv: Optional[Sequence[str]] = None) -> int:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parsing.subcommands(parser)
-    client_sites.add_commands(commands)
-    client_quotes.add_commands(commands)
-    client_auction.add_commands(commands)
-    client_english.add_commands(commands)
-    client_provision.add_commands(commands)
-    client_select.add_commands(commands)
-    client_odds.add_commands(commands)
-    client_reservations.add_commands(commands)
-    client_ledger.add_commands(commands)
+    buyer_commands.add_commands(commands)
     args = parser.parse_args(argv)
     command: Command = args.command
     as_json = bool(getattr(args, "json", False))
     try:
         return command(args)
     except (SiteagentError, ValueError, OSError) as exc:
-        return _failed(str(exc), exc, as_json, client_common.exit_code(exc))
+        return _failed(str(exc), exc, as_json, buyer_exit_code(exc))
     except KeyboardInterrupt as exc:
-        return _failed("interrupted", exc, as_json, 130)
+        return _failed("interrupted", exc, as_json, EXIT_INTERRUPTED)
 
 
 def _site_parser() -> argparse.ArgumentParser:
@@ -152,12 +128,7 @@ def _site_parser() -> argparse.ArgumentParser:
     commands = parsing.subcommands(parser)
     _add_serve(commands)
     _add_simulate(commands)
-    cli_reservations.add_commands(commands)
-    market.add_commands(commands)
-    setup.add_commands(commands)
-    install.add_commands(commands)
-    history.add_commands(commands)
-    ledger.add_commands(commands)
+    site_commands.add_commands(commands)
     return parser
 
 

@@ -120,7 +120,7 @@ def test_the_client_may_import_only_the_protocol_and_the_core() -> None:
         assert upward_imports(edges) == [
             f"siteagent.client.quotes -> {forbidden} (the client speaks the protocol only)"
         ]
-    assert upward_imports({"siteagent.cli.client_quotes": {"siteagent.client.quotes"}}) == []
+    assert upward_imports({"siteagent.cli.buyer.quotes": {"siteagent.client.quotes"}}) == []
     assert upward_imports({"siteagent.api.app": {"siteagent.client.quotes"}}) == [
         "siteagent.api.app -> siteagent.client.quotes (only the command line uses the client)"
     ]

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from siteagent.backends.pbs import PbsBackend, PbsConfig
-from siteagent.cli.install import pbs_hook_commands
+from siteagent.cli.site.install import pbs_hook_commands
 from siteagent.config import loading
 from siteagent.host import installation
 from siteagent.market.lifecycle import ReservationState

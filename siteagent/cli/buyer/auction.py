@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import signal
 import time
-from types import FrameType
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
-from siteagent.cli import client_common, client_quotes, client_reservations, console
-from siteagent.cli.console import EXIT_REFUSED, EXIT_UNAVAILABLE
+from siteagent.cli import console
+from siteagent.cli.buyer import common, quotes, reservations
+from siteagent.cli.buyer.common import interruptible
+from siteagent.cli.console import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.cli.options import amount, duration, local_time
 from siteagent.client.auction import (
     DEFAULT_ROUNDS,
@@ -37,7 +37,6 @@ from siteagent.core.durations import parse_time
 from siteagent.protocol.models import QuoteRequest
 
 #: Exit code of an interrupted command (128 + SIGINT), as shells report it.
-EXIT_INTERRUPTED = 130
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,7 +57,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "when no site answered, 130 when interrupted."
         ),
     )
-    client_quotes.add_request_options(auction, ranking=False)
+    quotes.add_request_options(auction, ranking=False)
     parts = auction.add_argument_group("parts and constraints")
     parts.add_argument(
         "--parts", type=int, default=1, metavar="N", help="co-allocate N such parts (1)"
@@ -110,9 +109,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="A",
         help="with --mode alpha: 1 cheapest ... 0 earliest (0.5)",
     )
-    client_common.add_sites_options(auction)
-    client_common.add_batches_option(auction)
-    client_reservations.add_journal_option(auction)
+    common.add_sites_options(auction)
+    common.add_batches_option(auction)
+    reservations.add_journal_option(auction)
     auction.set_defaults(command=_auction)
 
 
@@ -122,17 +121,17 @@ def _auction(args: argparse.Namespace) -> int:
         raise ValueError(
             "--parts and --rounds must be at least 1, --tolerance and --round-interval at least 0"
         )
-    request = client_quotes.request_for_quotes(args, now, ranking=False)
+    request = quotes.request_for_quotes(args, now, ranking=False)
     constraints = Constraints(
         budget=args.budget,
         deadline=parse_time(args.deadline, now) if args.deadline else None,
         tolerance=args.tolerance,
     )
     preference = Preference(Mode(args.mode), args.alpha)
-    sites = client_common.registry(args).select(args.site)
-    journal = client_reservations.open_journal(args)
+    sites = common.registry(args).select(args.site)
+    journal = reservations.open_journal(args)
     batches = not args.no_batches
-    with client_common.connected(sites, batches) as connections, interruptible() as interrupted:
+    with common.connected(sites, batches) as connections, interruptible() as interrupted:
         for connection in connections:
             connection.signing_key()  # a missing or unsafe key is the buyer's to fix: say so now
         by_name = {connection.site.name: connection for connection in connections}
@@ -275,8 +274,8 @@ def _print_rounds(rounds: List[Dict[str, Any]], parts: int) -> None:
 def _print_entries(entries: List[Entry]) -> None:
     if entries:
         console.print_table(
-            [client_reservations.entry_row(entry) for entry in entries],
-            client_reservations.ENTRY_COLUMNS,
+            [reservations.entry_row(entry) for entry in entries],
+            reservations.ENTRY_COLUMNS,
             title="Accepts, confirms and cancels",
         )
 
@@ -293,25 +292,3 @@ def _progress(sites: int, rounds: int, quiet: bool) -> Iterator[Callable[[object
             update(answers / (sites * rounds))
 
         yield one_more
-
-
-@contextlib.contextmanager
-def interruptible() -> Iterator[Callable[[], bool]]:
-    """Ctrl-C as a flag the auction checks between requests (so the journal stays exact and
-    what is held is released); a second Ctrl-C stops at once."""
-    pressed: List[bool] = []
-
-    def on_interrupt(signum: int, frame: Optional[FrameType]) -> None:
-        if pressed:
-            raise KeyboardInterrupt
-        pressed.append(True)
-        console.error(
-            "interrupted: finishing the request in flight, then releasing what is held "
-            "(Ctrl-C again to stop now; `siteagent-client recover` finishes the job)"
-        )
-
-    previous = signal.signal(signal.SIGINT, on_interrupt)
-    try:
-        yield lambda: bool(pressed)
-    finally:
-        signal.signal(signal.SIGINT, previous)

@@ -15,7 +15,8 @@ import argparse
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from siteagent.cli import client_common, console
+from siteagent.cli import console
+from siteagent.cli.buyer import common
 from siteagent.cli.console import EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.cli.options import local_time
 from siteagent.client.journal import RELEASED, Entry, Journal, State, default_path
@@ -69,7 +70,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "deadline anyway)."
         ),
     )
-    client_common.add_sites_options(recover_command, choose=False)
+    common.add_sites_options(recover_command, choose=False)
     add_journal_option(recover_command)
     recover_command.set_defaults(command=_recover)
 
@@ -92,7 +93,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     cancel.add_argument("reservation", metavar="[SITE:]ID")
     cancel.set_defaults(command=_cancel)
     for action in (listing, show, cancel):
-        client_common.add_sites_options(action, choose=False)
+        common.add_sites_options(action, choose=False)
         add_journal_option(action)
 
 
@@ -103,9 +104,9 @@ def _recover(args: argparse.Namespace) -> int:
     journal = existing_journal(args)
     if journal is None:
         return _nothing_yet(args, {"settled": [], "confirmed": [], "unsettled": [], "running": []})
-    registry = client_common.registry(args)
+    registry = common.registry(args)
     sites = {entry.site for entry in journal.unsettled()}
-    with client_common.connected([s for s in registry.sites if s.name in sites]) as connections:
+    with common.connected([s for s in registry.sites if s.name in sites]) as connections:
         sellers = {connection.site.name: Patient(connection) for connection in connections}
         touched, running = recover(journal, sellers)
     # an entry recover tried but whose site did not answer is still unsettled: not "settled"
@@ -181,7 +182,7 @@ def _list(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     journal = _journal_of(args)
     entry = _find(journal, args.reservation)
-    with client_common.connected([_site(args, entry)]) as (connection,):
+    with common.connected([_site(args, entry)]) as (connection,):
         view = connection.reservation(entry.reservation_id or "")
         entry = observe(entry, Patient(connection), journal)
     if args.json:
@@ -207,7 +208,7 @@ def _show(args: argparse.Namespace) -> int:
 def _cancel(args: argparse.Namespace) -> int:
     journal = _journal_of(args)
     entry = _find(journal, args.reservation)
-    with client_common.connected([_site(args, entry)]) as (connection,):
+    with common.connected([_site(args, entry)]) as (connection,):
         entry = settle(entry, Patient(connection), journal, True, raise_refusals=True)
     if args.json:
         console.print_json({"reservation": entry.to_json()})
@@ -254,7 +255,7 @@ def _find(journal: Journal, name: str) -> Entry:
 
 
 def _site(args: argparse.Namespace, entry: Entry) -> Site:
-    (site,) = client_common.registry(args).select([entry.site])
+    (site,) = common.registry(args).select([entry.site])
     return site
 
 

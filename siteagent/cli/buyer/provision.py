@@ -20,9 +20,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
-from siteagent.cli import client_common, client_reservations, console
-from siteagent.cli.client_auction import EXIT_INTERRUPTED, interruptible
-from siteagent.cli.console import EXIT_REFUSED
+from siteagent.cli import console
+from siteagent.cli.buyer import common, reservations
+from siteagent.cli.buyer.common import interruptible
+from siteagent.cli.console import EXIT_INTERRUPTED, EXIT_REFUSED
 from siteagent.cli.options import amount, local_time, price
 from siteagent.client.batchcommit import BatchCommit
 from siteagent.client.batches import max_parts
@@ -94,9 +95,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--dry-run", action="store_true", help="quote and plan, hold and confirm nothing"
     )
     add_price_caps(provision)
-    client_common.add_sites_options(provision)
-    client_common.add_batches_option(provision)
-    client_reservations.add_journal_option(provision)
+    common.add_sites_options(provision)
+    common.add_batches_option(provision)
+    reservations.add_journal_option(provision)
     provision.set_defaults(command=_provision)
 
 
@@ -128,14 +129,14 @@ def _provision(args: argparse.Namespace) -> int:
         if args.planner == "genetic":
             from siteagent.client import genetic
     except ModuleNotFoundError as exc:
-        raise client_common.planners_missing("provision", exc) from exc
+        raise common.planners_missing("provision", exc) from exc
     graph = load_workflow(args.workflow)
     network = Network(args.bandwidth, args.latency)
     tradeoff.check_alpha(args.alpha)
-    sites = client_common.registry(args).select(args.site)
-    journal = client_reservations.open_journal(args)
+    sites = common.registry(args).select(args.site)
+    journal = reservations.open_journal(args)
     batches = not args.no_batches
-    with client_common.connected(sites, batches) as connections, interruptible() as interrupted:
+    with common.connected(sites, batches) as connections, interruptible() as interrupted:
         by_name = {connection.site.name: connection for connection in connections}
         attributes = [
             connection.info().site.model_copy(update={"name": name})

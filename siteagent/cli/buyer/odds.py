@@ -13,7 +13,8 @@ import argparse
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from siteagent.cli import client_common, console
+from siteagent.cli import console
+from siteagent.cli.buyer import common
 from siteagent.cli.console import EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.cli.options import duration, local_time, quote_request
 from siteagent.client.connection import Quote, SiteConnection
@@ -62,7 +63,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="Q",
         help="of the queued job starting by T, in (0, 1) (0.95)",
     )
-    client_common.add_sites_options(odds)
+    common.add_sites_options(odds)
     odds.set_defaults(command=_odds)
 
 
@@ -70,15 +71,15 @@ def _odds(args: argparse.Namespace) -> int:
     now = int(time.time())
     ask = Ask(args.cores, args.walltime, parse_time(args.start, now), args.probability)
     request = quote_request(ask.quote_fields(), OPTION_OF)
-    registry = client_common.registry(args)
-    with client_common.connected(registry.select(args.site)) as connections:
+    registry = common.registry(args)
+    with common.connected(registry.select(args.site)) as connections:
         for connection in connections:
             connection.signing_key()  # quotes are signed: a missing or unsafe key, say so now
 
         def both(connection: SiteConnection) -> Answers:
             return connection.quote(request), connection.waits()
 
-        with client_common.progress("asking", len(connections), args.json) as answered:
+        with common.progress("asking", len(connections), args.json) as answered:
             results = ask_all(connections, both, answered)
     rows = [_row(result, ask, now) for result in results]
     if args.json:

@@ -28,9 +28,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from siteagent.cli import client_common, client_provision, client_reservations, console
-from siteagent.cli.client_auction import EXIT_INTERRUPTED, interruptible
-from siteagent.cli.console import EXIT_REFUSED, EXIT_UNAVAILABLE
+from siteagent.cli import console
+from siteagent.cli.buyer import common, provision, reservations
+from siteagent.cli.buyer.common import interruptible
+from siteagent.cli.console import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.cli.options import local_time
 from siteagent.client.commit import Outcome
 from siteagent.client.connection import SiteConnection
@@ -94,10 +95,10 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="store_true",
         help="reserve every task assigned at its site, all or nothing",
     )
-    client_provision.add_price_caps(select)  # with --reserve
-    client_common.add_sites_options(select)
-    client_common.add_batches_option(select)
-    client_reservations.add_journal_option(select)
+    provision.add_price_caps(select)  # with --reserve
+    common.add_sites_options(select)
+    common.add_batches_option(select)
+    reservations.add_journal_option(select)
     select.set_defaults(command=_select)
 
 
@@ -106,20 +107,20 @@ def _select(args: argparse.Namespace) -> int:
         from siteagent.client.bag import load_bag
         from siteagent.client.selection import select, site_candidate
     except ModuleNotFoundError as exc:
-        raise client_common.planners_missing("select", exc) from exc
+        raise common.planners_missing("select", exc) from exc
     if not 0.0 < args.probability < 1.0:
         raise ValueError(f"--probability must be in (0, 1), got {args.probability:g}")
     if not args.reserve and (args.max_price is not None or args.budget is not None):
         raise ValueError("--max-price and --budget cap what --reserve buys: add --reserve")
     tasks = load_bag(args.bag)
-    sites = client_common.registry(args).select(args.site)
+    sites = common.registry(args).select(args.site)
     # Ctrl-C while reserving releases what is held; before, it stops at once
     ctrl_c = interruptible() if args.reserve else contextlib.nullcontext(lambda: False)
-    with client_common.connected(sites, not args.no_batches) as connections, ctrl_c as interrupted:
+    with common.connected(sites, not args.no_batches) as connections, ctrl_c as interrupted:
         if args.reserve:
             for connection in connections:
                 connection.signing_key()  # a missing or unsafe key: say so before asking
-        with client_common.progress("asking", len(connections), args.json) as answered:
+        with common.progress("asking", len(connections), args.json) as answered:
             results = ask_all(connections, _asker(args.capacity == "free"), answered)
         now = int(time.time())
         candidates = [site_candidate(r.site, *r.value) for r in results if r.value is not None]
@@ -146,14 +147,14 @@ def _reserve(
 
     graph, plan = as_plan(chosen, tasks, now)
     attributes = [candidate.attributes for candidate in candidates]
-    network = Network(client_provision.DEFAULT_BANDWIDTH)  # independent tasks move nothing
+    network = Network(provision.DEFAULT_BANDWIDTH)  # independent tasks move nothing
     used = {estimate.site for estimate in chosen.assigned.values()}
 
     def plan_with(offers: SiteOffers) -> Plan:
         return pinned.reserve(plan, graph, attributes, offers, network)
 
-    return client_provision.reserve_plan(
-        client_reservations.open_journal(args),
+    return provision.reserve_plan(
+        reservations.open_journal(args),
         _described(args, tasks),
         {c.site.name: c for c in connections if c.site.name in used},
         len(chosen.assigned),
@@ -277,7 +278,7 @@ def _add_reservations(rows: List[Dict[str, Any]], outcome: Outcome, plan: Option
     """Each task's reservation, window and cost, once every one is confirmed."""
     if plan is None or outcome.state is not AuctionState.DONE:
         return
-    held = {row["task"]: row for row in client_provision.plan_rows(plan, outcome)}
+    held = {row["task"]: row for row in provision.plan_rows(plan, outcome)}
     for row in rows:
         reserved = held[row["task"]]
         row.update({column: reserved[column] for column in RESERVED_COLUMNS})

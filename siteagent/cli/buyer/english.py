@@ -17,9 +17,10 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Dict, List
 
-from siteagent.cli import client_common, client_reservations, console
-from siteagent.cli.client_auction import EXIT_INTERRUPTED, interruptible
-from siteagent.cli.console import EXIT_REFUSED, EXIT_UNAVAILABLE
+from siteagent.cli import console
+from siteagent.cli.buyer import common, reservations
+from siteagent.cli.buyer.common import interruptible
+from siteagent.cli.console import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.cli.options import duration, local_time
 from siteagent.client.auctioneer import Auctioneer, Placement, SitePool
 from siteagent.client.english import DEFAULT_K, DEFAULT_ROUNDS, auction_length
@@ -73,8 +74,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="V",
         help="a first bid must beat this value (core-hours; default: any bid)",
     )
-    client_common.add_sites_options(english)
-    client_reservations.add_journal_option(english)
+    common.add_sites_options(english)
+    reservations.add_journal_option(english)
     english.set_defaults(command=_english_auction)
 
 
@@ -94,8 +95,8 @@ def _english_auction(args: argparse.Namespace) -> int:
     jobs = load_jobs(args.jobs)
     mean = args.mean_run_time if args.mean_run_time is not None else mean_walltime(jobs)
     length = auction_length(args.k, mean)
-    sites = client_common.registry(args).select(args.site)
-    journal = client_reservations.open_journal(args)
+    sites = common.registry(args).select(args.site)
+    journal = reservations.open_journal(args)
     for site in sites:
         site.signing_key()  # a missing or unsafe key is the buyer's to fix: say so now
     done: List[Placement] = []

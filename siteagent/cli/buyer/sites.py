@@ -18,7 +18,8 @@ from typing import Any, Dict, List, Optional
 
 import yaml
 
-from siteagent.cli import client_common, console
+from siteagent.cli import console
+from siteagent.cli.buyer import common
 from siteagent.cli.console import EXIT_UNAVAILABLE
 from siteagent.client.connection import SiteConnection, SiteInfo
 from siteagent.client.fanout import SiteResult, ask_all
@@ -42,7 +43,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "one out."
         ),
     )
-    client_common.add_sites_options(sites)
+    common.add_sites_options(sites)
     sites.set_defaults(command=_sites)
     actions = sites.add_subparsers(title="actions (none: ask every site)", metavar="ACTION")
     add = actions.add_parser(
@@ -75,7 +76,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     remove.add_argument("name", metavar="NAME")
     remove.set_defaults(command=_remove)
     for action in (add, remove):
-        client_common.add_sites_options(action, choose=False)
+        common.add_sites_options(action, choose=False)
 
     keys = commands.add_parser(
         "keys",
@@ -112,9 +113,9 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _sites(args: argparse.Namespace) -> int:
-    registry = client_common.registry(args)
-    with client_common.connected(registry.select(args.site)) as connections:
-        with client_common.progress("asking", len(connections), args.json) as answered:
+    registry = common.registry(args)
+    with common.connected(registry.select(args.site)) as connections:
+        with common.progress("asking", len(connections), args.json) as answered:
             results = ask_all(connections, SiteConnection.info, answered)
         urls = {connection.site.name: connection.site.url for connection in connections}
     rows = [_site_row(result, urls[result.site]) for result in results]
@@ -193,7 +194,7 @@ def _site_row(result: SiteResult[SiteInfo], url: str) -> Dict[str, Any]:
         "status": result.outcome.value
         if result.value
         else f"{result.outcome.value}: {result.reason}",
-        "latency": client_common.latency_ms(result.latency_s),
+        "latency": common.latency_ms(result.latency_s),
     }
     info = result.value
     if info is not None:

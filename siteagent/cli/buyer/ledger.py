@@ -8,7 +8,8 @@ from typing import Callable, Tuple, TypeVar
 
 from pydantic import BaseModel
 
-from siteagent.cli import client_common, console
+from siteagent.cli import console
+from siteagent.cli.buyer import common
 from siteagent.cli.options import local_time
 from siteagent.client.connection import SiteConnection
 from siteagent.client.ledger import Account
@@ -33,13 +34,13 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
                 "sites file's ledger section names, read with a GET signed by your key."
             ),
         )
-        client_common.add_sites_options(sub, choose=False)
+        common.add_sites_options(sub, choose=False)
         sub.set_defaults(command=command)
 
 
 def _read(args: argparse.Namespace, read: Callable[[Account], M]) -> Tuple[Account, M]:
     """``read`` of the buyer's account at the sites file's bank, the connection closed."""
-    account = Account(SiteConnection(client_common.registry(args).bank()))
+    account = Account(SiteConnection(common.registry(args).bank()))
     with account.connection:
         return account, read(account)
 

@@ -13,7 +13,8 @@ import time
 from dataclasses import asdict
 from typing import Any, Dict
 
-from siteagent.cli import client_common, console
+from siteagent.cli import console
+from siteagent.cli.buyer import common
 from siteagent.cli.console import EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.cli.options import duration, local_time, price, quote_request
 from siteagent.client.quotes import Quotes, ask_for_quotes
@@ -54,7 +55,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         ),
     )
     add_request_options(quote)
-    client_common.add_sites_options(quote)
+    common.add_sites_options(quote)
     quote.set_defaults(command=_quote)
 
 
@@ -99,11 +100,11 @@ def add_request_options(parser: argparse.ArgumentParser, ranking: bool = True) -
 
 def _quote(args: argparse.Namespace) -> int:
     request = request_for_quotes(args, int(time.time()))
-    registry = client_common.registry(args)
-    with client_common.connected(registry.select(args.site)) as connections:
+    registry = common.registry(args)
+    with common.connected(registry.select(args.site)) as connections:
         for connection in connections:
             connection.signing_key()  # a missing or unsafe key is the buyer's to fix: say so now
-        with client_common.progress("asking", len(connections), args.json) as answered:
+        with common.progress("asking", len(connections), args.json) as answered:
             quotes = ask_for_quotes(connections, request, answered)
     if args.json:
         console.print_json(_json(quotes))
@@ -158,7 +159,7 @@ def _print(quotes: Quotes) -> None:
         _print_offers(quotes, offering, len(answers))
     console.print_table(
         [
-            {**asdict(answer), "latency_s": client_common.latency_ms(answer.latency_s)}
+            {**asdict(answer), "latency_s": common.latency_ms(answer.latency_s)}
             for answer in answers
         ],
         ["site", "status", "offers", "reason", "latency_s"],

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import signal
 from pathlib import Path
-from typing import Callable, Iterator, List, Sequence
+from types import FrameType
+from typing import Callable, Iterator, List, Optional, Sequence
 
 from siteagent.cli import console
 from siteagent.cli.console import EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_UNAVAILABLE
@@ -110,3 +112,25 @@ def exit_code(error: Exception) -> int:
     if isinstance(error, SiteError):
         return EXIT_REFUSED if error.status is not None and error.status < 500 else EXIT_UNAVAILABLE
     return EXIT_BAD_INPUT
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[Callable[[], bool]]:
+    """Ctrl-C as a flag the auction checks between requests (so the journal stays exact and
+    what is held is released); a second Ctrl-C stops at once."""
+    pressed: List[bool] = []
+
+    def on_interrupt(signum: int, frame: Optional[FrameType]) -> None:
+        if pressed:
+            raise KeyboardInterrupt
+        pressed.append(True)
+        console.error(
+            "interrupted: finishing the request in flight, then releasing what is held "
+            "(Ctrl-C again to stop now; `siteagent-client recover` finishes the job)"
+        )
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield lambda: bool(pressed)
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -1,0 +1,1 @@
+"""The site's program, ``siteagent COMMAND``: one module per command (docs/admin.md)."""
