@@ -17,7 +17,7 @@ HOT_MODULES = [
     "siteagent/core/profile.py",
     "siteagent/core/machine.py",
     "siteagent/core/blocks.py",
-    "siteagent/core/selection.py",
+    "siteagent/core/node_selection.py",
     "siteagent/core/nodes.py",
     "siteagent/core/backfill.py",
     "siteagent/core/engines.py",

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple
 
 from bench.common import cpu_probe_s, machine, md_table, median, write_results
-from siteagent.client.auctioneer import Auctioneer, Placement, SitePool
+from siteagent.client.auctioneer import Auctioneer, JobAuction, SitePool
 from siteagent.client.english import auction_length
 from siteagent.client.jobs import Job, arrival_order
 from siteagent.client.journal import Journal
@@ -157,7 +157,7 @@ def auction(
     return figures(placements, length_s, cpu)
 
 
-def serial(market: Market, jobs: Sequence[Job], work: Path) -> List[Placement]:
+def serial(market: Market, jobs: Sequence[Job], work: Path) -> List[JobAuction]:
     """The placed jobs of auctions at k = 0, one at a time."""
     registry = load_registry(market.sites_file)
     journal = Journal(work / "journal.db")
@@ -171,7 +171,7 @@ def serial(market: Market, jobs: Sequence[Job], work: Path) -> List[Placement]:
     return [p for p in placements if p.state == "placed"]
 
 
-def figures(placements: Sequence[Placement], length_s: float, cpu_s: float) -> Dict[str, Any]:
+def figures(placements: Sequence[JobAuction], length_s: float, cpu_s: float) -> Dict[str, Any]:
     placed = [p for p in placements if p.state == "placed"]
     span = max(p.decided_at for p in placements) - min(p.opened_at for p in placements)
     mean_run = statistics.mean(p.job.job.walltime for p in placements)
@@ -259,7 +259,7 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
     return results
 
 
-def serial_figures(runs: Sequence[Tuple[Sequence[Placement], float]], jobs: int) -> Dict[str, Any]:
+def serial_figures(runs: Sequence[Tuple[Sequence[JobAuction], float]], jobs: int) -> Dict[str, Any]:
     """Each serial run's median overhead (with the CPU probe taken before it), and over all
     runs' placed jobs the median and p90, of the whole overhead and of the auctioneer's own."""
     placed = [p for run, _ in runs for p in run]

@@ -18,9 +18,9 @@ from slots_probe import load_snapshot  # the snapshot format of `python -m bench
 
 from siteagent.config.schema import PricingConfig
 from siteagent.core.engines import Policy
-from siteagent.core.model import Request
 from siteagent.core.prediction import plan
 from siteagent.core.slots import advertise
+from siteagent.core.values import Request
 from siteagent.market.site import pricing_of
 from siteagent.pricing import ExternalityFee, FlatPrice, Pricing, Window
 

@@ -44,8 +44,8 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 from bench.common import machine, md_table, median, write_results
 from siteagent.client.genetic import DEFAULT_GENERATIONS, DEFAULT_POPULATION, pareto_plans
 from siteagent.client.greedy import provision, provision_in_batches
-from siteagent.client.plans import Network, Plan
-from siteagent.client.selection import Candidate, ranking, select
+from siteagent.client.plans import Network, ProvisioningPlan
+from siteagent.client.resource_selection import Candidate, ranking, select
 from siteagent.client.tasks import Task, TaskGraph
 from siteagent.client.wfformat import read_wfformat
 from siteagent.market.site import STORE_FILE
@@ -108,7 +108,7 @@ def timed(run: Callable[[], Any], repeat: int) -> Tuple[Dict[str, float], Any]:
     return {"seconds": median(walls), "cpu_seconds": median(cpus)}, result
 
 
-def figures(plan: Plan) -> Dict[str, Any]:
+def figures(plan: ProvisioningPlan) -> Dict[str, Any]:
     return {"cost_su": float(plan.cost), "makespan_h": round(plan.makespan / 3600, 3)}
 
 

@@ -16,9 +16,9 @@ import time
 from typing import Any, Dict, List
 
 from siteagent.core.engines import Policy
-from siteagent.core.model import ClusterSnapshot, Job, Request
 from siteagent.core.prediction import plan
 from siteagent.core.slots import advertise
+from siteagent.core.values import ClusterSnapshot, Job, Request
 from siteagent.pricing import ExternalityFee, FlatPrice, Pricing
 from siteagent.sim import LoadScaling, Simulator, Workload
 from siteagent.sim.snapshot import snapshot_of

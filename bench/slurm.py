@@ -44,8 +44,8 @@ from siteagent.backends.slurm import SlurmBackend
 from siteagent.backends.slurm.arguments import reservation_args
 from siteagent.config import loading
 from siteagent.core.estimates import DEFAULT_TOLERANCE_S, compare_starts
-from siteagent.core.model import CapacityUnit, Placement, ReservationSpec
 from siteagent.core.prediction import plan
+from siteagent.core.values import CapacityUnit, Placement, ReservationSpec
 from siteagent.market.lifecycle import OfferRefused, ReservationFailed
 from siteagent.market.site import Site, open_site
 from testbed.inprocess.offers import record_offer

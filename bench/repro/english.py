@@ -538,7 +538,7 @@ def describe(report: Report, runs: Runs, ks: Sequence[float], quick: bool) -> No
   times of 2 and 3 units use the same jobs stretched, at T_a = k units (k of {FIG5_KS}).
 - The auctioneer is the project's (siteagent.client.auctioneer), rounds asked at each instant a
   site's capacity changed while the auction is open, the close at T_a; sites bid through
-  siteagent.market.bidding; a winner has {ACCEPT_WINDOW_S} s to accept (the least an offer
+  siteagent.market.english_bids; a winner has {ACCEPT_WINDOW_S} s to accept (the least an offer
   allows). A job nobody bid for is auctioned again when a site gives capacity back (the
   paper repeats auctions until every job is placed; it does not say when).
 - Each run's CPU: median {statistics.median(cpu):.1f} s, max {max(cpu):.1f} s; the whole

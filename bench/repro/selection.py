@@ -8,8 +8,8 @@ submission instants (one per seed). Each is placed by:
 - **model**: the paper's: each task to its lowest predicted time to completion, the queue wait
   predicted as the mean wait of similar jobs (the pilot's core and walltime bin) over the past
   7 days, the run time as cycles / base clock, so every task goes to one site;
-- **select**: the project's capacity-aware ``siteagent.client.selection.select`` (QBETS median
-  bounds, one-core tasks, each site's free cores as its room);
+- **select**: the project's capacity-aware ``siteagent.client.resource_selection.select``
+  (QBETS median bounds, one-core tasks, each site's free cores as its room);
 - beyond the paper: **qbets-0.5** / **qbets-0.75** (the model with QBETS bounds instead of
   means), **fewest-queued** (every task to the HPC site with the shortest queue) and
   **fastest-clock** (every task to the highest base clock).
@@ -58,8 +58,8 @@ from bench.repro.selection_sites import (
     pilot_waits,
     trace_jobs,
 )
-from siteagent.client import selection
-from siteagent.client.selection import Candidate
+from siteagent.client import resource_selection
+from siteagent.client.resource_selection import Candidate
 from siteagent.client.tasks import Task
 from siteagent.core.waits import QueueWait, wait_table
 from siteagent.protocol.models import SiteAttributes, WaitHistory
@@ -213,7 +213,7 @@ def best_site(shown: Mapping[str, Mapping[str, Any]], tasks: int, means: bool, q
     """The paper's affinity: the site with the lowest predicted TTC for the workload's pilot
     (its core bin), through the project's ranking."""
     workload = Task("workload", tasks, work_mcycles=WORK_MCYCLES)
-    return selection.ranking(workload, candidates(shown, means, room=False), q)[0].site
+    return resource_selection.ranking(workload, candidates(shown, means, room=False), q)[0].site
 
 
 def place(arm: str, tasks: int, seed: int, shown: Mapping[str, Mapping[str, Any]]) -> Placement:
@@ -235,7 +235,7 @@ def place(arm: str, tasks: int, seed: int, shown: Mapping[str, Mapping[str, Any]
         return all_to(max(SITES, key=cpu_mhz), tasks)
     if arm == "select":
         bag = [Task(f"t{i}", 1, work_mcycles=WORK_MCYCLES) for i in range(tasks)]
-        chosen = selection.select(bag, candidates(shown, means=False, room=True))
+        chosen = resource_selection.select(bag, candidates(shown, means=False, room=True))
         placement = {}
         for task in range(tasks):
             estimate = chosen.assigned.get(f"t{task}")

@@ -14,10 +14,10 @@ from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence,
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 import siteagent
-from siteagent.agent.state import State
+from siteagent.agent.state import CycleState
 from siteagent.config.schema import ReferenceRequest, SiteConfig
 from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
-from siteagent.core.model import CapacityUnit, ClusterSnapshot
+from siteagent.core.values import CapacityUnit, ClusterSnapshot
 from siteagent.market.quoting import quote
 from siteagent.pricing import Refused, Window
 from siteagent.pricing.load import LoadOffer
@@ -62,7 +62,7 @@ class ClusterCollector:
         self._failures = 0
         self._load_offer: Optional[LoadOffer] = None
 
-    def observe(self, state: State) -> None:
+    def observe(self, state: CycleState) -> None:
         """Take the figures of a new cycle's state."""
         snapshot = state.snapshot
         families = cluster_families(snapshot, state.plan.profile.free_at(snapshot.now))
@@ -91,7 +91,7 @@ class ClusterCollector:
         with self._lock:
             self._load_offer = figures
 
-    def _reference_quotes(self, state: State) -> List[Metric]:
+    def _reference_quotes(self, state: CycleState) -> List[Metric]:
         now = self._clock()
         due = self._referenced_at is None or now - self._referenced_at >= self.reference_interval_s
         if due:
@@ -204,7 +204,7 @@ def cluster_families(snapshot: ClusterSnapshot, free_now: int) -> List[Metric]:
     return families
 
 
-def plan_families(state: State) -> List[Metric]:
+def plan_families(state: CycleState) -> List[Metric]:
     """How the cycle went and what the plan leaves free: slots and core-hours ahead."""
     snapshot, predicted = state.snapshot, state.plan
     per_unit = cores_per(snapshot.unit, snapshot.cores_per_node)
@@ -268,7 +268,7 @@ def free_unit_seconds(
 
 
 def quote_families(
-    state: State, site: SiteConfig, shapes: Sequence[ReferenceRequest]
+    state: CycleState, site: SiteConfig, shapes: Sequence[ReferenceRequest]
 ) -> List[Metric]:
     """Each reference shape quoted as a buyer would (the quoting use case, nothing stored):
     the earliest start and its unit price and fee, and the earliest start with no fee."""

@@ -1,6 +1,6 @@
 """The daemon loop: refresh the snapshot, predict the schedule, publish, sleep, repeat.
 
-Everything the agent serves (slots, quotes, metrics) is read from the latest :class:`State`,
+Everything the agent serves (slots, quotes, metrics) is read from the latest :class:`CycleState`,
 computed once per cycle, so that a burst of requests never multiplies the planning work and a
 slow batch system never blocks a request: readers see the last good state and its age.
 
@@ -29,13 +29,13 @@ import time
 from typing import Callable, List, Optional, Sequence, Set, Tuple
 
 from siteagent.agent.metrics import Metrics
-from siteagent.agent.state import State
+from siteagent.agent.state import CycleState
 from siteagent.backends.base import Backend, BackendError
 from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
 from siteagent.core.engines import Policy
-from siteagent.core.model import ClusterSnapshot, Placement
 from siteagent.core.prediction import plan
 from siteagent.core.preemption import Preemption
+from siteagent.core.values import ClusterSnapshot, Placement
 from siteagent.core.waits import QueueWait
 from siteagent.host import sdnotify
 from siteagent.market.deals import Deals
@@ -58,7 +58,7 @@ STOP_CHECK_S = 0.5
 
 
 class Agent:
-    """Keeps a fresh :class:`State` of one cluster, polling its backend.
+    """Keeps a fresh :class:`CycleState` of one cluster, polling its backend.
 
     ``pricing`` prices each state's market view (slots, the context quotes price against);
     ``manager`` (optional) carries the reservations along each cycle; ``store`` (optional)
@@ -82,7 +82,7 @@ class Agent:
         metrics: Optional[Metrics] = None,
         watchdog: Optional[sdnotify.Watchdog] = None,
         deals: Optional[Deals] = None,
-        listeners: Sequence[Callable[[State], object]] = (),
+        listeners: Sequence[Callable[[CycleState], object]] = (),
         usage: Optional[UsageRecorder] = None,
         preemption: Preemption = Preemption.NONE,
     ) -> None:
@@ -99,14 +99,14 @@ class Agent:
         self.metrics = metrics
         self.watchdog = watchdog
         self.deals = deals
-        self.listeners: List[Callable[[State], object]] = list(listeners)
+        self.listeners: List[Callable[[CycleState], object]] = list(listeners)
         self.usage = usage
         self._waits = WaitObserver()
         self._wake = threading.Event()
-        self.state: Optional[State] = None
+        self.state: Optional[CycleState] = None
         self.last_error: Optional[str] = None
 
-    def refresh(self) -> State:
+    def refresh(self) -> CycleState:
         """Take a snapshot, plan it and price its market view; raises BackendError when the
         batch system fails. The state is published whole, ready for every reader."""
         began = self._clock()
@@ -122,7 +122,7 @@ class Agent:
         )
         done = self._clock()
         market = market_view(snapshot, predicted, self.pricing)
-        self.state = State(market, taken, taken - began, done - taken)
+        self.state = CycleState(market, taken, taken - began, done - taken)
         self.last_error = None
         return self.state
 
@@ -166,7 +166,7 @@ class Agent:
             return None
         return max(self._clock() - self.state.taken_at, 0.0)
 
-    def cycle(self) -> Optional[State]:
+    def cycle(self) -> Optional[CycleState]:
         """One poll: refresh, log what was seen, keep the last good state on failure; then
         record queue waits and look after the reservations."""
         try:
@@ -298,7 +298,7 @@ class WaitObserver:
         ]
 
 
-def describe(state: State) -> str:
+def describe(state: CycleState) -> str:
     """One log line an administrator can read at a glance."""
     snapshot, predicted = state.snapshot, state.plan
     upcoming = sorted(predicted.starts.values())

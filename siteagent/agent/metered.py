@@ -10,8 +10,8 @@ import time
 from typing import Callable, List, Optional, Protocol, Tuple, TypeVar
 
 from siteagent.backends.base import Backend, BackendUnavailable, ReservationRefused
-from siteagent.core.model import BatchReservation, ClusterSnapshot, ReservationSpec
 from siteagent.core.usage import JobUsage
+from siteagent.core.values import BatchReservation, ClusterSnapshot, ReservationSpec
 
 _T = TypeVar("_T")
 

@@ -23,7 +23,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from siteagent.agent.cluster_metrics import ClusterCollector
 from siteagent.agent.metered import MeteredBackend, error_kind
-from siteagent.agent.state import State
+from siteagent.agent.state import CycleState
 from siteagent.agent.store_metrics import StoreCollector
 from siteagent.backends.base import Backend
 from siteagent.config.schema import ReferenceRequest, SiteConfig
@@ -124,7 +124,7 @@ class Metrics:
 
     # ---- what the agent, the API and the backend wrapper report
 
-    def observe_state(self, state: State) -> None:
+    def observe_state(self, state: CycleState) -> None:
         """Take the figures of a new cycle's state (and the store's reservations)."""
         self.cluster.observe(state)
         if self.stored is not None:

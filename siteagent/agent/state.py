@@ -1,6 +1,6 @@
 """One cycle's view of the cluster, shared by everything the agent serves until the next cycle.
 
-The loop (:mod:`siteagent.agent.loop`) makes a :class:`State` per poll; the API, the metrics
+The loop (:mod:`siteagent.agent.loop`) makes a :class:`CycleState` per poll; the API, the metrics
 and the command line read it, so that a burst of requests never multiplies the planning work.
 """
 
@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from siteagent.core.model import ClusterSnapshot
 from siteagent.core.prediction import Plan
+from siteagent.core.values import ClusterSnapshot
 from siteagent.market.view import MarketView
 
 
 @dataclass(frozen=True)
-class State:
+class CycleState:
     """One cycle's market view of the cluster (snapshot, predicted plan, pricing context,
     slots), when the snapshot was taken on the agent's clock, and how long the snapshot and
     the plan took."""

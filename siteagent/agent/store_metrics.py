@@ -13,7 +13,7 @@ from typing import Dict, Iterator, List, Sequence, Tuple
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from siteagent.agent.cluster_metrics import HOUR, cores_per
-from siteagent.core.model import CapacityUnit, ClusterSnapshot
+from siteagent.core.values import CapacityUnit, ClusterSnapshot
 from siteagent.market.lifecycle import ReservationRecord, ReservationState
 from siteagent.market.store import BidFigures, Store, UsageTotals
 

@@ -22,7 +22,7 @@ import fastapi
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from siteagent.agent.metrics import Metrics
-from siteagent.api import auctions, market, operations, site
+from siteagent.api import english_auctions, market, operations, site
 from siteagent.api.context import ApiContext
 from siteagent.api.rates import Admission
 from siteagent.api.site import API_VERSION
@@ -62,7 +62,7 @@ def create_app(context: ApiContext) -> fastapi.FastAPI:
         app.add_middleware(Timed, metrics=context.metrics)
     site.add_routes(app, context)
     market.add_routes(app, context, desk, admission)
-    auctions.add_routes(app, context)
+    english_auctions.add_routes(app, context)
     operations.add_routes(app, context)
     return app
 

@@ -37,8 +37,8 @@ from siteagent.api.rates import Admission, confirm_cost
 from siteagent.api.site import ERRORS, answers
 from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
 from siteagent.core.errors import InvalidRequest, SiteagentError
-from siteagent.core.model import Offer, Request
 from siteagent.core.money import CENT
+from siteagent.core.values import Offer, Request
 from siteagent.http import errors
 from siteagent.market import quoting
 from siteagent.market.quoting import Quote, Refusal

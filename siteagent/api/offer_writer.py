@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from siteagent.core.model import Offer
+from siteagent.core.values import Offer
 
 log = logging.getLogger("siteagent.offers")
 

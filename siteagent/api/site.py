@@ -14,7 +14,7 @@ from siteagent.api.context import ApiContext
 from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
 from siteagent.core.durations import SINCE_FORMS, parse_since
 from siteagent.core.errors import InvalidRequest
-from siteagent.core.model import CapacityUnit, ClusterSnapshot
+from siteagent.core.values import CapacityUnit, ClusterSnapshot
 from siteagent.core.waits import wait_table
 from siteagent.market.quoting import cores_per_node
 from siteagent.protocol.errors import STATUS

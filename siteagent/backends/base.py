@@ -12,8 +12,8 @@ import time
 from typing import List, Optional, Tuple
 
 from siteagent.core.errors import SiteagentError
-from siteagent.core.model import BatchReservation, ClusterSnapshot, ReservationSpec
 from siteagent.core.usage import JobUsage
+from siteagent.core.values import BatchReservation, ClusterSnapshot, ReservationSpec
 
 
 class BackendError(SiteagentError):

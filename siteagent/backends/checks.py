@@ -12,7 +12,7 @@ import time
 from typing import Pattern
 
 from siteagent.core import names
-from siteagent.core.model import CapacityUnit, ReservationSpec
+from siteagent.core.values import CapacityUnit, ReservationSpec
 
 
 def utc_text(epoch: int) -> str:

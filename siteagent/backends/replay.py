@@ -55,7 +55,7 @@ from siteagent.core.defaults import DEFAULT_REPLAY_OFFSET_S, DEFAULT_REPLAY_SPEE
 from siteagent.core.engines import Policy, ReservationConflict
 from siteagent.core.files import make_private
 from siteagent.core.machine import Task
-from siteagent.core.model import BatchReservation, ClusterSnapshot, ReservationSpec
+from siteagent.core.values import BatchReservation, ClusterSnapshot, ReservationSpec
 from siteagent.sim.partitions import MachineSpec
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.snapshot import snapshot_of

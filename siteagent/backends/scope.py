@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Sequence, Tuple
 
-from siteagent.core.model import BatchReservation, CapacityUnit, ClusterSnapshot, Job, NodeState
+from siteagent.core.values import BatchReservation, CapacityUnit, ClusterSnapshot, Job, NodeState
 
 
 @dataclass(frozen=True)

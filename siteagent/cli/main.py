@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 from siteagent import __version__
-from siteagent.agent.state import State
+from siteagent.agent.state import CycleState
 from siteagent.backends.base import BackendError, BackendUnavailable
 from siteagent.cli import console, options, parsing
 from siteagent.cli.console import (
@@ -324,7 +324,7 @@ def _serve_config(args: argparse.Namespace) -> Config:
     )
 
 
-def _print_state(state: State, as_json: bool) -> None:
+def _print_state(state: CycleState, as_json: bool) -> None:
     snapshot, predicted = state.snapshot, state.plan
     pending = [
         {

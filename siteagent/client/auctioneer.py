@@ -51,9 +51,7 @@ from typing import (
     Union,
 )
 
-from siteagent.client.auction import Choice
-from siteagent.client.bidding import passes
-from siteagent.client.commit import Commit, Outcome
+from siteagent.client.commit import Commit, CommitOutcome
 from siteagent.client.connection import (
     Cancellation,
     Receipt,
@@ -64,11 +62,12 @@ from siteagent.client.connection import (
     Tentative,
 )
 from siteagent.client.english import DEFAULT_ROUNDS, EnglishAuction, Raise, round_starts
-from siteagent.client.fanout import Outcome as FanOutcome
-from siteagent.client.fanout import outcome_of
+from siteagent.client.fanout import Answered, outcome_of
 from siteagent.client.jobs import Job
-from siteagent.client.journal import AuctionState, Entry, Journal
+from siteagent.client.journal import AuctionState, Journal, JournalEntry
 from siteagent.client.recovery import Patient
+from siteagent.client.reverse_auction import Choice
+from siteagent.client.reverse_rounds import passes
 from siteagent.client.sites import Site
 from siteagent.core.errors import SiteagentError
 from siteagent.protocol.models import BidAnswer, BidRequest
@@ -183,7 +182,7 @@ class PooledSeller:
 
 
 @dataclass(frozen=True)
-class Placement:
+class JobAuction:
     """How one job's auction ended: ``state`` is ``placed`` (a reservation confirmed at
     ``site``), ``unplaced`` (no site bid, or none could be reserved) or ``interrupted``; the
     sites ``asked``, those that ``answered`` and those that bid (``bidders``).
@@ -283,12 +282,12 @@ class Auctioneer:
     # ---- a stream of jobs
 
     def run(
-        self, jobs: Sequence[Job], decided: Optional[Callable[[Placement], None]] = None
-    ) -> List[Placement]:
+        self, jobs: Sequence[Job], decided: Optional[Callable[[JobAuction], None]] = None
+    ) -> List[JobAuction]:
         """Auction every job from its arrival (``submit`` seconds after now), each on its own
         thread; the placements in the jobs' order. ``decided`` hears of each as it ends."""
         began = self.clock()
-        results: List[Optional[Placement]] = [None] * len(jobs)
+        results: List[Optional[JobAuction]] = [None] * len(jobs)
         failures: List[BaseException] = []
         threads = []
 
@@ -316,7 +315,7 @@ class Auctioneer:
 
     # ---- one job
 
-    def place(self, job: Job) -> Placement:
+    def place(self, job: Job) -> JobAuction:
         """Auction ``job`` and reserve it at the winning site: its rounds spread over the
         auction's length on the clock (:func:`round_starts`)."""
         live = self.open(job)
@@ -360,11 +359,11 @@ class Auctioneer:
         with live.timed.waiting():
             self._round(live.auction, live.auction.rounds + 1, among=among)
 
-    def decide(self, live: LiveAuction) -> Placement:
+    def decide(self, live: LiveAuction) -> JobAuction:
         """The auction's length is over: reserve the best bid, release the others."""
         return self._close(live.job, live.auction, live.opened, live.timed)
 
-    def interrupt(self, live: LiveAuction) -> Placement:
+    def interrupt(self, live: LiveAuction) -> JobAuction:
         """Stop the auction without a winner, every bid released."""
         self._release(live.auction, winner=None)
         return self._end(
@@ -391,7 +390,7 @@ class Auctioneer:
             if isinstance(answer, BidAnswer):
                 auction.record(name, answer, number)
             else:
-                refused = outcome_of(answer) is FanOutcome.REFUSED
+                refused = outcome_of(answer) is Answered.REFUSED
                 auction.fail(name, _reason(answer), dropped=not passes(answer), refused=refused)
         auction.rounds = number
         self.journal.bidding_round(auction.auction_id, number, summary(auction))
@@ -405,7 +404,7 @@ class Auctioneer:
 
     def _close(
         self, job: Job, auction: EnglishAuction, opened: float, timed: SiteTime
-    ) -> Placement:
+    ) -> JobAuction:
         """Reserve the best bid that a site still stands by; release the others.
 
         When the standing bid falls through at the close (its site withdrew it in the last
@@ -433,7 +432,7 @@ class Auctioneer:
             return placement
         return _placed(placement, winner.site, auction.value(winner.site), winner)
 
-    def _commit(self, auction: EnglishAuction, timed: SiteTime) -> Optional[Outcome]:
+    def _commit(self, auction: EnglishAuction, timed: SiteTime) -> Optional[CommitOutcome]:
         """Accept the open bids best first until a site agrees, and confirm; None when no
         site has an open bid."""
         candidates = auction.candidates(int(self.clock()))
@@ -465,11 +464,11 @@ class Auctioneer:
         message: str,
         decided: Optional[float] = None,
         timed: Optional[SiteTime] = None,
-    ) -> Placement:
+    ) -> JobAuction:
         if state is AuctionState.INTERRUPTED:
             self.journal.set_auction(auction.auction_id, state, message)
         shown = {AuctionState.DONE: "placed", AuctionState.INTERRUPTED: "interrupted"}
-        return Placement(
+        return JobAuction(
             job=job,
             auction_id=auction.auction_id,
             state=shown.get(state, "unplaced"),
@@ -538,7 +537,9 @@ def no_bid_reasons(auction: EnglishAuction) -> Dict[str, str]:
     return reasons
 
 
-def _placed(placement: Placement, site: str, value: Optional[Decimal], entry: Entry) -> Placement:
+def _placed(
+    placement: JobAuction, site: str, value: Optional[Decimal], entry: JournalEntry
+) -> JobAuction:
     return dataclasses.replace(
         placement,
         site=site,

@@ -16,12 +16,12 @@ from __future__ import annotations
 import uuid
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from siteagent.client.auction import Bid, Choice
 from siteagent.client.batches import accept_all, confirm_all, max_parts
-from siteagent.client.commit import Commit, Held, Outcome
+from siteagent.client.commit import Commit, CommitOutcome, Held
 from siteagent.client.connection import SiteConnection, SiteError, SiteUnreachable
-from siteagent.client.journal import Entry
+from siteagent.client.journal import JournalEntry
 from siteagent.client.recovery import definite, patiently, refusal
+from siteagent.client.reverse_auction import Bid, Choice
 
 
 class BatchCommit(Commit):
@@ -102,7 +102,7 @@ class BatchCommit(Commit):
 
     # ---- commit
 
-    def _confirm(self) -> Outcome:
+    def _confirm(self) -> CommitOutcome:
         by_site: Dict[str, List[int]] = {}
         for part in sorted(self.held):
             by_site.setdefault(self.held[part].entry.site, []).append(part)
@@ -118,11 +118,11 @@ class BatchCommit(Commit):
                 return failed
         return self._confirmed()
 
-    def _confirm_batch(self, site: str, parts: Sequence[int]) -> Optional[Outcome]:
+    def _confirm_batch(self, site: str, parts: Sequence[int]) -> Optional[CommitOutcome]:
         """Confirm ``parts`` (held at ``site``) in one batch; the auction's failure (every part
         released) if it is refused."""
         self._check_interrupt()
-        entries: List[Entry] = [self.journal.confirming(self.held[p].entry) for p in parts]
+        entries: List[JournalEntry] = [self.journal.confirming(self.held[p].entry) for p in parts]
         tentatives = [self.held[p].tentative for p in parts]
         connection = self.connections[site]
         try:

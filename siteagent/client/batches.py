@@ -17,7 +17,7 @@ import json
 import weakref
 from typing import Any, Dict, List, Mapping, MutableMapping, Sequence, TypeVar
 
-from siteagent.client.connection import Quote, SiteConnection, Tentative
+from siteagent.client.connection import SiteConnection, SiteQuote, Tentative
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Receipt
 from siteagent.protocol.models import (
@@ -52,14 +52,14 @@ def single_calls(connection: SiteConnection) -> None:
 
 def quote_all(
     connection: SiteConnection, requests: Sequence[QuoteRequest], withdraw: Sequence[str] = ()
-) -> List[Quote]:
+) -> List[SiteQuote]:
     """Each request's quote, in order; ``withdraw`` (offers of this buyer's it gave up) lapse
     first where the site takes batches, and are left to lapse by themselves where not."""
     parts = max_parts(connection)
     if not parts:
         return [connection.quote(request) for request in requests]
     bodies = [r.model_dump(mode="json", exclude_unset=True, exclude_none=True) for r in requests]
-    quotes: List[Quote] = []
+    quotes: List[SiteQuote] = []
     given = list(withdraw)
     for chunk in _chunks(list(zip(requests, bodies)), parts, lambda pair: pair[1]):
         payload: Dict[str, Any] = {"requests": [body for _, body in chunk]}
@@ -70,7 +70,9 @@ def quote_all(
         answer = connection.parsed(BatchQuoteAnswer, raw)
         if len(answer.answers) != len(chunk):
             raise connection.bad(f"{len(chunk)} requests were answered {len(answer.answers)} times")
-        quotes += [Quote(connection.site.name, r, a) for (r, _), a in zip(chunk, answer.answers)]
+        quotes += [
+            SiteQuote(connection.site.name, r, a) for (r, _), a in zip(chunk, answer.answers)
+        ]
     return quotes
 
 

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from siteagent.client.auction import Bid, Choice
 from siteagent.client.connection import SiteError, SiteUnreachable, Tentative
-from siteagent.client.journal import AuctionState, Entry, Journal, State
+from siteagent.client.journal import AuctionState, HoldState, Journal, JournalEntry
 from siteagent.client.plans import PlanningError
 from siteagent.client.recovery import Seller, definite, refusal, release_all
+from siteagent.client.reverse_auction import Bid, Choice
 
 #: How many of the best placements of a co-allocation are tried before giving up: each costs
 #: accepts (and, when they are refused, the sites' rate limits); beyond the best few, a new
@@ -43,21 +43,21 @@ class Interrupted(Exception):
 
 
 @dataclass(frozen=True)
-class Outcome:
+class CommitOutcome:
     """How the commit ended: ``state`` (done, failed, interrupted), why, and every entry it
     made, as journaled last. ``confirmed`` are the parts bought (all of them when done);
     ``unsettled`` what a site that stopped answering may still hold."""
 
     state: AuctionState
     message: str
-    entries: Tuple[Entry, ...]
+    entries: Tuple[JournalEntry, ...]
 
     @property
-    def confirmed(self) -> List[Entry]:
-        return [entry for entry in self.entries if entry.state is State.CONFIRMED]
+    def confirmed(self) -> List[JournalEntry]:
+        return [entry for entry in self.entries if entry.state is HoldState.CONFIRMED]
 
     @property
-    def unsettled(self) -> List[Entry]:
+    def unsettled(self) -> List[JournalEntry]:
         return [entry for entry in self.entries if not entry.settled]
 
 
@@ -65,7 +65,7 @@ class Outcome:
 class Held:
     """A part held at a site: its journal entry and what the site answered."""
 
-    entry: Entry
+    entry: JournalEntry
     tentative: Tentative
 
 
@@ -94,10 +94,10 @@ class Commit:
         self.tried: Set[str] = set()
         self.silent: Dict[str, str] = {}
 
-    def run(self, choices: Sequence[Choice]) -> Outcome:
+    def run(self, choices: Sequence[Choice]) -> CommitOutcome:
         """Hold the parts of the first choice that can be held, then confirm them."""
 
-        def hold_and_confirm() -> Outcome:
+        def hold_and_confirm() -> CommitOutcome:
             for choice in choices[:CHOICES_TRIED]:
                 if self._hold(choice):
                     return self._confirm()
@@ -106,12 +106,14 @@ class Commit:
 
         return self._guarded(hold_and_confirm)
 
-    def run_plan(self, hold: Callable[[], Mapping[int, Held]], confirm: bool = True) -> Outcome:
+    def run_plan(
+        self, hold: Callable[[], Mapping[int, Held]], confirm: bool = True
+    ) -> CommitOutcome:
         """Hold the parts through ``hold`` (a provisioning planner holding each task's window
         as it plans it), then confirm them all; a PlanningError from ``hold`` (a task no site
         would hold), a refused confirm, or ``confirm=False`` (a dry run) releases them all."""
 
-        def plan_and_confirm() -> Outcome:
+        def plan_and_confirm() -> CommitOutcome:
             try:
                 self.held = dict(hold())
             except PlanningError as exc:
@@ -124,13 +126,13 @@ class Commit:
 
         return self._guarded(plan_and_confirm)
 
-    def _guarded(self, phases: Callable[[], Outcome]) -> Outcome:
+    def _guarded(self, phases: Callable[[], CommitOutcome]) -> CommitOutcome:
         """Run the commit's ``phases``; an interrupt or a failure releases what is held."""
         try:
             return phases()
         except Interrupted:
             self._release(cancel_confirmed=False)
-            kept = [e for e in self._entries() if e.state is State.CONFIRMED]
+            kept = [e for e in self._entries() if e.state is HoldState.CONFIRMED]
             said = f"interrupted: {self._released('tentative reservation', 'part')}"
             if kept:
                 said += f"; {len(kept)} confirmed part(s) kept (cancel them at their penalty)"
@@ -212,14 +214,14 @@ class Commit:
 
     # ---- commit: confirm every part
 
-    def _confirm(self) -> Outcome:
+    def _confirm(self) -> CommitOutcome:
         for part in sorted(self.held):
             failed = self._confirm_part(part)
             if failed is not None:
                 return failed
         return self._confirmed()
 
-    def _confirm_part(self, part: int) -> Optional[Outcome]:
+    def _confirm_part(self, part: int) -> Optional[CommitOutcome]:
         """Confirm one part; the auction's failure (every part released) if it is refused."""
         self._check_interrupt()
         held = self.held[part]
@@ -233,8 +235,8 @@ class Commit:
         return None
 
     def _confirm_failed(
-        self, parts: Sequence[int], entries: Sequence[Entry], site: str, exc: Exception
-    ) -> Outcome:
+        self, parts: Sequence[int], entries: Sequence[JournalEntry], site: str, exc: Exception
+    ) -> CommitOutcome:
         """A confirm of ``parts`` at ``site`` refused or unanswered: journaled, every part
         released (confirmed ones too: a co-allocation is all or nothing)."""
         for part, entry in zip(parts, entries):
@@ -249,7 +251,7 @@ class Commit:
         why = f"the confirm of part {named} at {site} failed ({detail}): "
         return self._end(AuctionState.FAILED, why + self._released("part"))
 
-    def _confirmed(self) -> Outcome:
+    def _confirmed(self) -> CommitOutcome:
         bought = len(self.held)
         self._release(cancel_confirmed=False)  # what sites that fell silent may hold
         return self._end(AuctionState.DONE, f"{bought} part(s) confirmed")
@@ -268,7 +270,7 @@ class Commit:
         unsettled = [
             entry
             for entry in self._entries()
-            if not entry.settled or (cancel_confirmed and entry.state is State.CONFIRMED)
+            if not entry.settled or (cancel_confirmed and entry.state is HoldState.CONFIRMED)
         ]
         release_all(unsettled, self.sellers, self.journal, cancel_confirmed)
 
@@ -284,17 +286,17 @@ class Commit:
             "(`siteagent-client recover` settles it once the site answers)"
         )
 
-    def _entries(self) -> List[Entry]:
+    def _entries(self) -> List[JournalEntry]:
         return self.journal.entries(self.auction_id)
 
-    def _end(self, state: AuctionState, message: str) -> Outcome:
+    def _end(self, state: AuctionState, message: str) -> CommitOutcome:
         self.journal.set_auction(self.auction_id, state, message)
-        return Outcome(state, message, tuple(self._entries()))
+        return CommitOutcome(state, message, tuple(self._entries()))
 
     def _why_not_held(self, choices: Sequence[Choice]) -> str:
         if not choices:
             return "no offer meets the constraints"
-        refused = [e for e in self._entries() if e.state is State.REFUSED]
+        refused = [e for e in self._entries() if e.state is HoldState.REFUSED]
         reasons = sorted({f"{e.site}: {e.message}" for e in refused})
         reasons += [f"{site}: {reason}" for site, reason in sorted(self.silent.items())]
         said = "; ".join(reasons) or "every offer expired"

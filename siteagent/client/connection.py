@@ -67,12 +67,12 @@ from siteagent.protocol.sessions import (
 __all__ = [
     "BadAnswer",
     "Cancellation",
-    "Quote",
     "Receipt",
     "ReservationView",
     "SiteConnection",
     "SiteError",
     "SiteInfo",
+    "SiteQuote",
     "SiteUnreachable",
     "Tentative",
 ]
@@ -133,7 +133,7 @@ class SiteUnreachable(SiteagentError):
 
 
 @dataclass(frozen=True)
-class Quote:
+class SiteQuote:
     """A site's answer to a request for quotes: offers (earliest first), or a refusal."""
 
     site: str
@@ -198,11 +198,11 @@ class SiteConnection:
         each bin's published bounds on their quantiles."""
         return self.parsed(WaitHistory, self.request("GET", "/v1/history/waits", signed=False))
 
-    def quote(self, request: QuoteRequest) -> Quote:
+    def quote(self, request: QuoteRequest) -> SiteQuote:
         """``POST /v1/quotes``: the site's offers for ``request``, or its refusal."""
         body = request.model_dump(mode="json", exclude_unset=True, exclude_none=True)
         answer = self.parsed(QuoteAnswer, self.request("POST", "/v1/quotes", body))
-        return Quote(self.site.name, request, answer)
+        return SiteQuote(self.site.name, request, answer)
 
     def accept(self, offer_id: str, idempotency_key: str) -> Tentative:
         """``POST /v1/reservations``: accept one of this site's offers. The same

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from siteagent.client.auction import Bid
+from siteagent.client.reverse_auction import Bid
 from siteagent.protocol.models import AuctionedJob, BidAnswer, BidRequest
 
 #: The auction's length as a share of the jobs' mean run time: the paper's best is 0.3-0.4.

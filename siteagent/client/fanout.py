@@ -23,7 +23,7 @@ from siteagent.core.errors import SiteagentError
 T = TypeVar("T")
 
 
-class Outcome(enum.Enum):
+class Answered(enum.Enum):
     OK = "ok"
     REFUSED = "refused"
     FAILED = "failed"
@@ -36,7 +36,7 @@ class SiteResult(Generic[T]):
     error; ``latency_s`` from sending to the answer or the failure."""
 
     site: str
-    outcome: Outcome
+    outcome: Answered
     value: Optional[T]
     error: Optional[Exception]
     latency_s: float
@@ -84,20 +84,20 @@ def _ask(connection: SiteConnection, call: Callable[[SiteConnection], T]) -> Sit
         value = call(connection)
     except (SiteagentError, ValueError, OSError) as exc:
         return SiteResult(site, outcome_of(exc), None, exc, time.monotonic() - start)
-    return SiteResult(site, Outcome.OK, value, None, time.monotonic() - start)
+    return SiteResult(site, Answered.OK, value, None, time.monotonic() - start)
 
 
 def any_answered(results: Sequence[SiteResult[T]]) -> bool:
     """Whether a site answered: with what was asked, or with a refusal of its own (a 4xx: an
     unknown key, a rate limit). A command whose sites all refused failed because they said
     no (exit 3), not because none could be reached (exit 75)."""
-    return any(result.outcome in (Outcome.OK, Outcome.REFUSED) for result in results)
+    return any(result.outcome in (Answered.OK, Answered.REFUSED) for result in results)
 
 
-def outcome_of(error: Exception) -> Outcome:
+def outcome_of(error: Exception) -> Answered:
     """What a failure means for the row: the site refused (4xx), timed out, or failed."""
     if isinstance(error, SiteUnreachable):
-        return Outcome.TIMED_OUT if error.timed_out else Outcome.FAILED
+        return Answered.TIMED_OUT if error.timed_out else Answered.FAILED
     if isinstance(error, SiteError) and not isinstance(error, BadAnswer):
-        return Outcome.REFUSED if 400 <= (error.status or 0) < 500 else Outcome.FAILED
-    return Outcome.FAILED
+        return Answered.REFUSED if 400 <= (error.status or 0) < 500 else Answered.FAILED
+    return Answered.FAILED

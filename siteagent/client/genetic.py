@@ -33,11 +33,11 @@ from pymoo.operators.mutation.bitflip import BitflipMutation
 from pymoo.optimize import minimize
 
 from siteagent.client.heft import rank_order, upward_ranks
-from siteagent.client.plans import Network, Placement, Plan, PlanningError
+from siteagent.client.plans import Network, PlanningError, ProvisioningPlan, TaskPlacement
 from siteagent.client.tasks import TaskGraph, edge_bytes, task_of
 from siteagent.core import tradeoff
-from siteagent.core.model import Slot
 from siteagent.core.slots import fit_request, remainder
+from siteagent.core.values import Slot
 from siteagent.protocol.models import SiteAttributes, SlotList
 
 #: The thesis' MOGA settings (ch. 4.7): 100 plans per generation, 10 generations.
@@ -52,7 +52,7 @@ class SlotPlan:
     task uses costs nothing)."""
 
     slots: Tuple[Tuple[str, Slot], ...]
-    plan: Plan
+    plan: ProvisioningPlan
 
 
 @dataclass(frozen=True)
@@ -128,20 +128,20 @@ class SlotScheduler:
         ]
         return min(walltimes, default=0)
 
-    def plan(self, chosen: Sequence[Tuple[str, Slot]]) -> Optional[Plan]:
+    def plan(self, chosen: Sequence[Tuple[str, Slot]]) -> Optional[ProvisioningPlan]:
         """The schedule on the ``chosen`` (site, slot) pairs; None if some task fits nowhere."""
         # each site's free slots in order, by identity: taking one out is then one step
         free: Dict[str, Dict[int, Slot]] = {name: {} for name in self.sites}
         for site_name, slot in chosen:
             if slot.extensible or slot.duration >= self.shortest[site_name]:
                 free[site_name][id(slot)] = slot
-        placed: Dict[str, Placement] = {}
+        placed: Dict[str, TaskPlacement] = {}
         for node in self.order:
             task = self.tasks[node]
             arrivals = self._arrivals(node, placed)
             if task.structural:
                 ready = max((finish for finish, _, _ in arrivals), default=self.now)
-                placed[node] = Placement(node, None, ready, ready, Decimal(0))
+                placed[node] = TaskPlacement(node, None, ready, ready, Decimal(0))
                 continue
             best: Optional[Tuple[int, Decimal, str, Any, int]] = None
             for name, walltime in self.runs_on[node]:
@@ -159,11 +159,11 @@ class SlotScheduler:
                 return None
             finish, cost, name, fit, walltime = best
             self._take(free[name], name, fit.parts, task.cores, fit.start, fit.start + walltime)
-            placed[node] = Placement(node, name, fit.start, finish, cost)
-        return Plan(tuple(placed.values()), self.now)
+            placed[node] = TaskPlacement(node, name, fit.start, finish, cost)
+        return ProvisioningPlan(tuple(placed.values()), self.now)
 
     def _arrivals(
-        self, node: str, placed: Dict[str, Placement]
+        self, node: str, placed: Dict[str, TaskPlacement]
     ) -> List[Tuple[int, Optional[str], int]]:
         """Each parent's output of ``node``: when it is ready, on which site, and how long it
         takes to reach another one."""
@@ -236,9 +236,9 @@ def pareto_plans(
     if not candidates:
         raise PlanningError("the sites advertise no slots")
     scheduler = SlotScheduler(graph, sites, network, now)
-    decoded: Dict[bytes, Optional[Plan]] = {}
+    decoded: Dict[bytes, Optional[ProvisioningPlan]] = {}
 
-    def plan_of(bits: Any) -> Optional[Plan]:
+    def plan_of(bits: Any) -> Optional[ProvisioningPlan]:
         """The schedule a genome encodes, worked out once per genome: the search meets some
         genomes again (the Pareto set it returns is read back here at the end)."""
         key = np.asarray(bits, dtype=bool).tobytes()

@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import Dict, List, Optional, Protocol, Sequence, Tuple
 
 from siteagent.client.heft import rank_order, upward_ranks
-from siteagent.client.plans import Network, Placement, Plan, PlanningError
+from siteagent.client.plans import Network, PlanningError, ProvisioningPlan, TaskPlacement
 from siteagent.client.tasks import Task, TaskGraph, edge_bytes, task_of
 from siteagent.core import tradeoff
 from siteagent.protocol.models import SiteAttributes
@@ -82,16 +82,16 @@ def provision(
     network: Network,
     alpha: float,
     now: int,
-) -> Plan:
+) -> ProvisioningPlan:
     """A plan for every task of ``graph`` starting no earlier than ``now``; PlanningError if
     a task finds no site and window."""
     tradeoff.check_alpha(alpha)
-    placed: Dict[str, Placement] = {}
+    placed: Dict[str, TaskPlacement] = {}
     for node in rank_order(graph, upward_ranks(graph, sites, network)):
         task = task_of(graph, node)
         if task.structural:
             ready = max((placed[p].finish for p in graph.predecessors(node)), default=now)
-            placed[node] = Placement(node, None, ready, ready, Decimal(0))
+            placed[node] = TaskPlacement(node, None, ready, ready, Decimal(0))
             continue
         if all(task.walltime(site) is None for site in sites):
             raise PlanningError(
@@ -104,7 +104,7 @@ def provision(
             for c in _candidates(graph, node, task, site, placed, offers, network, now)
         ]
         placed[node] = _hold_best(node, task, candidates, offers, alpha)
-    return Plan(tuple(placed.values()), now)
+    return ProvisioningPlan(tuple(placed.values()), now)
 
 
 def provision_in_batches(
@@ -114,7 +114,7 @@ def provision_in_batches(
     network: Network,
     alpha: float,
     now: int,
-) -> Plan:
+) -> ProvisioningPlan:
     """:func:`provision` with the sites asked in batches (docs/batches.md): the tasks taken in
     HEFT order as there, but every run of them whose parents are all placed is quoted at
     once (one request per site), each chooses its best alternative as :func:`provision`
@@ -128,7 +128,7 @@ def provision_in_batches(
     order = rank_order(graph, upward_ranks(graph, sites, network))
     real = [node for node in order if not task_of(graph, node).structural]
     part_of = {node: part for part, node in enumerate(real)}
-    placed: Dict[str, Placement] = {}
+    placed: Dict[str, TaskPlacement] = {}
     k = 0
     while k < len(order):
         run: List[str] = []
@@ -136,13 +136,13 @@ def provision_in_batches(
             node = order[k]
             if task_of(graph, node).structural:
                 ready = max((placed[p].finish for p in graph.predecessors(node)), default=now)
-                placed[node] = Placement(node, None, ready, ready, Decimal(0))
+                placed[node] = TaskPlacement(node, None, ready, ready, Decimal(0))
             else:
                 run.append(node)
             k += 1
         if run:
             _place_run(graph, run, part_of, sites, offers, network, alpha, now, placed)
-    return Plan(tuple(placed[node] for node in order), now)
+    return ProvisioningPlan(tuple(placed[node] for node in order), now)
 
 
 def _place_run(
@@ -154,7 +154,7 @@ def _place_run(
     network: Network,
     alpha: float,
     now: int,
-    placed: Dict[str, Placement],
+    placed: Dict[str, TaskPlacement],
 ) -> None:
     """Quote every task of ``run`` at every site (a batch each), choose, hold by site."""
     found: Dict[str, List[_Candidate]] = {node: [] for node in run}
@@ -184,7 +184,7 @@ def _place_run(
         for (node, best), held in zip(picks, offers.hold_all(name, holds)):
             if held:
                 alternative = best.alternative
-                placed[node] = Placement(
+                placed[node] = TaskPlacement(
                     node, name, alternative.start, best.finish, alternative.cost
                 )
     for node in run:
@@ -198,7 +198,7 @@ def _ask(
     graph: TaskGraph,
     node: str,
     site: SiteAttributes,
-    placed: Dict[str, Placement],
+    placed: Dict[str, TaskPlacement],
     network: Network,
     now: int,
 ) -> Optional[Ask]:
@@ -219,8 +219,8 @@ def _place_alone(
     network: Network,
     alpha: float,
     now: int,
-    placed: Dict[str, Placement],
-) -> Placement:
+    placed: Dict[str, TaskPlacement],
+) -> TaskPlacement:
     """One task quoted at every site and held alone, the best candidate that holds."""
     candidates: List[_Candidate] = []
     for site in sites:
@@ -240,7 +240,7 @@ def _place_alone(
         best = left.pop(_best(left, alpha))
         if offers.hold_all(best.site, [(part, cores, best.alternative)])[0]:
             chosen = best.alternative
-            return Placement(node, best.site, chosen.start, best.finish, chosen.cost)
+            return TaskPlacement(node, best.site, chosen.start, best.finish, chosen.cost)
     reason = "none of its offers could be held" if candidates else "no site offers a window"
     raise PlanningError(f"task {node}: {reason}")
 
@@ -252,7 +252,7 @@ def _best(candidates: Sequence[_Candidate], alpha: float) -> int:
 
 
 def data_ready(
-    graph: TaskGraph, node: str, site: str, placed: Dict[str, Placement], network: Network
+    graph: TaskGraph, node: str, site: str, placed: Dict[str, TaskPlacement], network: Network
 ) -> Tuple[int, ...]:
     """When each parent's output can be on ``site``: its finish, plus the transfer unless it
     ran there (a structural parent sends nothing)."""
@@ -270,7 +270,7 @@ def _candidates(
     node: str,
     task: Task,
     site: SiteAttributes,
-    placed: Dict[str, Placement],
+    placed: Dict[str, TaskPlacement],
     offers: SiteOffers,
     network: Network,
     now: int,
@@ -288,7 +288,7 @@ def _candidates(
 
 def _hold_best(
     node: str, task: Task, candidates: List[_Candidate], offers: SiteOffers, alpha: float
-) -> Placement:
+) -> TaskPlacement:
     """Hold the best candidate by the trade-off; if its site refuses, the best of the rest."""
     left = list(candidates)
     while left:
@@ -299,6 +299,6 @@ def _hold_best(
         )
         if offers.hold(best.site, task.cores, best.alternative):
             chosen = best.alternative
-            return Placement(node, best.site, chosen.start, best.finish, chosen.cost)
+            return TaskPlacement(node, best.site, chosen.start, best.finish, chosen.cost)
     reason = "none of its offers could be held" if candidates else "no site offers a window"
     raise PlanningError(f"task {node}: {reason}")

@@ -38,7 +38,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from siteagent.client.auction import Bid
+from siteagent.client.reverse_auction import Bid
 from siteagent.core import transactions
 from siteagent.core.errors import SiteagentError
 from siteagent.core.files import make_database_private, make_private
@@ -108,7 +108,7 @@ class AuctionState(str, enum.Enum):
     INTERRUPTED = "interrupted"
 
 
-class State(str, enum.Enum):
+class HoldState(str, enum.Enum):
     """What a site holds for one accepted (or to-be-accepted) offer, as far as the buyer
     knows. The ``-ing`` states are written before the request: its answer is not known."""
 
@@ -124,11 +124,13 @@ class State(str, enum.Enum):
 
 
 #: States in which the site may hold something for the buyer that nobody settled.
-UNSETTLED = frozenset({State.ACCEPTING, State.TENTATIVE, State.CONFIRMING, State.CANCELLING})
+UNSETTLED = frozenset(
+    {HoldState.ACCEPTING, HoldState.TENTATIVE, HoldState.CONFIRMING, HoldState.CANCELLING}
+)
 #: The steps written before their request is sent: synced to disk before it leaves.
-SENDING = frozenset({State.ACCEPTING, State.CONFIRMING, State.CANCELLING})
+SENDING = frozenset({HoldState.ACCEPTING, HoldState.CONFIRMING, HoldState.CANCELLING})
 #: States in which the site holds nothing for the buyer any more.
-RELEASED = frozenset({State.REFUSED, State.CANCELLED, State.EXPIRED, State.GONE})
+RELEASED = frozenset({HoldState.REFUSED, HoldState.CANCELLED, HoldState.EXPIRED, HoldState.GONE})
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,7 @@ class AuctionRecord:
 
 
 @dataclass(frozen=True)
-class Entry:
+class JournalEntry:
     """One offer the buyer accepted or meant to: where it stands at its site."""
 
     id: int
@@ -152,7 +154,7 @@ class Entry:
     offer_id: str
     idempotency_key: str
     bid: Bid
-    state: State
+    state: HoldState
     reservation_id: Optional[str]
     deal: Optional[Mapping[str, Any]]
     deadline: Optional[float]
@@ -293,7 +295,7 @@ class Journal:
 
     # ---- the steps of the commit, each written before it is sent and after it is answered
 
-    def accepting(self, auction_id: str, bid: Bid, key: Optional[str] = None) -> Entry:
+    def accepting(self, auction_id: str, bid: Bid, key: Optional[str] = None) -> JournalEntry:
         """About to accept ``bid``: the idempotency key the accept is sent with is made here
         (or given: a batch accept's part's, docs/batches.md), so that a retry after a crash
         sends the same one and learns what the first did. The auction's first accept moves
@@ -312,7 +314,7 @@ class Journal:
                     bid.offer_id,
                     key,
                     _dumps(bid_json(bid)),
-                    State.ACCEPTING.value,
+                    HoldState.ACCEPTING.value,
                     now,
                     now,
                 ),
@@ -323,60 +325,60 @@ class Journal:
 
     def tentative(
         self,
-        entry: Entry,
+        entry: JournalEntry,
         reservation_id: str,
         deal: Mapping[str, Any],
         deadline: Optional[float],
-    ) -> Entry:
+    ) -> JournalEntry:
         """The site holds the reservation, to be confirmed by ``deadline``."""
         return self._update(
             entry,
-            State.TENTATIVE,
+            HoldState.TENTATIVE,
             reservation_id=reservation_id,
             deal=_dumps(deal),
             deadline=deadline,
         )
 
-    def refused(self, entry: Entry, message: str) -> Entry:
+    def refused(self, entry: JournalEntry, message: str) -> JournalEntry:
         """The accept was refused: the site holds nothing."""
-        return self._update(entry, State.REFUSED, message=message)
+        return self._update(entry, HoldState.REFUSED, message=message)
 
-    def confirming(self, entry: Entry) -> Entry:
+    def confirming(self, entry: JournalEntry) -> JournalEntry:
         """About to confirm ``entry``; the auction's first confirm moves it from accepting to
         confirming, in the same transaction."""
         moves = (AuctionState.ACCEPTING, AuctionState.CONFIRMING)
-        return self._update(entry, State.CONFIRMING, advance=moves)
+        return self._update(entry, HoldState.CONFIRMING, advance=moves)
 
-    def confirmed(self, entry: Entry, receipt: Mapping[str, Any]) -> Entry:
+    def confirmed(self, entry: JournalEntry, receipt: Mapping[str, Any]) -> JournalEntry:
         """Confirmed, with the site's verified receipt."""
-        return self._update(entry, State.CONFIRMED, receipt=_dumps(receipt), message="")
+        return self._update(entry, HoldState.CONFIRMED, receipt=_dumps(receipt), message="")
 
-    def back_to_tentative(self, entry: Entry, message: str) -> Entry:
+    def back_to_tentative(self, entry: JournalEntry, message: str) -> JournalEntry:
         """A confirm that changed nothing (refused): the reservation is still tentative."""
-        return self._update(entry, State.TENTATIVE, message=message)
+        return self._update(entry, HoldState.TENTATIVE, message=message)
 
-    def cancelling(self, entry: Entry) -> Entry:
-        return self._update(entry, State.CANCELLING)
+    def cancelling(self, entry: JournalEntry) -> JournalEntry:
+        return self._update(entry, HoldState.CANCELLING)
 
-    def released(self, entry: Entry, state: State, message: str = "") -> Entry:
+    def released(self, entry: JournalEntry, state: HoldState, message: str = "") -> JournalEntry:
         """The site holds nothing any more: cancelled by us, expired, or gone otherwise."""
         if state not in RELEASED:
             raise ValueError(f"{state.value} is not a released state")
         return self._update(entry, state, message=message)
 
-    def noted(self, entry: Entry, message: str) -> Entry:
+    def noted(self, entry: JournalEntry, message: str) -> JournalEntry:
         """Why the entry is where it is (a step that did not get an answer), state unchanged."""
         return self._update(entry, entry.state, message=message)
 
     # ---- reading
 
-    def entry(self, entry_id: int) -> Entry:
+    def entry(self, entry_id: int) -> JournalEntry:
         rows = self._read("SELECT * FROM entries WHERE id = ?", (entry_id,))
         if not rows:
             raise JournalError(f"the journal {self.path} has no entry {entry_id}")
         return _entry(rows[0])
 
-    def entries(self, auction_id: Optional[str] = None) -> List[Entry]:
+    def entries(self, auction_id: Optional[str] = None) -> List[JournalEntry]:
         """Entries in the order they were made, of one auction or of all."""
         if auction_id is None:
             rows = self._read("SELECT * FROM entries ORDER BY id")
@@ -386,7 +388,7 @@ class Journal:
             )
         return [_entry(row) for row in rows]
 
-    def unsettled(self) -> List[Entry]:
+    def unsettled(self) -> List[JournalEntry]:
         marks = ", ".join("?" for _ in UNSETTLED)
         rows = self._read(
             f"SELECT * FROM entries WHERE state IN ({marks}) ORDER BY id",
@@ -394,7 +396,7 @@ class Journal:
         )
         return [_entry(row) for row in rows]
 
-    def find(self, reservation_id: str, site: Optional[str] = None) -> List[Entry]:
+    def find(self, reservation_id: str, site: Optional[str] = None) -> List[JournalEntry]:
         """Entries of the reservation ``reservation_id`` (at ``site``, if given)."""
         if site is None:
             rows = self._read("SELECT * FROM entries WHERE reservation_id = ?", (reservation_id,))
@@ -412,11 +414,11 @@ class Journal:
 
     def _update(
         self,
-        entry: Entry,
-        state: State,
+        entry: JournalEntry,
+        state: HoldState,
         advance: Optional[Tuple[AuctionState, AuctionState]] = None,
         **changes: Any,
-    ) -> Entry:
+    ) -> JournalEntry:
         """Write the entry's new ``state`` and ``changes``, synced to disk if the state is a
         step about to be sent; with ``advance`` (from, to), its auction moves on if it is where
         ``from`` says, in the same transaction."""
@@ -499,8 +501,8 @@ def _auction(row: Mapping[str, Any]) -> AuctionRecord:
     )
 
 
-def _entry(row: Mapping[str, Any]) -> Entry:
-    return Entry(
+def _entry(row: Mapping[str, Any]) -> JournalEntry:
+    return JournalEntry(
         id=row["id"],
         auction_id=row["auction_id"],
         part=row["part"],
@@ -508,7 +510,7 @@ def _entry(row: Mapping[str, Any]) -> Entry:
         offer_id=row["offer_id"],
         idempotency_key=row["idempotency_key"],
         bid=bid_from_json(_loads(row["bid"]) or {}),
-        state=State(row["state"]),
+        state=HoldState(row["state"]),
         reservation_id=row["reservation_id"],
         deal=_loads(row["deal"]),
         deadline=row["deadline"],

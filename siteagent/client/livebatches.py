@@ -15,7 +15,6 @@ import time
 from decimal import Decimal
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
-from siteagent.client.auction import Bid
 from siteagent.client.batchcommit import BatchCommit
 from siteagent.client.batches import quote_all
 from siteagent.client.commit import Held, Interrupted
@@ -23,6 +22,7 @@ from siteagent.client.connection import BadAnswer, SiteConnection, SiteError, Si
 from siteagent.client.greedy import Alternative, Ask
 from siteagent.client.liveoffers import GREEDY_OFFERS, QUOTE_PATIENCE_S, LiveOffers
 from siteagent.client.recovery import patiently
+from siteagent.client.reverse_auction import Bid
 from siteagent.protocol.models import QuoteRequest
 
 

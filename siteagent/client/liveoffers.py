@@ -30,17 +30,17 @@ import time
 from decimal import Decimal
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from siteagent.client.auction import Bid
 from siteagent.client.commit import Commit, Held, Interrupted
 from siteagent.client.connection import (
     BadAnswer,
-    Quote,
     SiteConnection,
     SiteError,
+    SiteQuote,
     SiteUnreachable,
 )
 from siteagent.client.greedy import Alternative
 from siteagent.client.recovery import patiently
+from siteagent.client.reverse_auction import Bid
 from siteagent.protocol.models import QuoteRequest
 
 #: What identifies an alternative handed to the planner: its site and window and cost.
@@ -124,7 +124,7 @@ class LiveOffers:
             found.append(alternative)
         return found
 
-    def _quote(self, site: str, request: QuoteRequest) -> Optional[Quote]:
+    def _quote(self, site: str, request: QuoteRequest) -> Optional[SiteQuote]:
         """The site's answer to ``request`` (after waiting out its 429s, within patience), or
         None when it refused the request itself or did not answer (then it is silent)."""
         connection = self.connections[site]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Dict, Optional, Sequence
 
-from siteagent.client.connection import Quote
+from siteagent.client.connection import SiteQuote
 from siteagent.client.var import least_lead
 from siteagent.protocol.models import OfferView, QuoteRequest, WaitHistory
 
@@ -80,7 +80,7 @@ class SiteOdds:
         return self.submit_by is not None and self.submit_by < now
 
 
-def site_odds(ask: Ask, quote: Quote, waits: WaitHistory) -> SiteOdds:
+def site_odds(ask: Ask, quote: SiteQuote, waits: WaitHistory) -> SiteOdds:
     """The site's cheapest offer by the start and its virtual reservation, from its answers."""
     offer = cheapest_starting_by(quote.offers, ask.start_by)
     refusal = quote.refusal

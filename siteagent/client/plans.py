@@ -38,7 +38,7 @@ class Network:
 
 
 @dataclass(frozen=True)
-class Placement:
+class TaskPlacement:
     """Where and when one task runs, and what its reservation costs. ``site`` is None for a
     structural task (an ensemble's entry or exit), which runs nowhere and costs nothing."""
 
@@ -50,11 +50,11 @@ class Placement:
 
 
 @dataclass(frozen=True)
-class Plan:
+class ProvisioningPlan:
     """Every task's placement (in the order they were planned), the total cost, and the
     makespan: from ``began`` (when planning started) to the last finish."""
 
-    placements: Tuple[Placement, ...]
+    placements: Tuple[TaskPlacement, ...]
     began: int
 
     @property
@@ -65,7 +65,7 @@ class Plan:
     def makespan(self) -> int:
         return max((p.finish for p in self.placements), default=self.began) - self.began
 
-    def placement(self, task: str) -> Placement:
+    def placement(self, task: str) -> TaskPlacement:
         for p in self.placements:
             if p.task == task:
                 return p

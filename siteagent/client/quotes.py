@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from siteagent.client.connection import Quote, SiteConnection
+from siteagent.client.connection import SiteConnection, SiteQuote
 from siteagent.client.fanout import SiteResult, any_answered, ask_all
 from siteagent.protocol.models import OfferView, QuoteRequest
 
@@ -49,7 +49,7 @@ class Quotes:
     """Every site's answer to one request for quotes, and their offers ranked."""
 
     request: QuoteRequest
-    results: Tuple[SiteResult[Quote], ...]
+    results: Tuple[SiteResult[SiteQuote], ...]
     ranked: Tuple[SiteOffer, ...]
 
     def answers(self) -> List[SiteAnswer]:
@@ -66,7 +66,7 @@ class Quotes:
 def ask_for_quotes(
     connections: Sequence[SiteConnection],
     request: QuoteRequest,
-    answered: Optional[Callable[[SiteResult[Quote]], None]] = None,
+    answered: Optional[Callable[[SiteResult[SiteQuote]], None]] = None,
 ) -> Quotes:
     """Send ``request`` to every site at once and rank the offers with its ``alpha``."""
     results = ask_all(connections, lambda connection: connection.quote(request), answered)
@@ -101,7 +101,7 @@ def normalised(value: Decimal, low: Decimal, high: Decimal) -> Decimal:
     return Decimal(0) if high == low else (value - low) / (high - low)
 
 
-def site_answer(result: SiteResult[Quote]) -> SiteAnswer:
+def site_answer(result: SiteResult[SiteQuote]) -> SiteAnswer:
     quote = result.value
     if quote is None:
         return SiteAnswer(result.site, result.outcome.value, 0, result.reason, result.latency_s)

@@ -25,24 +25,24 @@ from siteagent.client.connection import SiteError, SiteUnreachable, Tentative
 from siteagent.client.journal import (
     RELEASED,
     AuctionState,
-    Entry,
+    HoldState,
     Journal,
-    State,
+    JournalEntry,
 )
 from siteagent.protocol.documents import Cancellation, Receipt
 from siteagent.protocol.models import ReservationView
 
 #: The site's reservation states, as the journal records them once seen.
-_OBSERVED: Mapping[str, State] = {
-    "REQUESTED": State.TENTATIVE,
-    "TENTATIVE": State.TENTATIVE,
-    "CONFIRMED": State.CONFIRMED,
-    "ACTIVE": State.CONFIRMED,
-    "COMPLETED": State.CONFIRMED,
-    "CANCELLED": State.CANCELLED,
-    "EXPIRED": State.EXPIRED,
-    "FAILED": State.GONE,
-    "LOST": State.GONE,
+_OBSERVED: Mapping[str, HoldState] = {
+    "REQUESTED": HoldState.TENTATIVE,
+    "TENTATIVE": HoldState.TENTATIVE,
+    "CONFIRMED": HoldState.CONFIRMED,
+    "ACTIVE": HoldState.CONFIRMED,
+    "COMPLETED": HoldState.CONFIRMED,
+    "CANCELLED": HoldState.CANCELLED,
+    "EXPIRED": HoldState.EXPIRED,
+    "FAILED": HoldState.GONE,
+    "LOST": HoldState.GONE,
 }
 
 
@@ -137,25 +137,25 @@ def refusal(error: SiteError) -> str:
 
 
 def settle(
-    entry: Entry,
+    entry: JournalEntry,
     seller: Seller,
     journal: Journal,
     cancel_confirmed: bool = False,
     raise_refusals: bool = False,
-) -> Entry:
+) -> JournalEntry:
     """Make ``entry`` settled: learn what the site holds and cancel it if it is tentative (or
     confirmed, with ``cancel_confirmed``). Returns the entry as journaled; it stays unsettled
     (with the reason in its message) when the site does not answer, or refuses the buyer
     (another key than the reservation's buyer's): ``raise_refusals`` raises that refusal
     (a SiteError) instead, for a command that must say it."""
     try:
-        if entry.state is State.ACCEPTING:
+        if entry.state is HoldState.ACCEPTING:
             entry = _accept_again(entry, seller, journal)
-        if entry.state is State.CONFIRMING:
+        if entry.state is HoldState.CONFIRMING:
             entry = observe(entry, seller, journal)
-        cancel = {State.TENTATIVE, State.CANCELLING}
+        cancel = {HoldState.TENTATIVE, HoldState.CANCELLING}
         if cancel_confirmed:
-            cancel.add(State.CONFIRMED)
+            cancel.add(HoldState.CONFIRMED)
         if entry.state in cancel:
             entry = cancel_entry(entry, seller, journal)
     except (SiteError, SiteUnreachable) as exc:
@@ -166,7 +166,7 @@ def settle(
     return entry
 
 
-def cancel_entry(entry: Entry, seller: Seller, journal: Journal) -> Entry:
+def cancel_entry(entry: JournalEntry, seller: Seller, journal: Journal) -> JournalEntry:
     """Cancel the entry's reservation (journaled before it is sent). A refused cancel (it
     expired or was cancelled already) records what the site shows instead. SiteError or
     SiteUnreachable when the outcome is open."""
@@ -183,10 +183,10 @@ def cancel_entry(entry: Entry, seller: Seller, journal: Journal) -> Entry:
             return seen
         return journal.noted(seen, f"the site refused to cancel it: {refusal(exc)}")
     message = "" if cancellation is None else f"penalty {cancellation.penalty} kept by the site"
-    return journal.released(entry, State.CANCELLED, message)
+    return journal.released(entry, HoldState.CANCELLED, message)
 
 
-def observe(entry: Entry, seller: Seller, journal: Journal) -> Entry:
+def observe(entry: JournalEntry, seller: Seller, journal: Journal) -> JournalEntry:
     """Record what the site shows of the entry's reservation."""
     assert entry.reservation_id is not None
     try:
@@ -194,19 +194,19 @@ def observe(entry: Entry, seller: Seller, journal: Journal) -> Entry:
     except SiteError as exc:
         if exc.code != "unknown_reservation":
             raise
-        return journal.released(entry, State.GONE, f"the site does not know it: {exc.message}")
+        return journal.released(entry, HoldState.GONE, f"the site does not know it: {exc.message}")
     state = _OBSERVED[view.state]
     deal = entry.deal or view.deal.model_dump(mode="json")
-    if state is State.TENTATIVE:
+    if state is HoldState.TENTATIVE:
         return journal.tentative(entry, view.id, deal, view.deadline)
-    if state is State.CONFIRMED:
+    if state is HoldState.CONFIRMED:
         shown = None if view.receipt is None else view.receipt.model_dump(mode="json")
         receipt = seller.verified_receipt(shown, deal)
         return journal.confirmed(entry, receipt.to_json())
     return journal.released(entry, state, f"{view.state} at the site")
 
 
-def _accept_again(entry: Entry, seller: Seller, journal: Journal) -> Entry:
+def _accept_again(entry: JournalEntry, seller: Seller, journal: Journal) -> JournalEntry:
     """An accept whose answer was lost, sent again with its idempotency key: the site answers
     what the first one did (or decides it now if the first never arrived)."""
     try:
@@ -219,11 +219,11 @@ def _accept_again(entry: Entry, seller: Seller, journal: Journal) -> Entry:
 
 
 def release_all(
-    entries: Sequence[Entry],
+    entries: Sequence[JournalEntry],
     sellers: Mapping[str, Seller],
     journal: Journal,
     cancel_confirmed: bool,
-) -> List[Entry]:
+) -> List[JournalEntry]:
     """Settle each entry (see :func:`settle`); entries of sites without a seller stay as
     they are."""
     return [
@@ -234,14 +234,16 @@ def release_all(
     ]
 
 
-def recover(journal: Journal, sellers: Mapping[str, Seller]) -> Tuple[List[Entry], List[str]]:
+def recover(
+    journal: Journal, sellers: Mapping[str, Seller]
+) -> Tuple[List[JournalEntry], List[str]]:
     """Finish or undo every interrupted auction in the journal: settle its unsettled entries
     (cancelling tentative reservations, recording confirmed ones) and close the auction:
     ``done`` if every part ended confirmed, else ``interrupted``. Auctions a live process is
     running are left alone. Returns the entries it settled (or tried to) and the ids of the
     auctions it left alone."""
     running: Dict[str, bool] = {}
-    touched: List[Entry] = []
+    touched: List[JournalEntry] = []
     for entry in journal.unsettled():
         if entry.auction_id not in running:
             running[entry.auction_id] = journal.is_running(entry.auction_id)
@@ -266,7 +268,7 @@ def closing_state(journal: Journal, auction_id: str) -> Tuple[AuctionState, str]
     auction = journal.auction(auction_id)
     parts = int(auction.request.get("parts", 1))
     entries = journal.entries(auction_id)
-    confirmed = {e.part for e in entries if e.state is State.CONFIRMED}
+    confirmed = {e.part for e in entries if e.state is HoldState.CONFIRMED}
     open_steps = sum(1 for e in entries if not e.settled)
     left = f"; {open_steps} step(s) not settled yet (recover again)" if open_steps else ""
     if len(confirmed) == parts:

@@ -103,8 +103,8 @@ from siteagent.core.defaults import (
     DEFAULT_RESERVATION_PREFIX,
 )
 from siteagent.core.engines import Policy
-from siteagent.core.model import CapacityUnit
 from siteagent.core.preemption import Preemption
+from siteagent.core.values import CapacityUnit
 
 
 def default_state_dir() -> Path:

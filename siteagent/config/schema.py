@@ -40,8 +40,8 @@ from siteagent.core.defaults import (
     DEFAULT_TRANSFER_RATE,
 )
 from siteagent.core.engines import Policy
-from siteagent.core.model import CapacityUnit
 from siteagent.core.preemption import Preemption
+from siteagent.core.values import CapacityUnit
 
 
 class BackendType(str, enum.Enum):

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from siteagent.core.engines import Policy
-from siteagent.core.model import ClusterSnapshot
 from siteagent.core.prediction import plan
+from siteagent.core.values import ClusterSnapshot
 
 #: Slurm's backfill works on a grid of ``bf_resolution`` seconds (default 60): starts that do
 #: not follow from a running job's exact end are rounded to it, so one minute is the natural

@@ -35,9 +35,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from siteagent.core.blocks import BlockMap
 from siteagent.core.machine import Machine, NodeCores, Shape, Task
-from siteagent.core.model import Allocation, CapacityUnit, ClusterSnapshot, Job, NodeState
+from siteagent.core.node_selection import choose_nodes
 from siteagent.core.profile import Profile
-from siteagent.core.selection import choose_nodes
+from siteagent.core.values import Allocation, CapacityUnit, ClusterSnapshot, Job, NodeState
 
 #: The select plugin's first window for grouping running jobs by end time, doubled at every
 #: group.

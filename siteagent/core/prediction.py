@@ -23,7 +23,9 @@ from siteagent.core.engines import (
     make_engine,
 )
 from siteagent.core.machine import Task, planned_hold
-from siteagent.core.model import (
+from siteagent.core.nodes import NodeTable
+from siteagent.core.profile import Profile
+from siteagent.core.values import (
     UNLIMITED_S,
     Allocation,
     ClusterSnapshot,
@@ -31,8 +33,6 @@ from siteagent.core.model import (
     Placement,
     Source,
 )
-from siteagent.core.nodes import NodeTable
-from siteagent.core.profile import Profile
 
 
 @dataclass

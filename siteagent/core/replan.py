@@ -21,7 +21,6 @@ import threading
 from typing import Dict, List, Optional, Tuple
 
 from siteagent.core.engines import FitBound, Policy
-from siteagent.core.model import ClusterSnapshot, Placement
 from siteagent.core.prediction import (
     Groundwork,
     Plan,
@@ -31,6 +30,7 @@ from siteagent.core.prediction import (
     starts_with_reservation,
 )
 from siteagent.core.profile import Profile
+from siteagent.core.values import ClusterSnapshot, Placement
 
 #: Checkpoints per plan at most: each is a copy of the profile's lists (the times themselves
 #: are shared), so a 100,000-job plan keeps a few tens of MB while fees are asked of it.

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import List, Optional, Sequence, Tuple
 
-from siteagent.core.model import Slot
 from siteagent.core.money import CENT, core_hours
 from siteagent.core.prediction import Plan
+from siteagent.core.values import Slot
 
 
 def advertise(

@@ -14,7 +14,7 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Optional, Tuple
 
-from siteagent.core.model import CapacityUnit
+from siteagent.core.values import CapacityUnit
 
 
 class UsageSource(str, enum.Enum):

@@ -16,9 +16,9 @@ from typing import Any, Callable, Dict, Optional
 
 import uvicorn
 
-from siteagent.agent.heap import Heap
+from siteagent.agent.gc_freeze import Heap
 from siteagent.agent.loop import Agent
-from siteagent.agent.state import State
+from siteagent.agent.state import CycleState
 from siteagent.api.app import create_app
 from siteagent.config import loading
 from siteagent.config.reading import ConfigError
@@ -37,7 +37,7 @@ log = logging.getLogger("siteagent.service")
 def serve(
     config: Config,
     once: bool = False,
-    show: Optional[Callable[[State], None]] = None,
+    show: Optional[Callable[[CycleState], None]] = None,
     reload_config: Optional[Callable[[], Config]] = None,
 ) -> None:
     """Run the agent and its API until SIGTERM or SIGINT.

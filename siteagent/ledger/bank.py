@@ -78,7 +78,6 @@ __all__ = [
     "BANK",
     "Bookkeeper",
     "DealTerms",
-    "Entry",
     "InsufficientFunds",
     "Ledger",
     "LedgerConflict",
@@ -87,7 +86,8 @@ __all__ = [
     "LedgerNotFound",
     "LedgerRefused",
     "LedgerUnavailable",
-    "StatementLine",
+    "Posting",
+    "StatementRow",
     "Transaction",
     "deal_terms",
     "parse_money",
@@ -98,7 +98,7 @@ BANK = "bank"
 
 
 @dataclass(frozen=True)
-class Entry:
+class Posting:
     """One side of a transaction: ``amount`` added to ``account`` (negative: taken)."""
 
     account: str
@@ -113,7 +113,7 @@ class Transaction:
     kind: str
     at: int
     memo: str
-    entries: Tuple[Entry, ...]
+    entries: Tuple[Posting, ...]
     receipt_id: Optional[str] = None
 
     def to_json(self) -> Dict[str, Any]:
@@ -133,7 +133,7 @@ class Transaction:
         """The transaction a ledger service answered with; ValueError if it is not one."""
         try:
             entries = tuple(
-                Entry(str(entry["account"]), Decimal(str(entry["amount"])))
+                Posting(str(entry["account"]), Decimal(str(entry["amount"])))
                 for entry in data["entries"]
             )
             receipt_id = data.get("receipt_id")
@@ -150,7 +150,7 @@ class Transaction:
 
 
 @dataclass(frozen=True)
-class StatementLine:
+class StatementRow:
     """One movement of an account, with the balance after it."""
 
     transaction_id: int
@@ -616,7 +616,7 @@ class Ledger:
             kind,
             at,
             memo,
-            tuple(Entry(account, from_cents(cents)) for account, cents in entries),
+            tuple(Posting(account, from_cents(cents)) for account, cents in entries),
             receipt_id,
         )
 
@@ -641,7 +641,7 @@ class Ledger:
             kind,
             int(at),
             memo,
-            tuple(Entry(account, from_cents(int(cents))) for account, cents in entries),
+            tuple(Posting(account, from_cents(int(cents))) for account, cents in entries),
             receipt_id,
         )
 
@@ -681,7 +681,7 @@ class Ledger:
         found = self.database.run(balances)
         return {account: from_cents(found[account]) for account in sorted(found)}
 
-    def statement(self, account: str) -> List[StatementLine]:
+    def statement(self, account: str) -> List[StatementRow]:
         """An account's movements in booking order, each with the running balance."""
 
         def rows(tx: Tx) -> List[Tuple[Any, ...]]:
@@ -698,7 +698,7 @@ class Ledger:
             balance += int(cents)
             amount, after = from_cents(int(cents)), from_cents(balance)
             lines.append(
-                StatementLine(int(transaction_id), int(at), kind, memo, amount, after, receipt_id)
+                StatementRow(int(transaction_id), int(at), kind, memo, amount, after, receipt_id)
             )
         return lines
 

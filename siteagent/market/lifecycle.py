@@ -15,7 +15,7 @@ from decimal import Decimal
 from typing import Any, Dict, FrozenSet, Mapping, Optional, Tuple
 
 from siteagent.core.errors import SiteagentError
-from siteagent.core.model import Allocation, BatchReservation, CapacityUnit
+from siteagent.core.values import Allocation, BatchReservation, CapacityUnit
 from siteagent.protocol.errors import (
     IDEMPOTENCY_KEY_REUSED,
     ILLEGAL_TRANSITION,

@@ -29,7 +29,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from siteagent.config.schema import SiteConfig
 from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
 from siteagent.core.errors import InvalidRequest
-from siteagent.core.model import CapacityUnit, ClusterSnapshot, Offer, Request
+from siteagent.core.values import CapacityUnit, ClusterSnapshot, Offer, Request
 from siteagent.market.view import MarketView
 from siteagent.pricing import LoadBasedPrice, Price, Pricing, Refused, choose
 from siteagent.pricing.bids import Hold, around_holds

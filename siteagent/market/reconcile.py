@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, List, Mapping
 
-from siteagent.core.model import BatchReservation
+from siteagent.core.values import BatchReservation
 from siteagent.market.lifecycle import (
     AGENT,
     LIVE,

@@ -35,7 +35,9 @@ from siteagent.core.defaults import (
 )
 from siteagent.core.engines import Policy, ReservationConflict
 from siteagent.core.errors import SiteagentError
-from siteagent.core.model import (
+from siteagent.core.money import CENT, cancellation_penalty
+from siteagent.core.prediction import plan, reservation_nodes, without_queue
+from siteagent.core.values import (
     Allocation,
     BatchReservation,
     CapacityUnit,
@@ -43,8 +45,6 @@ from siteagent.core.model import (
     Offer,
     ReservationSpec,
 )
-from siteagent.core.money import CENT, cancellation_penalty
-from siteagent.core.prediction import plan, reservation_nodes, without_queue
 from siteagent.market.lifecycle import (
     AGENT,
     LIVE,

@@ -32,8 +32,8 @@ from typing import (
 from siteagent.core import transactions
 from siteagent.core.errors import SiteagentError
 from siteagent.core.files import make_database_private, make_private
-from siteagent.core.model import CapacityUnit, Offer, Request
 from siteagent.core.usage import JobUsage, UsageSource
+from siteagent.core.values import CapacityUnit, Offer, Request
 from siteagent.core.waits import QueueWait
 from siteagent.market import migrations
 from siteagent.market.lifecycle import (

@@ -20,8 +20,8 @@ import logging
 from typing import Callable, Dict, List, Optional
 
 from siteagent.backends.base import Backend
-from siteagent.core.model import ClusterSnapshot
 from siteagent.core.usage import JobUsage, Usage, UsageSource, usage_of
+from siteagent.core.values import ClusterSnapshot
 from siteagent.market.lifecycle import ReservationRecord, ReservationState
 from siteagent.market.store import Store
 

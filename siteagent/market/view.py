@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Tuple
 
 from siteagent.core.engines import Policy
-from siteagent.core.model import ClusterSnapshot, Slot
 from siteagent.core.prediction import Plan, plan
 from siteagent.core.slots import advertise
+from siteagent.core.values import ClusterSnapshot, Slot
 from siteagent.pricing import Context, Pricing
 
 

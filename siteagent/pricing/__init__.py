@@ -9,7 +9,7 @@ from siteagent.pricing.base import Context, Price, Refused, Window
 from siteagent.pricing.externality import ExternalityFee
 from siteagent.pricing.flat import FlatPrice, NoFee
 from siteagent.pricing.load import LoadBasedPrice
-from siteagent.pricing.quote import Pricing, choose
+from siteagent.pricing.site_pricing import Pricing, choose
 
 __all__ = [
     "Context",

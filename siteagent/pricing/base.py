@@ -17,11 +17,11 @@ from typing import Dict, Optional, Tuple
 
 from siteagent.core.engines import Policy, ReservationConflict
 from siteagent.core.errors import SiteagentError
-from siteagent.core.model import ClusterSnapshot, Placement, Request
 from siteagent.core.money import core_hours, cost
 from siteagent.core.prediction import Plan, plan, reservation_nodes
 from siteagent.core.profile import Profile
 from siteagent.core.replan import Replanner
+from siteagent.core.values import ClusterSnapshot, Placement, Request
 
 
 class Refused(SiteagentError):

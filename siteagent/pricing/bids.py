@@ -47,10 +47,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Iterable, List, Optional, Sequence, Tuple, Union
 
-from siteagent.core.model import BatchReservation, Job
 from siteagent.core.money import HOUR
 from siteagent.core.preemption import victim_order
 from siteagent.core.profile import Profile
+from siteagent.core.values import BatchReservation, Job
 from siteagent.pricing.base import Context, Window
 from siteagent.pricing.externality import ExternalityFee
 

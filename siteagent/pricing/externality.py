@@ -13,8 +13,8 @@ from decimal import ROUND_UP, Decimal
 from typing import Dict
 
 from siteagent.core.engines import Policy, ReservationConflict
-from siteagent.core.model import Placement
 from siteagent.core.money import CENT, HOUR
+from siteagent.core.values import Placement
 from siteagent.pricing.base import Context, FeePolicy, Refused, Window
 
 

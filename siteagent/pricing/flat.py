@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Optional
 
-from siteagent.core.model import Request
+from siteagent.core.values import Request
 from siteagent.pricing.base import Context, FeePolicy, UnitPricePolicy, Window
 
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Optional
 
-from siteagent.core.model import Request
 from siteagent.core.money import CENT
+from siteagent.core.values import Request
 from siteagent.pricing.base import Context, Refused, UnitPricePolicy, Window
 
 

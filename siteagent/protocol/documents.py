@@ -22,8 +22,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from siteagent.core.errors import SiteagentError
-from siteagent.core.model import Offer, Request
 from siteagent.core.money import CENT, BadMoney, written_amount
+from siteagent.core.values import Offer, Request
 from siteagent.protocol import httpsig
 from siteagent.protocol.errors import INVALID_REQUEST
 from siteagent.protocol.keys import check_key_id

@@ -30,7 +30,7 @@ from pydantic import (
 )
 
 from siteagent.core import money
-from siteagent.core.model import Offer, Slot
+from siteagent.core.values import Offer, Slot
 
 #: The latest epoch second a request may name (year 2242): far beyond any plan's horizon.
 MAX_TIME = 2**33

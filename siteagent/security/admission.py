@@ -17,7 +17,7 @@ from typing import Callable, Collection, Dict, List, Mapping, Sequence, Set, Tup
 
 from siteagent.config.schema import RateLimit
 from siteagent.core.errors import SiteagentError
-from siteagent.core.model import Offer
+from siteagent.core.values import Offer
 from siteagent.protocol.errors import RATE_LIMITED, TOO_MANY_OFFERS
 
 

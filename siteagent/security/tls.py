@@ -33,7 +33,7 @@ def self_signed_certificate(hosts: Sequence[str], days: int = 365) -> Tuple[byte
         raise ValueError("a certificate needs at least one host name")
     key = ec.generate_private_key(ec.SECP256R1())
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     names: List[x509.GeneralName] = []
     for host in hosts:
         try:

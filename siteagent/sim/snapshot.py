@@ -11,8 +11,8 @@ from typing import Iterable, Optional
 
 from siteagent.core.engines import Policy
 from siteagent.core.machine import Task
-from siteagent.core.model import BatchReservation, ClusterSnapshot, Job
 from siteagent.core.prediction import Plan
+from siteagent.core.values import BatchReservation, ClusterSnapshot, Job
 from siteagent.sim.simulator import Simulator
 
 

@@ -13,7 +13,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from siteagent.backends.base import Backend, BackendUnavailable, ReservationRefused
 from siteagent.backends.slurm.snapshot import reservation_allocation
-from siteagent.core.model import (
+from siteagent.core.values import (
     Allocation,
     BatchReservation,
     ClusterSnapshot,

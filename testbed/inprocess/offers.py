@@ -11,8 +11,8 @@ from decimal import Decimal
 from typing import Optional
 
 from siteagent.backends.base import Backend
-from siteagent.core.model import Offer, Request
 from siteagent.core.prediction import plan
+from siteagent.core.values import Offer, Request
 from siteagent.market.reservations import ReservationManager
 
 

@@ -10,7 +10,7 @@ from typing import Any, Dict
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from siteagent.core.model import Offer, Request
+from siteagent.core.values import Offer, Request
 from siteagent.market import deals
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Receipt

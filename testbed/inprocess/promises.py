@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 from siteagent.backends.base import Backend
-from siteagent.core.model import BatchReservation, ClusterSnapshot
+from siteagent.core.values import BatchReservation, ClusterSnapshot
 from siteagent.ledger.bank import Ledger
 from siteagent.market.lifecycle import LIVE, ReservationState
 from siteagent.market.store import RECEIPT, Store

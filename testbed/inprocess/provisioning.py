@@ -22,14 +22,14 @@ import yaml
 from siteagent.client import generators
 from siteagent.client.greedy import Alternative
 from siteagent.client.tasks import TaskGraph, task_of
-from siteagent.core.model import BatchReservation, ClusterSnapshot, Job, Request
 from siteagent.core.prediction import Plan, replan_with_reservation
 from siteagent.core.profile import Profile
 from siteagent.core.slots import advertise
+from siteagent.core.values import BatchReservation, ClusterSnapshot, Job, Request
 from siteagent.pricing.base import Context, Refused
 from siteagent.pricing.externality import ExternalityFee
 from siteagent.pricing.flat import FlatPrice
-from siteagent.pricing.quote import Pricing
+from siteagent.pricing.site_pricing import Pricing
 from siteagent.protocol.models import SiteAttributes, SlotList, WaitHistory, slot_json
 
 T0 = 1_795_000_000

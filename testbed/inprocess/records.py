@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from siteagent.core.model import CapacityUnit
+from siteagent.core.values import CapacityUnit
 from siteagent.market.lifecycle import ReservationRecord, ReservationState
 from siteagent.market.store import Remember, Store
 from testbed.inprocess.offers import an_offer

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from siteagent.client.auction import Bid
 from siteagent.client.connection import BadAnswer, SiteError, SiteUnreachable, Tentative
-from siteagent.core.model import Offer, Request
+from siteagent.client.reverse_auction import Bid
+from siteagent.core.values import Offer, Request
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Cancellation, Receipt
 from siteagent.protocol.models import OfferView, ReservationView

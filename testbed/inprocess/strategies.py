@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from siteagent.core.model import BatchReservation, ClusterSnapshot, Job
+from siteagent.core.values import BatchReservation, ClusterSnapshot, Job
 
 
 @st.composite

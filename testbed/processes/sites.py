@@ -25,7 +25,7 @@ from siteagent.backends.base import Backend
 from siteagent.backends.pbs import PbsBackend, PbsConfig
 from siteagent.backends.replay import REPLAY_STATE_FILE, SwfReplayBackend
 from siteagent.backends.slurm import SlurmBackend
-from siteagent.core.model import CapacityUnit
+from siteagent.core.values import CapacityUnit
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import STORE_FILE
 from siteagent.market.store import Store

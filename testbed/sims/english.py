@@ -5,7 +5,7 @@ the simulator, in one process on one clock (docs/design.md §4.6; ``bench/repro/
 
 Each site is a simulated cluster (:class:`~siteagent.sim.simulator.Simulator`) with its own
 stream of local jobs, bidding through the agent's use case
-(:class:`~siteagent.market.bidding.Bidding`, on an in-memory store) against the market view of
+(:class:`~siteagent.market.english_bids.Bidding`, on an in-memory store) against the market view of
 its cluster as it is at that instant, and accepting and confirming as the commit's in-memory
 seller does (:class:`testbed.inprocess.sellers.FakeSeller`: real signed receipts). The auctioneer is
 :class:`~siteagent.client.auctioneer.Auctioneer`, driven step by step by :class:`World`:
@@ -55,9 +55,9 @@ from siteagent.client.journal import Journal
 from siteagent.config.schema import AuctionsConfig, BidMode, SiteConfig
 from siteagent.core.engines import Policy, ReservationConflict
 from siteagent.core.machine import Task
-from siteagent.core.model import BatchReservation, ClusterSnapshot, Job, ReservationSpec
 from siteagent.core.prediction import plan
-from siteagent.market.bidding import Bidding
+from siteagent.core.values import BatchReservation, ClusterSnapshot, Job, ReservationSpec
+from siteagent.market.english_bids import Bidding
 from siteagent.market.lifecycle import BidState
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.store import Store

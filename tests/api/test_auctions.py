@@ -19,7 +19,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 
-from siteagent.core.model import ReservationSpec
+from siteagent.core.values import ReservationSpec
 from siteagent.market.lifecycle import BidState
 from siteagent.protocol import documents
 from testbed.inprocess.api_harness import World, make_world, running_world

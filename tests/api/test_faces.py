@@ -25,7 +25,7 @@ from siteagent.api.context import ApiContext
 from siteagent.backends.base import Backend
 from siteagent.cli.main import main
 from siteagent.config import loading
-from siteagent.core.model import (
+from siteagent.core.values import (
     BatchReservation,
     CapacityUnit,
     ClusterSnapshot,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import ssl
 import threading
 from pathlib import Path
@@ -103,7 +102,7 @@ def closed_by_the_agent(tls: ssl.SSLSocket) -> bool:
         return tls.recv(1) == b""
     except (ConnectionResetError, ssl.SSLError, BrokenPipeError):
         return True
-    except socket.timeout:
+    except TimeoutError:
         return False
 
 

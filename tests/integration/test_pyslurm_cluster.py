@@ -32,7 +32,7 @@ from siteagent.backends.base import BackendUnavailable, ReservationRefused
 from siteagent.backends.pyslurm import PyslurmBackend, versions
 from siteagent.backends.pyslurm.reservations import LegacyReservations
 from siteagent.backends.slurm import SlurmBackend, SlurmConfig
-from siteagent.core.model import (
+from siteagent.core.values import (
     BatchReservation,
     CapacityUnit,
     ClusterSnapshot,

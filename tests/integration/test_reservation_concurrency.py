@@ -26,8 +26,8 @@ from typing import Iterator, List, Tuple
 
 import pytest
 
-from siteagent.core.model import CapacityUnit, Offer
 from siteagent.core.prediction import plan
+from siteagent.core.values import CapacityUnit, Offer
 from siteagent.market.lifecycle import OfferRefused, ReservationFailed, ReservationState
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.site import STORE_FILE

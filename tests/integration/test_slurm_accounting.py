@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Dict, Iterator, List, NamedTuple, Optional, Tuple
 
@@ -119,9 +119,7 @@ def _epoch(text: str) -> int:
     """A UTC ``YYYY-MM-DDTHH:MM:SS``; 0 for ``Unknown``/``None``."""
     if not text[:1].isdigit():
         return 0
-    return int(
-        datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
-    )
+    return int(datetime.strptime(text, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp())
 
 
 def _limit_s(text: str) -> int:

@@ -15,7 +15,7 @@ import pytest
 from siteagent.backends.base import BackendUnavailable, ReservationRefused
 from siteagent.backends.slurm import SlurmBackend
 from siteagent.backends.slurm.times import parse_slurm_time
-from siteagent.core.model import CapacityUnit, ClusterSnapshot, ReservationSpec
+from siteagent.core.values import CapacityUnit, ClusterSnapshot, ReservationSpec
 from testbed.slurm.cluster import SlurmTestCluster
 from testbed.slurm.install import (
     CORES_IGNORE_JOBS,

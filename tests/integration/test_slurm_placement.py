@@ -19,7 +19,7 @@ import pytest
 
 from siteagent.backends.slurm import SlurmBackend
 from siteagent.core.estimates import DEFAULT_TOLERANCE_S, compare_starts
-from siteagent.core.model import ClusterSnapshot, Placement
+from siteagent.core.values import ClusterSnapshot, Placement
 from siteagent.market.reservations import ReservationManager
 from siteagent.market.store import Store
 from testbed.inprocess.offers import record_offer

@@ -27,8 +27,8 @@ from siteagent.backends.slurm.config import SlurmConfig
 from siteagent.client.auctioneer import Auctioneer, SitePool
 from siteagent.client.jobs import Job
 from siteagent.client.journal import Journal
-from siteagent.core.model import Job as BatchJob
 from siteagent.core.prediction import plan
+from siteagent.core.values import Job as BatchJob
 from siteagent.protocol.models import AuctionedJob
 from testbed.processes.agents import SlurmBatch
 from testbed.processes.programs import running_slurm, wait_until

@@ -12,10 +12,10 @@ from typing import List
 
 from siteagent.agent.loop import Agent
 from siteagent.agent.metrics import Metrics
-from siteagent.agent.state import State
+from siteagent.agent.state import CycleState
 from siteagent.backends.replay import SwfReplayBackend
 from siteagent.config.schema import PricingConfig, SiteConfig
-from siteagent.core.model import ClusterSnapshot
+from siteagent.core.values import ClusterSnapshot
 from siteagent.market.site import pricing_of
 from testbed.inprocess.traces import write_trace
 
@@ -77,9 +77,9 @@ def test_listeners_get_each_new_state_and_a_failing_one_does_not_end_the_polls(
     tmp_path: Path,
 ) -> None:
     backend = BrokenParser(write_trace(tmp_path / "t.swf", [(0, 3600, 8, 3600)], 16))
-    seen: List[State] = []
+    seen: List[CycleState] = []
 
-    def broken(state: State) -> None:
+    def broken(state: CycleState) -> None:
         raise RuntimeError("a listener's bug")
 
     agent = Agent(backend, PRICING, poll_interval_s=0.5, listeners=[broken, seen.append])
@@ -95,7 +95,7 @@ def test_listeners_get_each_new_state_and_a_failing_one_does_not_end_the_polls(
 
 
 def test_a_replaced_state_is_freed_by_reference_counting_alone(tmp_path: Path) -> None:
-    """The service freezes each state out of the garbage collector's sight (heap.py): that is
+    """The service freezes each state out of the garbage collector's sight (gc_freeze.py): that is
     only free if a state holds no reference cycle, so the next one frees it at once."""
     trace = [(0, 3600, 8, 3600), (10, 600, 16, 600), (20, 1200, 4, 1200)]
     agent = Agent(SwfReplayBackend(write_trace(tmp_path / "t.swf", trace, 16)), PRICING)

@@ -13,7 +13,7 @@ import pytest
 
 from siteagent.api.pricing_queue import PricingQueue, priced_inline, yielding
 from siteagent.core.errors import Unavailable
-from siteagent.core.model import ClusterSnapshot, Job, Request
+from siteagent.core.values import ClusterSnapshot, Job, Request
 from siteagent.pricing import ExternalityFee, FlatPrice, NoFee, Pricing, Refused
 from siteagent.protocol.errors import status_of
 

@@ -19,12 +19,12 @@ from bench.service_agent import UNLIMITED, cycles, unthrottled
 from bench.service_attack import rss_figures
 from bench.service_levels import in_turn, over_rounds
 from siteagent.agent.loop import describe
-from siteagent.agent.state import State
+from siteagent.agent.state import CycleState
 from siteagent.config.loading import parse
 from siteagent.config.schema import PricingConfig
 from siteagent.core.engines import Policy
-from siteagent.core.model import ClusterSnapshot, Job
 from siteagent.core.prediction import plan
+from siteagent.core.values import ClusterSnapshot, Job
 from siteagent.market.site import pricing_of
 from siteagent.market.view import market_view
 from siteagent.sim.swf import SwfRecord, SwfWriter, read_records
@@ -38,7 +38,9 @@ def test_the_cycle_line_the_agent_logs_is_read(tmp_path: Path) -> None:
         pending=(Job(id="p", cores=4, submit=10, limit=600),),
     )
     predicted = plan(snapshot, Policy.CONSERVATIVE)
-    state = State(market_view(snapshot, predicted, pricing_of(PricingConfig())), 0.0, 0.012, 0.345)
+    state = CycleState(
+        market_view(snapshot, predicted, pricing_of(PricingConfig())), 0.0, 0.012, 0.345
+    )
     log = tmp_path / "agent.log"
     log.write_text(f"2026-01-01 00:00:00,000 INFO siteagent.agent: {describe(state)}\n")
     assert cycles(log) == [{"running": 1, "pending": 1, "snapshot_ms": 12, "plan_ms": 345}]

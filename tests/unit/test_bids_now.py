@@ -14,7 +14,7 @@ from typing import List, Tuple
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from siteagent.core.model import ClusterSnapshot, Job
+from siteagent.core.values import ClusterSnapshot, Job
 from siteagent.pricing import ExternalityFee, FlatPrice, Pricing
 from siteagent.pricing.bids import (
     AuctionedJob,

@@ -20,7 +20,7 @@ from siteagent.backends.replay import SwfReplayBackend
 from siteagent.cli.console import EXIT_REFUSED
 from siteagent.cli.main import main
 from siteagent.config.schema import PricingConfig
-from siteagent.core.model import ClusterSnapshot, Job
+from siteagent.core.values import ClusterSnapshot, Job
 from siteagent.core.waits import QueueWait
 from siteagent.market.lifecycle import ReservationState
 from siteagent.market.quoting import ACCEPT_LEAD_S

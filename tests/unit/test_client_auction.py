@@ -8,7 +8,7 @@ from typing import List
 
 import pytest
 
-from siteagent.client.auction import (
+from siteagent.client.reverse_auction import (
     Auction,
     Constraints,
     Mode,

@@ -12,8 +12,8 @@ import pytest
 
 from siteagent.cli.console import EXIT_BAD_INPUT
 from siteagent.cli.main import client_main
-from siteagent.client.auction import Bid
 from siteagent.client.journal import Journal
+from siteagent.client.reverse_auction import Bid
 from testbed.inprocess.buyer_files import sites_file
 from testbed.inprocess.parties import Party
 

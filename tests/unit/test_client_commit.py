@@ -10,12 +10,12 @@ from typing import Dict, Iterator, List, Optional
 
 import pytest
 
-from siteagent.client.auction import Auction, Bid, Constraints
-from siteagent.client.commit import Commit, Held, Outcome
+from siteagent.client.commit import Commit, CommitOutcome, Held
 from siteagent.client.connection import SiteError
-from siteagent.client.journal import AuctionState, Journal, State
+from siteagent.client.journal import AuctionState, HoldState, Journal
 from siteagent.client.plans import PlanningError
 from siteagent.client.recovery import Patient, Seller
+from siteagent.client.reverse_auction import Auction, Bid, Constraints
 from siteagent.protocol import documents
 from siteagent.protocol.models import QuoteRequest
 from testbed.inprocess.sellers import NOW, FakeSeller
@@ -41,7 +41,7 @@ def run(
     auction: Auction,
     budget: Optional[Decimal] = None,
     interrupt_after: Optional[int] = None,
-) -> Outcome:
+) -> CommitOutcome:
     """Commit the auction's choices; ``interrupt_after``: the user interrupts once that many
     requests (accepts and confirms) were sent."""
     record = journal.open_auction({"parts": len(auction.parts)})
@@ -78,9 +78,9 @@ def assert_journal_agrees(journal: Journal, sellers: Dict[str, FakeSeller]) -> N
     site holds is journaled."""
     journaled = {e.reservation_id: e for e in journal.entries() if e.reservation_id}
     expected = {
-        State.TENTATIVE: "TENTATIVE",
-        State.CONFIRMED: "CONFIRMED",
-        State.CANCELLED: "CANCELLED",
+        HoldState.TENTATIVE: "TENTATIVE",
+        HoldState.CONFIRMED: "CONFIRMED",
+        HoldState.CANCELLED: "CANCELLED",
     }
     for seller in sellers.values():
         for held in seller.reservations.values():
@@ -123,7 +123,7 @@ def test_a_winner_that_refuses_at_accept_passes_to_the_next_offer(journal: Journ
     outcome = run(journal, sellers, auction)
     assert outcome.state is AuctionState.DONE
     assert [e.site for e in outcome.confirmed] == ["b"]
-    refused = [e for e in outcome.entries if e.state is State.REFUSED]
+    refused = [e for e in outcome.entries if e.state is HoldState.REFUSED]
     gone = "the capacity is gone (offer_capacity_gone)"
     assert [(e.site, e.message) for e in refused] == [("a", gone)]
 
@@ -151,7 +151,7 @@ def test_a_site_that_dies_is_dropped_and_the_next_offer_taken(journal: Journal) 
     assert [e.site for e in outcome.confirmed] == ["b"]
     # one accept was tried at the dead site, not both of its offers; it stays unsettled
     (open_entry,) = outcome.unsettled
-    assert open_entry.site == "a" and open_entry.state is State.ACCEPTING
+    assert open_entry.site == "a" and open_entry.state is HoldState.ACCEPTING
     assert "cannot connect" in open_entry.message
 
 
@@ -270,7 +270,7 @@ def test_a_confirm_refused_on_one_part_releases_every_part(journal: Journal) -> 
     for name in sellers:
         assert [h.state for h in sellers[name].reservations.values()] == ["CANCELLED"]
     assert [w for w, _ in sellers["a"].calls] == ["accept", "confirm", "cancel"]
-    assert all(e.state is State.CANCELLED for e in outcome.entries)
+    assert all(e.state is HoldState.CANCELLED for e in outcome.entries)
     assert_journal_agrees(journal, sellers)
 
 
@@ -330,7 +330,7 @@ def test_a_plan_held_task_by_task_is_confirmed_whole(journal: Journal) -> None:
     commit = Commit(journal, record.id, dict(sellers), 3, clock=lambda: NOW)
     outcome = commit.run_plan(lambda: plan_holds(journal, record.id, sellers))
     assert outcome.state is AuctionState.DONE
-    assert [e.state for e in outcome.entries] == [State.CONFIRMED] * 3
+    assert [e.state for e in outcome.entries] == [HoldState.CONFIRMED] * 3
     assert_journal_agrees(journal, sellers)
 
 
@@ -345,7 +345,7 @@ def test_a_plan_a_task_cannot_finish_releases_every_task_held(journal: Journal) 
 
     outcome = commit.run_plan(hold)
     assert outcome.state is AuctionState.FAILED and "task c" in outcome.message
-    assert [e.state for e in outcome.entries] == [State.CANCELLED] * 2
+    assert [e.state for e in outcome.entries] == [HoldState.CANCELLED] * 2
     assert_journal_agrees(journal, sellers)
 
 
@@ -355,5 +355,5 @@ def test_a_dry_run_plan_confirms_nothing(journal: Journal) -> None:
     commit = Commit(journal, record.id, dict(sellers), 1, clock=lambda: NOW)
     outcome = commit.run_plan(lambda: plan_holds(journal, record.id, sellers), confirm=False)
     assert outcome.state is AuctionState.FAILED and outcome.confirmed == []
-    assert [e.state for e in outcome.entries] == [State.CANCELLED]
+    assert [e.state for e in outcome.entries] == [HoldState.CANCELLED]
     assert_journal_agrees(journal, sellers)

@@ -16,7 +16,7 @@ from typing import Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
-from siteagent.client.auctioneer import Auctioneer, Placement
+from siteagent.client.auctioneer import Auctioneer, JobAuction
 from siteagent.client.english import (
     EnglishAuction,
     Raise,
@@ -24,7 +24,7 @@ from siteagent.client.english import (
     round_starts,
 )
 from siteagent.client.jobs import Job, JobsFileError, load_jobs, mean_walltime
-from siteagent.client.journal import AuctionState, Journal, State
+from siteagent.client.journal import AuctionState, HoldState, Journal
 from siteagent.protocol.models import AuctionedJob, BidAnswer
 from testbed.inprocess.bidders import FakeBidder, FakeSites
 
@@ -198,7 +198,7 @@ def test_a_bad_jobs_file_is_refused_naming_the_job_and_key(
 # --------------------------------------------------------------------------- the auctioneer
 
 
-def place(journal: Journal, sites: FakeSites, length_s: float = 0.0, rounds: int = 5) -> Placement:
+def place(journal: Journal, sites: FakeSites, length_s: float = 0.0, rounds: int = 5) -> JobAuction:
     with Auctioneer(sites, journal, length_s, rounds) as auctioneer:
         return auctioneer.place(Job("j", JOB))
 
@@ -217,7 +217,7 @@ def test_the_highest_bid_is_reserved_and_the_others_released(journal: Journal) -
         assert sites.sites[loser].reservations == {}
     assert winner.released == []
     assert journal.auction(placement.auction_id).state is AuctionState.DONE
-    assert [entry.state for entry in journal.entries(placement.auction_id)] == [State.CONFIRMED]
+    assert [entry.state for entry in journal.entries(placement.auction_id)] == [HoldState.CONFIRMED]
 
 
 def test_later_rounds_name_the_standing_bid_and_bids_rise(journal: Journal) -> None:
@@ -241,7 +241,7 @@ def test_a_winner_that_refuses_leaves_the_job_to_the_next_bid(journal: Journal) 
     assert placement.state == "placed" and placement.site == "s2"
     assert sites.sites["s1"].released == [placement.auction_id]
     states = [entry.state for entry in journal.entries(placement.auction_id)]
-    assert states == [State.REFUSED, State.CONFIRMED]
+    assert states == [HoldState.REFUSED, HoldState.CONFIRMED]
 
 
 def test_no_bid_leaves_the_job_unplaced_saying_why(journal: Journal) -> None:
@@ -312,4 +312,4 @@ def test_when_the_winner_refuses_and_the_others_were_outbid_they_are_asked_again
     placement = place(journal, sites, length_s=2.0, rounds=2)
     assert placement.state == "placed" and placement.site == "s2"
     states = [entry.state for entry in journal.entries(placement.auction_id)]
-    assert states == [State.REFUSED, State.REFUSED, State.CONFIRMED]
+    assert states == [HoldState.REFUSED, HoldState.REFUSED, HoldState.CONFIRMED]

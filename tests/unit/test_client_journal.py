@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from siteagent.client.auction import Bid
 from siteagent.client.journal import (
     AuctionState,
+    HoldState,
     Journal,
     JournalError,
-    State,
     default_path,
 )
+from siteagent.client.reverse_auction import Bid
 from testbed.inprocess.syncs import commit_levels
 
 BID = Bid(
@@ -84,9 +84,9 @@ def test_only_the_steps_about_to_be_sent_wait_for_the_disk(tmp_path: Path) -> No
     first = journal.confirming(first)
     first = journal.noted(first, "no answer")
     first = journal.confirmed(first, {"id": "abc"})
-    cancelled = journal.released(journal.cancelling(first), State.CANCELLED)
+    cancelled = journal.released(journal.cancelling(first), HoldState.CANCELLED)
     journal.set_auction(auction.id, AuctionState.INTERRUPTED, "interrupted")
-    assert (refused.state, cancelled.state) == (State.REFUSED, State.CANCELLED)
+    assert (refused.state, cancelled.state) == (HoldState.REFUSED, HoldState.CANCELLED)
     assert levels == [
         *("NORMAL", "NORMAL"),  # opened, a round
         *("FULL", "NORMAL"),  # accepting, tentative
@@ -102,12 +102,12 @@ def test_an_entry_keeps_its_bid_and_moves_through_the_commit(tmp_path: Path) -> 
     journal = Journal(tmp_path / "client.db")
     auction = journal.open_auction({"parts": 1, "rfq": {"cores": 64}})
     entry = journal.accepting(auction.id, BID)
-    assert entry.bid == BID and entry.state is State.ACCEPTING and not entry.settled
+    assert entry.bid == BID and entry.state is HoldState.ACCEPTING and not entry.settled
     deal = {"reservation_id": "r-1", "price": "83.40"}
     entry = journal.tentative(entry, "r-1", deal, 1_800_000_120.0)
     assert (entry.reservation_id, entry.deal, entry.deadline) == ("r-1", deal, 1_800_000_120.0)
     entry = journal.confirming(entry)
-    assert entry.state is State.CONFIRMING and not entry.settled
+    assert entry.state is HoldState.CONFIRMING and not entry.settled
     entry = journal.confirmed(entry, {"id": "abc"})
     assert entry.settled and entry.receipt == {"id": "abc"}
     assert [e.id for e in journal.find("r-1")] == [entry.id]
@@ -148,10 +148,10 @@ def test_unsettled_lists_what_a_site_may_hold_unknown_to_the_buyer(tmp_path: Pat
         journal.tentative(journal.accepting(auction.id, BID), "r", {}, None)
     )
     assert [e.id for e in journal.unsettled()] == [sent.id, cancelling.id]
-    assert journal.released(cancelling, State.CANCELLED).settled
+    assert journal.released(cancelling, HoldState.CANCELLED).settled
     assert refused.settled and refused.message == "capacity gone"
     with pytest.raises(ValueError, match="not a released state"):
-        journal.released(sent, State.TENTATIVE)
+        journal.released(sent, HoldState.TENTATIVE)
     journal.close()
 
 

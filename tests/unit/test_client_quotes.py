@@ -10,7 +10,7 @@ from typing import Any, List
 import pytest
 
 from siteagent.client.connection import BadAnswer, SiteConnection, SiteError, SiteUnreachable
-from siteagent.client.fanout import Outcome, ask_all
+from siteagent.client.fanout import Answered, ask_all
 from siteagent.client.quotes import SiteOffer, rank
 from siteagent.client.sites import Site, Timeouts
 from siteagent.core.files import UnsafeFile
@@ -39,7 +39,7 @@ def test_every_site_is_asked_at_once(tmp_path: Path) -> None:
     assert [(result.site, result.value) for result in results] == [
         (f"s{i}", f"s{i}") for i in range(4)
     ]
-    assert all(result.outcome is Outcome.OK and result.latency_s >= 0 for result in results)
+    assert all(result.outcome is Answered.OK and result.latency_s >= 0 for result in results)
 
 
 @pytest.mark.parametrize(
@@ -47,30 +47,30 @@ def test_every_site_is_asked_at_once(tmp_path: Path) -> None:
     [
         (
             SiteError("who are you?", code="unknown_key", site="s0", status=401),
-            Outcome.REFUSED,
+            Answered.REFUSED,
             "who are you? (unknown_key)",
         ),
         (
             SiteError("too much", code="busy", site="s0", status=503),
-            Outcome.FAILED,
+            Answered.FAILED,
             "too much (busy)",
         ),
         (
             BadAnswer("not JSON", code="invalid_answer", site="s0", status=404),
-            Outcome.FAILED,
+            Answered.FAILED,
             "not JSON (invalid_answer)",
         ),
         (
             SiteUnreachable("no answer within 1 s", site="s0", timed_out=True),
-            Outcome.TIMED_OUT,
+            Answered.TIMED_OUT,
             "no answer within 1 s",
         ),
-        (SiteUnreachable("refused", site="s0"), Outcome.FAILED, "refused"),
-        (UnsafeFile("mode 0644", path="k"), Outcome.FAILED, "k: mode 0644"),
+        (SiteUnreachable("refused", site="s0"), Answered.FAILED, "refused"),
+        (UnsafeFile("mode 0644", path="k"), Answered.FAILED, "k: mode 0644"),
     ],
 )
 def test_a_sites_failure_is_its_row_with_the_reason(
-    tmp_path: Path, error: Exception, outcome: Outcome, reason: str
+    tmp_path: Path, error: Exception, outcome: Answered, reason: str
 ) -> None:
     def call(connection: SiteConnection) -> str:
         if connection.site.name == "s0":
@@ -84,7 +84,7 @@ def test_a_sites_failure_is_its_row_with_the_reason(
         error,
         reason,
     )
-    assert (fine.outcome, fine.value, fine.reason) == (Outcome.OK, "fine", "")
+    assert (fine.outcome, fine.value, fine.reason) == (Answered.OK, "fine", "")
 
 
 def test_a_bug_of_ours_is_not_hidden_as_a_sites_failure(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Dict, Iterator
 
 import pytest
 
-from siteagent.client.journal import AuctionState, Entry, Journal, State
+from siteagent.client.journal import AuctionState, HoldState, Journal, JournalEntry
 from siteagent.client.recovery import Seller, recover, settle
 from testbed.inprocess.sellers import NOW, FakeSeller
 
@@ -30,7 +30,7 @@ def crashed_auction(journal: Journal, parts: int) -> str:
     return auction.id
 
 
-def accepted(journal: Journal, auction_id: str, seller: FakeSeller, part: int) -> Entry:
+def accepted(journal: Journal, auction_id: str, seller: FakeSeller, part: int) -> JournalEntry:
     """An accept journaled, sent and answered: a tentative reservation."""
     bid = seller.bid(part, part, start=START)
     entry = journal.accepting(auction_id, bid)
@@ -38,7 +38,7 @@ def accepted(journal: Journal, auction_id: str, seller: FakeSeller, part: int) -
     return journal.tentative(entry, tentative.reservation_id, tentative.deal, tentative.deadline)
 
 
-def confirmed(journal: Journal, auction_id: str, seller: FakeSeller, part: int) -> Entry:
+def confirmed(journal: Journal, auction_id: str, seller: FakeSeller, part: int) -> JournalEntry:
     entry = accepted(journal, auction_id, seller, part)
     held = seller.reservations[entry.reservation_id or ""]
     receipt = seller.confirm(seller.accept_answer(held))
@@ -56,9 +56,9 @@ def test_recover_cancels_tentative_parts_and_keeps_confirmed_ones(journal: Journ
     held = accepted(journal, auction_id, b, 1)
     settled, running = recover(journal, sellers_of(a, b))
     assert running == []
-    assert [(e.id, e.state) for e in settled] == [(held.id, State.CANCELLED)]
+    assert [(e.id, e.state) for e in settled] == [(held.id, HoldState.CANCELLED)]
     assert [h.state for h in b.reservations.values()] == ["CANCELLED"]
-    assert journal.entry(kept.id).state is State.CONFIRMED
+    assert journal.entry(kept.id).state is HoldState.CONFIRMED
     assert [h.state for h in a.reservations.values()] == ["CONFIRMED"]
     closed = journal.auction(auction_id)
     assert closed.state is AuctionState.INTERRUPTED
@@ -74,7 +74,7 @@ def test_recover_finishes_an_auction_whose_parts_were_all_confirmed(journal: Jou
     b.confirm(b.accept_answer(b.reservations[entry.reservation_id or ""]))
     journal.confirming(entry)
     recover(journal, sellers_of(a, b))
-    assert journal.entry(entry.id).state is State.CONFIRMED
+    assert journal.entry(entry.id).state is HoldState.CONFIRMED
     assert journal.entry(entry.id).receipt is not None
     assert journal.auction(auction_id).state is AuctionState.DONE
 
@@ -91,7 +91,7 @@ def test_an_accept_whose_answer_was_lost_is_learnt_and_cancelled(journal: Journa
     (held,) = a.reservations.values()
     assert held.state == "CANCELLED"
     after = journal.entry(entry.id)
-    assert (after.state, after.reservation_id) == (State.CANCELLED, held.id)
+    assert (after.state, after.reservation_id) == (HoldState.CANCELLED, held.id)
     assert [what for what, _ in a.calls] == ["accept", "accept", "cancel"]
 
 
@@ -102,7 +102,7 @@ def test_an_accept_that_never_left_and_whose_offer_expired_is_refused(journal: J
     entry = journal.accepting(auction_id, a.bid(0, 0, start=START))
     clock["now"] = START + 1
     recover(journal, sellers_of(a))
-    assert journal.entry(entry.id).state is State.REFUSED
+    assert journal.entry(entry.id).state is HoldState.REFUSED
     assert not a.reservations
 
 
@@ -113,11 +113,11 @@ def test_a_site_that_does_not_answer_is_left_for_a_later_recover(journal: Journa
     a.down = True
     recover(journal, sellers_of(a))
     waiting = journal.entry(entry.id)
-    assert waiting.state is State.TENTATIVE and "cannot connect" in waiting.message
+    assert waiting.state is HoldState.TENTATIVE and "cannot connect" in waiting.message
     assert "1 step(s) not settled yet" in journal.auction(auction_id).message
     a.down = False
     recover(journal, sellers_of(a))
-    assert journal.entry(entry.id).state is State.CANCELLED
+    assert journal.entry(entry.id).state is HoldState.CANCELLED
 
 
 def test_a_running_auction_is_left_alone(journal: Journal) -> None:
@@ -127,7 +127,7 @@ def test_a_running_auction_is_left_alone(journal: Journal) -> None:
     with journal.running(auction_id):
         settled, running = recover(journal, sellers_of(a))
     assert (settled, running) == ([], [auction_id])
-    assert journal.entry(entry.id).state is State.TENTATIVE
+    assert journal.entry(entry.id).state is HoldState.TENTATIVE
     assert journal.auction(auction_id).state is AuctionState.CONFIRMING
 
 
@@ -136,8 +136,8 @@ def test_an_entry_of_an_unknown_site_is_left_as_it_is(journal: Journal) -> None:
     auction_id = crashed_auction(journal, parts=1)
     entry = accepted(journal, auction_id, a, 0)
     settled, _ = recover(journal, {})
-    assert [e.state for e in settled] == [State.TENTATIVE]
-    assert journal.entry(entry.id).state is State.TENTATIVE
+    assert [e.state for e in settled] == [HoldState.TENTATIVE]
+    assert journal.entry(entry.id).state is HoldState.TENTATIVE
 
 
 def test_a_reservation_that_expired_meanwhile_is_recorded_so(journal: Journal) -> None:
@@ -145,16 +145,16 @@ def test_a_reservation_that_expired_meanwhile_is_recorded_so(journal: Journal) -
     auction_id = crashed_auction(journal, parts=1)
     entry = accepted(journal, auction_id, a, 0)
     a.reservations[entry.reservation_id or ""].state = "EXPIRED"
-    assert settle(entry, a, journal).state is State.EXPIRED
+    assert settle(entry, a, journal).state is HoldState.EXPIRED
 
 
 def test_settle_cancels_a_confirmed_part_only_when_asked(journal: Journal) -> None:
     a = FakeSeller("a")
     auction_id = crashed_auction(journal, parts=1)
     entry = confirmed(journal, auction_id, a, 0)
-    assert settle(entry, a, journal).state is State.CONFIRMED
+    assert settle(entry, a, journal).state is HoldState.CONFIRMED
     cancelled = settle(entry, a, journal, cancel_confirmed=True)
-    assert cancelled.state is State.CANCELLED
+    assert cancelled.state is HoldState.CANCELLED
     assert "penalty 0.10" in cancelled.message
 
 
@@ -166,5 +166,5 @@ def test_a_cancel_the_site_refuses_says_why_and_keeps_the_part(journal: Journal)
     entry = confirmed(journal, auction_id, a, 0)
     a.reservations[entry.reservation_id or ""].state = "ACTIVE"
     kept = settle(entry, a, journal, cancel_confirmed=True)
-    assert kept.state is State.CONFIRMED and kept.settled
+    assert kept.state is HoldState.CONFIRMED and kept.settled
     assert "the site refused to cancel it" in kept.message and "illegal_transition" in kept.message

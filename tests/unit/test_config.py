@@ -17,7 +17,7 @@ from siteagent.config.reading import ConfigError
 from siteagent.config.schema import BackendType, PricingPolicy
 from siteagent.core import defaults, names
 from siteagent.core.engines import Policy
-from siteagent.core.model import CapacityUnit
+from siteagent.core.values import CapacityUnit
 from siteagent.market import site
 
 

@@ -23,8 +23,8 @@ from siteagent.client.tasks import (
     task_of,
 )
 from siteagent.client.workflow import ensemble
-from siteagent.core.model import BatchReservation
 from siteagent.core.prediction import plan as plan_afresh
+from siteagent.core.values import BatchReservation
 from testbed.inprocess.provisioning import (
     T0,
     BatchMarketSites,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-from siteagent.agent.heap import Heap
+from siteagent.agent.gc_freeze import Heap
 
 
 class Node:

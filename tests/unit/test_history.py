@@ -22,7 +22,7 @@ from siteagent.backends.slurm.arguments import sacct_args
 from siteagent.backends.slurm.sacct import sacct_waits, waits_from_sacct
 from siteagent.cli.main import main
 from siteagent.core.durations import parse_duration, parse_since
-from siteagent.core.model import UNLIMITED_S
+from siteagent.core.values import UNLIMITED_S
 from siteagent.core.waits import (
     DEFAULT_CORE_BINS,
     DEFAULT_WALLTIME_BINS_S,

@@ -9,7 +9,7 @@ from typing import List
 import pytest
 
 from siteagent.config.schema import RateLimit
-from siteagent.core.model import Offer, Request
+from siteagent.core.values import Offer, Request
 from siteagent.http.limits import HeadMeter, TooLarge, refusal_bytes
 from siteagent.security.admission import OfferQuota, RateLimited, RateLimiter, TooManyOffers
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any, Dict
 
@@ -20,11 +21,6 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "setup" / "lowest-constraints"
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # mypy, a dev dependency, brings tomli
-    import tomli as tomllib
 
 PROJECT: Dict[str, Any] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 #: What users install: the dependencies and the optional extras that run something.

@@ -22,13 +22,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from siteagent.agent.loop import Agent
 from siteagent.agent.metrics import Metrics
-from siteagent.agent.state import State
+from siteagent.agent.state import CycleState
 from siteagent.agent.store_metrics import finished_families, sold_families
 from siteagent.backends.base import BackendUnavailable
 from siteagent.backends.replay import SwfReplayBackend
 from siteagent.config.schema import PricingConfig, ReferenceRequest, SiteConfig
-from siteagent.core.model import CapacityUnit, ClusterSnapshot, Job
 from siteagent.core.slots import advertise
+from siteagent.core.values import CapacityUnit, ClusterSnapshot, Job
 from siteagent.market.lifecycle import ReservationState
 from siteagent.market.quoting import ACCEPT_LEAD_S
 from siteagent.market.reservations import ReservationManager
@@ -103,7 +103,7 @@ def value(samples: Dict[Key, float], name: str, **labels: str) -> float:
     return samples[(name, frozenset(labels.items()))]
 
 
-def observed(backend: FaultyBackend, metrics: Metrics, clock: FakeClock) -> State:
+def observed(backend: FaultyBackend, metrics: Metrics, clock: FakeClock) -> CycleState:
     agent = Agent(metrics.instrument(backend), PRICING, clock=clock, metrics=metrics)
     state = agent.cycle()
     assert state is not None

@@ -16,7 +16,7 @@ from siteagent.backends.slurm.arguments import reservation_args
 from siteagent.backends.slurm.config import SlurmConfig
 from siteagent.config import reading
 from siteagent.core import names
-from siteagent.core.model import ReservationSpec
+from siteagent.core.values import ReservationSpec
 from siteagent.ledger.bank import LedgerRefused, parse_money
 from siteagent.protocol.keys import check_key_id
 

@@ -15,7 +15,10 @@ import pytest
 from siteagent.core.blocks import BlockMap
 from siteagent.core.engines import Policy, ReservationConflict
 from siteagent.core.machine import Shape, Task
-from siteagent.core.model import (
+from siteagent.core.node_selection import choose_nodes
+from siteagent.core.nodes import NodeMachine
+from siteagent.core.prediction import plan, reservation_nodes
+from siteagent.core.values import (
     Backfill,
     CapacityUnit,
     ClusterSnapshot,
@@ -24,9 +27,6 @@ from siteagent.core.model import (
     NodeState,
     Placement,
 )
-from siteagent.core.nodes import NodeMachine
-from siteagent.core.prediction import plan, reservation_nodes
-from siteagent.core.selection import choose_nodes
 
 NOW = 1_795_537_640  # a whole minute plus 20 s
 ONE = [1, 1, 1, 1]

@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from siteagent.client.connection import Quote
+from siteagent.client.connection import SiteQuote
 from siteagent.client.odds import OFFERS_ASKED, Ask, cheapest_starting_by, site_odds
 from siteagent.protocol.models import OfferView, QuoteAnswer, WaitHistory
 from testbed.inprocess.https_stub import offer_view
@@ -21,7 +21,7 @@ def offer(offer_id: str, start: int, total: str) -> Dict[str, Any]:
     return offer_view(offer_id, start, total, duration=1800, cores=2, expires=T)
 
 
-def quote(offers: List[Dict[str, Any]], refusal: Optional[Dict[str, Any]] = None) -> Quote:
+def quote(offers: List[Dict[str, Any]], refusal: Optional[Dict[str, Any]] = None) -> SiteQuote:
     ask = Ask(2, 1800, T, 0.95)
     answer = QuoteAnswer.model_validate(
         {
@@ -31,7 +31,7 @@ def quote(offers: List[Dict[str, Any]], refusal: Optional[Dict[str, Any]] = None
             "refusal": refusal,
         }
     )
-    return Quote("hpc1", ask.quote_request(), answer)
+    return SiteQuote("hpc1", ask.quote_request(), answer)
 
 
 def waits(upper_bound_s: Optional[int]) -> WaitHistory:

@@ -10,7 +10,7 @@ from typing import List, Sequence
 import pytest
 
 from siteagent.api.offer_writer import OfferWriter
-from siteagent.core.model import Offer
+from siteagent.core.values import Offer
 from siteagent.market.store import Store
 from testbed.inprocess.offers import an_offer
 

@@ -34,8 +34,8 @@ from siteagent.backends.pbs.values import (
     parse_size_kb,
     select_totals,
 )
-from siteagent.core.model import UNLIMITED_S, CapacityUnit, Job, ReservationSpec
 from siteagent.core.names import PBS_NAME_MAX
+from siteagent.core.values import UNLIMITED_S, CapacityUnit, Job, ReservationSpec
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "pbs"
 #: 2023-11-15 14:00:00 UTC: docs/pbs.md's examples are taken at this instant.

@@ -8,9 +8,9 @@ from typing import Sequence
 
 import pytest
 
-from siteagent.client import genetic, pinned
+from siteagent.client import genetic, plan_reservation
 from siteagent.client.greedy import Alternative
-from siteagent.client.plans import Network, Plan, PlanningError
+from siteagent.client.plans import Network, PlanningError, ProvisioningPlan
 from siteagent.client.tasks import TaskGraph
 from testbed.inprocess.provisioning import T0, MarketSites, attributes, busy_site, layered_workflow
 
@@ -27,7 +27,7 @@ def market() -> MarketSites:
     )
 
 
-def genetic_plan(graph: TaskGraph, sites: MarketSites) -> Plan:
+def genetic_plan(graph: TaskGraph, sites: MarketSites) -> ProvisioningPlan:
     """The genetic planner's choice at α = 0.5 over the sites' slots (a short search)."""
     pareto = genetic.pareto_plans(
         graph, SITES, sites.slot_lists(), NET, T0, population=20, generations=3, seed=1
@@ -39,7 +39,7 @@ def test_a_genetic_plan_is_held_at_its_sites_from_its_windows() -> None:
     graph = layered_workflow(seed=3, tasks=12, levels=3)
     sites = market()
     plan = genetic_plan(graph, sites)
-    held = pinned.reserve(plan, graph, SITES, sites, NET)
+    held = plan_reservation.reserve(plan, graph, SITES, sites, NET)
     assert len(sites.held) == 12
     for planned in plan.placements:
         got = held.placement(planned.task)
@@ -71,4 +71,4 @@ def test_a_site_that_no_longer_offers_a_window_fails_the_plan() -> None:
     plan = genetic_plan(graph, sites)
     gone = sorted({p.site for p in plan.placements if p.site is not None})[0]
     with pytest.raises(PlanningError, match=f"{gone} no longer offers a window"):
-        pinned.reserve(plan, graph, SITES, Refusing(sites, gone), NET)
+        plan_reservation.reserve(plan, graph, SITES, Refusing(sites, gone), NET)

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from siteagent.core.engines import Policy
 from siteagent.core.machine import Task
-from siteagent.core.model import ClusterSnapshot, Job
 from siteagent.core.prediction import plan
+from siteagent.core.values import ClusterSnapshot, Job
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.snapshot import snapshot_of
 from siteagent.sim.workload import Workload

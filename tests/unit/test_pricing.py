@@ -15,10 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from siteagent.core.engines import Policy
-from siteagent.core.model import BatchReservation, ClusterSnapshot, Job, Request
 from siteagent.core.money import cancellation_penalty, cost
 from siteagent.core.prediction import plan
 from siteagent.core.slots import advertise
+from siteagent.core.values import BatchReservation, ClusterSnapshot, Job, Request
 from siteagent.pricing import (
     ExternalityFee,
     FlatPrice,

@@ -20,7 +20,7 @@ import pytest
 
 from siteagent.backends.base import BackendError, BackendUnavailable, ReservationRefused
 from siteagent.backends.slurm import SlurmConfig
-from siteagent.core.model import UNLIMITED_S, Backfill, CapacityUnit, Placement, ReservationSpec
+from siteagent.core.values import UNLIMITED_S, Backfill, CapacityUnit, Placement, ReservationSpec
 
 STANDIN = Path(__file__).resolve().parents[2] / "testbed" / "standins" / "pyslurm"
 

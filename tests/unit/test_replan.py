@@ -18,9 +18,9 @@ from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
 from siteagent.core.engines import Policy
-from siteagent.core.model import ClusterSnapshot, Job
 from siteagent.core.money import CENT, HOUR
 from siteagent.core.prediction import plan, replan_with_reservation
+from siteagent.core.values import ClusterSnapshot, Job
 from siteagent.pricing import Context, ExternalityFee, Refused, Window
 from testbed.inprocess.strategies import snapshots
 

@@ -23,7 +23,7 @@ import pytest
 
 from siteagent.backends.base import BackendError, BackendUnavailable, ReservationRefused
 from siteagent.backends.replay import SwfReplayBackend
-from siteagent.core.model import ClusterSnapshot, ReservationSpec
+from siteagent.core.values import ClusterSnapshot, ReservationSpec
 from testbed.inprocess.fakes import FakeClock
 from testbed.inprocess.traces import write_trace
 

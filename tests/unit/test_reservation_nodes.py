@@ -12,7 +12,7 @@ from typing import Dict, Sequence
 
 import pytest
 
-from siteagent.core.model import Job
+from siteagent.core.values import Job
 from siteagent.market.lifecycle import (
     BidRecord,
     BidState,

@@ -18,7 +18,7 @@ import pytest
 from siteagent.backends.base import BackendUnavailable
 from siteagent.backends.replay import SwfReplayBackend
 from siteagent.core.defaults import DEFAULT_PENALTY_FACTOR
-from siteagent.core.model import CapacityUnit, Offer, ReservationSpec
+from siteagent.core.values import CapacityUnit, Offer, ReservationSpec
 from siteagent.market.lifecycle import (
     LIVE,
     TRANSITIONS,

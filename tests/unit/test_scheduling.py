@@ -13,8 +13,8 @@ import pytest
 
 from siteagent.core.engines import Policy, ReservationConflict, make_engine
 from siteagent.core.machine import Task
-from siteagent.core.model import BatchReservation, ClusterSnapshot, Job
 from siteagent.core.prediction import plan
+from siteagent.core.values import BatchReservation, ClusterSnapshot, Job
 from siteagent.sim.simulator import Simulator
 
 FCFS, EASY, CONSERVATIVE = Policy.FCFS, Policy.EASY, Policy.CONSERVATIVE

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from siteagent.cli.main import main
 from siteagent.config.reading import ConfigError
-from siteagent.core.model import Request
+from siteagent.core.values import Request
 from siteagent.ledger.participants import load_participants
 from siteagent.market.deals import countersign
 from siteagent.protocol import documents, httpsig, signing
@@ -464,7 +464,7 @@ def test_a_request_signed_by_http_message_signatures_authenticates(
     signer.sign(
         message,
         key_id=alice.key_id,
-        created=datetime.datetime.fromtimestamp(NOW, datetime.timezone.utc),
+        created=datetime.datetime.fromtimestamp(NOW, datetime.UTC),
         nonce="interop-1",
         covered_component_ids=("@method", "@target-uri"),
         body=BODY,

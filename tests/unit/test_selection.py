@@ -7,7 +7,7 @@ from typing import Any, List, Optional
 
 import pytest
 
-from siteagent.client.selection import Candidate, estimate, ranking, select
+from siteagent.client.resource_selection import Candidate, estimate, ranking, select
 from siteagent.client.tasks import Requirements, Task
 from siteagent.client.var import Submission, latest_submission
 from testbed.inprocess.provisioning import attributes, wait_bin, wait_history

@@ -8,9 +8,9 @@ import pytest
 
 from siteagent.core.engines import Policy
 from siteagent.core.machine import Task
-from siteagent.core.model import BatchReservation
 from siteagent.core.prediction import plan
 from siteagent.core.slots import advertise
+from siteagent.core.values import BatchReservation
 from siteagent.sim import Simulator
 from siteagent.sim.snapshot import schedule_plan, snapshot_of
 

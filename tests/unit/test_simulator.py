@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from siteagent.core.engines import Policy
 from siteagent.core.machine import Task
-from siteagent.core.model import BatchReservation, ClusterSnapshot, Job
 from siteagent.core.prediction import plan
+from siteagent.core.values import BatchReservation, ClusterSnapshot, Job
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.workload import Workload
 from testbed.inprocess.traces import swf_row, trace_prefix, write_swf

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from siteagent.core.engines import Policy
-from siteagent.core.model import ClusterSnapshot, Job, Slot
 from siteagent.core.prediction import plan
 from siteagent.core.slots import advertise, fit_request, provision, remainder, subslot_cost
+from siteagent.core.values import ClusterSnapshot, Job, Slot
 from testbed.inprocess.strategies import snapshots
 
 H = 3600

@@ -28,7 +28,7 @@ from siteagent.backends.slurm.reservations import parse_reservations
 from siteagent.backends.slurm.scheduler import parse_scheduler_config
 from siteagent.backends.slurm.snapshot import allocations, build_snapshot, reservation_allocation
 from siteagent.backends.slurm.times import parse_duration, parse_slurm_time, parse_time_limit
-from siteagent.core.model import (
+from siteagent.core.values import (
     UNLIMITED_S,
     Backfill,
     BatchReservation,

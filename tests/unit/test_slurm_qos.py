@@ -14,7 +14,7 @@ import pytest
 from siteagent.backends.slurm.arguments import reservation_args
 from siteagent.backends.slurm.config import SlurmConfig
 from siteagent.backends.slurm.jobs import parse_jobs, with_levels
-from siteagent.core.model import ClusterSnapshot, Job, ReservationSpec
+from siteagent.core.values import ClusterSnapshot, Job, ReservationSpec
 from siteagent.market.reservations import without_lower
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "slurm"

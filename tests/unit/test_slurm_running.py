@@ -7,7 +7,7 @@ from typing import List, Tuple
 
 from siteagent.backends.slurm.jobs import SlurmJobs
 from siteagent.backends.slurm.running import RunningJobs
-from siteagent.core.model import Job, NodeState
+from siteagent.core.values import Job, NodeState
 
 
 class Clock:

@@ -21,7 +21,7 @@ from siteagent.backends.replay import SwfReplayBackend
 from siteagent.cli.main import main
 from siteagent.core.engines import Policy
 from siteagent.core.machine import Task
-from siteagent.core.model import ReservationSpec
+from siteagent.core.values import ReservationSpec
 from siteagent.sim.partitions import MachineSpec
 from siteagent.sim.shapes import Request, Shaper, draw, fat_shape, slim_shape
 from siteagent.sim.simulator import Simulator

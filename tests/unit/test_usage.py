@@ -13,14 +13,14 @@ from siteagent.backends.base import Backend, BackendError, BackendUnavailable
 from siteagent.backends.slurm import SlurmBackend
 from siteagent.backends.slurm.arguments import reservation_ids_args, sacct_usage_args
 from siteagent.backends.slurm.sacct import reservation_jobs_from_sacct, unnamed_reservation_ids
-from siteagent.core.model import (
+from siteagent.core.usage import JobUsage, UsageSource, usage_of
+from siteagent.core.values import (
     BatchReservation,
     CapacityUnit,
     ClusterSnapshot,
     Job,
     ReservationSpec,
 )
-from siteagent.core.usage import JobUsage, UsageSource, usage_of
 from siteagent.market.lifecycle import ReservationState
 from siteagent.market.store import Store
 from siteagent.market.usage import ACCOUNTING_GRACE_S, UsageRecorder, reservation_usage

@@ -40,7 +40,7 @@ from bench.repro.stats import Estimate, mean_ci, paired_change, ratio_ci
 from bench.repro.verdicts import DIFFERS, MATCH, TREND
 from siteagent.core.engines import Policy, ReservationConflict
 from siteagent.core.machine import Task
-from siteagent.core.model import Request
+from siteagent.core.values import Request
 from siteagent.pricing import ExternalityFee, FlatPrice, Pricing, Refused, choose
 from siteagent.sim.simulator import Simulator
 from siteagent.sim.snapshot import snapshot_of
@@ -220,7 +220,7 @@ class Results:
 def table_3() -> List[float]:
     """The thesis' Table 3 from its Figure 21 (the reconstruction tests/unit/test_pricing.py
     checks): the fee of X (2 processors × 3 units) at t1 ... t6 by the site's pricing."""
-    from siteagent.core.model import BatchReservation, ClusterSnapshot, Job
+    from siteagent.core.values import BatchReservation, ClusterSnapshot, Job
 
     hour = 3600
     figure_21 = ClusterSnapshot(

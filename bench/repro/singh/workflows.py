@@ -25,11 +25,11 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 from siteagent.client.genetic import pareto_plans
 from siteagent.client.greedy import provision
 from siteagent.client.heft import rank_order, upward_ranks
-from siteagent.client.plans import Network, Plan
+from siteagent.client.plans import Network, ProvisioningPlan
 from siteagent.client.tasks import TaskGraph, edge_bytes, task_of
 from siteagent.core.engines import ReservationConflict
-from siteagent.core.model import ClusterSnapshot
 from siteagent.core.money import cost
+from siteagent.core.values import ClusterSnapshot
 from siteagent.protocol.models import SiteAttributes
 from siteagent.sim.dag import DagJob, run_just_in_time
 from siteagent.sim.simulator import Simulator
@@ -41,7 +41,7 @@ NETWORK = Network(bytes_per_s=10e9 / 8, latency_s=150)
 #: How many priced starts a site lists per query (the agent's default, form (19)).
 ALTERNATIVES = 100
 
-Planned = Dict[float, Tuple[Plan, float]]
+Planned = Dict[float, Tuple[ProvisioningPlan, float]]
 
 
 @dataclass
@@ -127,7 +127,9 @@ def genetic_plans(
     return {alpha: (found.choose(alpha).plan, seconds) for alpha in alphas}
 
 
-def refused_windows(replays: Mapping[str, Simulator], plan: Plan, graph: TaskGraph) -> int:
+def refused_windows(
+    replays: Mapping[str, Simulator], plan: ProvisioningPlan, graph: TaskGraph
+) -> int:
     """Put the plan's windows into forks of the replays as reservations: how many the
     replays refuse (each a window its site could not have given)."""
     forks: Dict[str, Simulator] = {}

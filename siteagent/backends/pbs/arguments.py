@@ -7,13 +7,13 @@ PBS reads ``-R``/``-E`` as local wall-clock times of the command, so every comma
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import List, Tuple
 
 from siteagent.backends.checks import checked_start
 from siteagent.backends.pbs.config import PbsConfig
 from siteagent.core import names
-from siteagent.core.model import BatchReservation, CapacityUnit, ReservationSpec
+from siteagent.core.values import BatchReservation, CapacityUnit, ReservationSpec
 
 #: Seconds added to a start of "now": pbs_rsub refuses a start in the past (docs/pbs.md §5.2,
 #: exit 238), and the server compares with its own clock after the request travelled.
@@ -23,7 +23,7 @@ START_SLACK_S = 2
 def local_datetime(epoch: int) -> str:
     """``CCYYMMDDhhmm.SS`` in UTC, the commands' time zone: pbs_rsub's Datetime format (§5),
     which has no epoch form."""
-    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y%m%d%H%M.%S")
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y%m%d%H%M.%S")
 
 
 def rsub_args(

@@ -31,7 +31,7 @@ from siteagent.backends.pbs.reservations import (
 from siteagent.backends.pbs.snapshot import build_snapshot, vnodes_in_queue
 from siteagent.backends.pbs.values import as_text, check_header
 from siteagent.core import names
-from siteagent.core.model import BatchReservation, CapacityUnit, ClusterSnapshot, ReservationSpec
+from siteagent.core.values import BatchReservation, CapacityUnit, ClusterSnapshot, ReservationSpec
 
 #: First and longest pause between ``pbs_rstat`` polls while waiting for the confirmation.
 POLL_FIRST_S = 0.05

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from datetime import timezone, tzinfo
+from datetime import UTC, tzinfo
 from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from siteagent.backends.pbs.values import (
@@ -20,7 +20,7 @@ from siteagent.backends.pbs.values import (
     select_totals,
 )
 from siteagent.core import names
-from siteagent.core.model import UNLIMITED_S, Job
+from siteagent.core.values import UNLIMITED_S, Job
 
 #: Job states that hold resources (§2.1): running, exiting, suspended (S, U). Suspended jobs
 #: may release CPUs depending on the site; counting them keeps the plan conservative.
@@ -109,7 +109,7 @@ def _array_parent(job_id: str) -> str:
     return re.sub(r"\[\d+\]", "[]", job_id, count=1)
 
 
-def parse_jobs(doc: Mapping[str, Any], now: int, tz: tzinfo = timezone.utc) -> PbsJobs:
+def parse_jobs(doc: Mapping[str, Any], now: int, tz: tzinfo = UTC) -> PbsJobs:
     """Running and pending jobs of a ``qstat -f -F json [-t]`` document.
 
     A missing ``Jobs`` key is an empty queue (§2). Finished, moved and expired jobs (history

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, List, Mapping
 
 from siteagent.backends.pbs.values import as_text, check_header, number, parse_size_kb, words
-from siteagent.core.model import NodeState
+from siteagent.core.values import NodeState
 
 #: State words of a vnode that is up and schedulable (§4): free, or in use by jobs or a
 #: running reservation. Every other word (down, offline, state-unknown, stale, busy,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import timezone, tzinfo
+from datetime import UTC, tzinfo
 from typing import Dict, List, Set, Tuple
 
 from siteagent.backends.pbs.values import (
@@ -24,7 +24,7 @@ from siteagent.backends.pbs.values import (
 )
 from siteagent.core import names
 from siteagent.core.defaults import DEFAULT_RESERVATION_PREFIX
-from siteagent.core.model import BatchReservation
+from siteagent.core.values import BatchReservation
 
 #: ``reserve_state`` words (without ``RESV_``) of reservations that hold their vnodes (§6).
 HOLDING_STATES = frozenset(
@@ -64,7 +64,7 @@ def rstat_blocks(text: str) -> List[Tuple[str, Dict[str, str]]]:
 
 
 def parse_reservations(
-    text: str, tz: tzinfo = timezone.utc, name_prefix: str = DEFAULT_RESERVATION_PREFIX
+    text: str, tz: tzinfo = UTC, name_prefix: str = DEFAULT_RESERVATION_PREFIX
 ) -> List[PbsReservation]:
     """Reservations of ``pbs_rstat -f`` output.
 

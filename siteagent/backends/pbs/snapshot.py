@@ -11,7 +11,7 @@ from siteagent.backends.pbs.nodes import FORCED_EXCLUSIVE, PbsNode
 from siteagent.backends.pbs.reservations import HOLDING_STATES, PbsReservation
 from siteagent.backends.pbs.values import exec_vnodes
 from siteagent.backends.scope import Scope
-from siteagent.core.model import ClusterSnapshot, Job
+from siteagent.core.values import ClusterSnapshot, Job
 
 
 def vnodes_in_queue(nodes: Iterable[PbsNode], queue: str) -> List[PbsNode]:

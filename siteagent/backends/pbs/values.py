@@ -8,7 +8,7 @@ command runs with ``TZ=UTC`` and the text is unambiguous UTC.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone, tzinfo
+from datetime import UTC, datetime, tzinfo
 from typing import Any, Dict, List, Optional, Tuple
 
 
@@ -54,7 +54,7 @@ def parse_size_kb(text: Any) -> Optional[int]:
     return size // 1024
 
 
-def parse_pbs_time(text: Any, tz: tzinfo = timezone.utc) -> Optional[int]:
+def parse_pbs_time(text: Any, tz: tzinfo = UTC) -> Optional[int]:
     """A PBS date (``Wed Nov 15 14:00:00 2023``, ``Tue Oct  4 ...``) in ``tz`` → epoch.
 
     qstat prints C ``ctime()`` (space-padded day) and pbs_rstat ``strftime("%d")``

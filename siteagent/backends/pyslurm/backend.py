@@ -35,7 +35,7 @@ from siteagent.backends.slurm.scheduler import SchedulerSettings, scheduler_sett
 from siteagent.backends.slurm.snapshot import build_snapshot, node_cores
 from siteagent.backends.slurm.times import parse_slurm_time
 from siteagent.core import names
-from siteagent.core.model import BatchReservation, ClusterSnapshot, ReservationSpec
+from siteagent.core.values import BatchReservation, ClusterSnapshot, ReservationSpec
 
 T = TypeVar("T")
 

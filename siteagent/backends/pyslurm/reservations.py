@@ -20,7 +20,7 @@ from siteagent.backends.pyslurm.records import epoch
 from siteagent.backends.pyslurm.versions import ReservationApi, series
 from siteagent.backends.slurm.hostlist import expand_hostlist
 from siteagent.backends.slurm.reservations import comma_list, core_count, tres_cpu
-from siteagent.core.model import Allocation, BatchReservation
+from siteagent.core.values import Allocation, BatchReservation
 
 
 class PyslurmReservations(Protocol):

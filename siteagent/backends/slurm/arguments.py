@@ -13,7 +13,7 @@ from typing import List
 from siteagent.backends.checks import checked_start, utc_text
 from siteagent.backends.slurm.config import SlurmConfig
 from siteagent.core import names
-from siteagent.core.model import BatchReservation, CapacityUnit, ReservationSpec
+from siteagent.core.values import BatchReservation, CapacityUnit, ReservationSpec
 
 
 def whole_minutes(seconds: int) -> int:

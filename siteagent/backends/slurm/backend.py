@@ -47,8 +47,8 @@ from siteagent.backends.slurm.sacct import reservation_jobs_from_sacct, unnamed_
 from siteagent.backends.slurm.scheduler import SchedulerSettings, parse_scheduler_config
 from siteagent.backends.slurm.snapshot import build_snapshot, node_cores
 from siteagent.core import names
-from siteagent.core.model import BatchReservation, ClusterSnapshot, NodeState, ReservationSpec
 from siteagent.core.usage import JobUsage
+from siteagent.core.values import BatchReservation, ClusterSnapshot, NodeState, ReservationSpec
 
 #: What sacct says on a cluster without slurmdbd (``accounting_storage/none``).
 ACCOUNTING_DISABLED = "accounting storage is disabled"

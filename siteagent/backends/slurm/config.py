@@ -7,7 +7,7 @@ from typing import List, Mapping, Optional, Sequence, Tuple
 
 from siteagent.core import names
 from siteagent.core.defaults import DEFAULT_COMMAND_TIMEOUT_S, DEFAULT_RESERVATION_PREFIX
-from siteagent.core.model import CapacityUnit
+from siteagent.core.values import CapacityUnit
 
 
 @dataclass(frozen=True)

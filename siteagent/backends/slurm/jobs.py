@@ -19,7 +19,7 @@ from siteagent.backends.slurm.layout import (
     state_words,
 )
 from siteagent.backends.slurm.times import parse_slurm_time, parse_time_limit
-from siteagent.core.model import UNLIMITED_S, Allocation, Job
+from siteagent.core.values import UNLIMITED_S, Allocation, Job
 
 #: Pending reasons under which a job cannot start whatever the free capacity.
 BLOCKED_REASONS = frozenset(

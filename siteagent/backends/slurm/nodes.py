@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, List, Mapping
 
 from siteagent.backends.slurm.layout import as_text, check_errors, number, state_words
-from siteagent.core.model import NodeState
+from siteagent.core.values import NodeState
 
 #: Base states whose node takes no new work (docs/slurm.md §5 table).
 UNUSABLE_STATES = frozenset({"down", "unknown", "future", "error", "fail", "drained"})

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from datetime import timezone, tzinfo
+from datetime import UTC, tzinfo
 from typing import Dict, List, Optional, Tuple
 
 from siteagent.backends.slurm.hostlist import expand_hostlist
 from siteagent.backends.slurm.layout import number
 from siteagent.backends.slurm.times import EMPTY, parse_duration, parse_slurm_time
-from siteagent.core.model import UNLIMITED_S, Allocation, BatchReservation
+from siteagent.core.values import UNLIMITED_S, Allocation, BatchReservation
 
 
 def _tokens(text: str) -> List[Tuple[str, str]]:
@@ -49,7 +49,7 @@ def core_count(ids: str) -> int:
     return count
 
 
-def parse_reservations(text: str, tz: tzinfo = timezone.utc) -> List[BatchReservation]:
+def parse_reservations(text: str, tz: tzinfo = UTC) -> List[BatchReservation]:
     """Reservations of ``scontrol show reservation`` output (``-o`` or the wrapped form).
 
     A record starts at each ``ReservationName=`` token. Cores come from ``TRES=cpu=N`` (CPUs,

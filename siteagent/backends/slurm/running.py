@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Tuple
 
 from siteagent.backends.slurm.jobs import SlurmJobs
-from siteagent.core.model import NodeState
+from siteagent.core.values import NodeState
 
 #: How long a read of the running jobs is reused at most (seconds): a burst of accepts.
 REUSE_S = 10.0

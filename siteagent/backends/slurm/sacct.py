@@ -14,8 +14,8 @@ from siteagent.backends.base import BackendUnavailable
 from siteagent.backends.slurm.arguments import SACCT_USAGE_FIELDS
 from siteagent.backends.slurm.layout import check_errors, is_infinite, number, state_words
 from siteagent.backends.slurm.times import parse_slurm_time
-from siteagent.core.model import UNLIMITED_S
 from siteagent.core.usage import JobUsage
+from siteagent.core.values import UNLIMITED_S
 from siteagent.core.waits import QueueWait
 
 if TYPE_CHECKING:  # the backend runs sacct and reads its answer with this module

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Mapping
 
-from siteagent.core.model import Backfill, Placement
+from siteagent.core.values import Backfill, Placement
 
 #: Select plugins whose placement the node-aware plan follows.
 NODE_AWARE_SELECT = frozenset({"select/cons_tres", "select/cons_res"})

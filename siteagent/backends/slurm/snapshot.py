@@ -10,7 +10,7 @@ from siteagent.backends.slurm.config import SlurmConfig
 from siteagent.backends.slurm.hostlist import expand_hostlist
 from siteagent.backends.slurm.jobs import SlurmJobs
 from siteagent.backends.slurm.scheduler import SchedulerSettings
-from siteagent.core.model import (
+from siteagent.core.values import (
     Allocation,
     BatchReservation,
     ClusterSnapshot,

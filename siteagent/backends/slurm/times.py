@@ -7,16 +7,16 @@ runs with ``TZ=UTC`` (and ``SLURM_TIME_FORMAT=standard``) so that the text is un
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone, tzinfo
+from datetime import UTC, datetime, tzinfo
 from typing import Optional
 
-from siteagent.core.model import UNLIMITED_S
+from siteagent.core.values import UNLIMITED_S
 
 #: What Slurm prints for a field with no value.
 EMPTY = ("", "(null)", "n/a", "N/A", "None")
 
 
-def parse_slurm_time(text: str, tz: tzinfo = timezone.utc) -> Optional[int]:
+def parse_slurm_time(text: str, tz: tzinfo = UTC) -> Optional[int]:
     """``2026-11-22T07:50:10`` in ``tz`` → epoch seconds; None for Unknown/empty."""
     if text in EMPTY or text.lower() in ("unknown", "none"):
         return None

@@ -19,7 +19,11 @@ from siteagent.cli.buyer import common, quotes, reservations
 from siteagent.cli.buyer.common import interruptible
 from siteagent.cli.console import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.cli.options import amount, duration, local_time
-from siteagent.client.auction import (
+from siteagent.client.batchcommit import BatchCommit
+from siteagent.client.commit import CommitOutcome
+from siteagent.client.journal import AuctionState, Journal, JournalEntry
+from siteagent.client.recovery import Patient
+from siteagent.client.reverse_auction import (
     DEFAULT_ROUNDS,
     Auction,
     Constraints,
@@ -28,11 +32,7 @@ from siteagent.client.auction import (
     Shortfall,
     run_rounds,
 )
-from siteagent.client.batchcommit import BatchCommit
-from siteagent.client.bidding import round_asker
-from siteagent.client.commit import Outcome
-from siteagent.client.journal import AuctionState, Entry, Journal
-from siteagent.client.recovery import Patient
+from siteagent.client.reverse_rounds import round_asker
 from siteagent.core.durations import parse_time
 from siteagent.protocol.models import QuoteRequest
 
@@ -178,7 +178,7 @@ def _described(
     }
 
 
-def _exit_code(outcome: Outcome) -> int:
+def _exit_code(outcome: CommitOutcome) -> int:
     if outcome.state is AuctionState.DONE:
         return 0
     if outcome.state is AuctionState.INTERRUPTED:
@@ -271,7 +271,7 @@ def _print_rounds(rounds: List[Dict[str, Any]], parts: int) -> None:
     )
 
 
-def _print_entries(entries: List[Entry]) -> None:
+def _print_entries(entries: List[JournalEntry]) -> None:
     if entries:
         console.print_table(
             [reservations.entry_row(entry) for entry in entries],

@@ -22,7 +22,7 @@ from siteagent.cli.buyer import common, reservations
 from siteagent.cli.buyer.common import interruptible
 from siteagent.cli.console import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.cli.options import duration, local_time
-from siteagent.client.auctioneer import Auctioneer, Placement, SitePool
+from siteagent.client.auctioneer import Auctioneer, JobAuction, SitePool
 from siteagent.client.english import DEFAULT_K, DEFAULT_ROUNDS, auction_length
 from siteagent.client.jobs import load_jobs, mean_walltime
 
@@ -99,7 +99,7 @@ def _english_auction(args: argparse.Namespace) -> int:
     journal = reservations.open_journal(args)
     for site in sites:
         site.signing_key()  # a missing or unsafe key is the buyer's to fix: say so now
-    done: List[Placement] = []
+    done: List[JobAuction] = []
     with (
         interruptible() as interrupted,
         console.progress_bar(
@@ -107,7 +107,7 @@ def _english_auction(args: argparse.Namespace) -> int:
         ) as update,
     ):
 
-        def decided(placement: Placement) -> None:
+        def decided(placement: JobAuction) -> None:
             done.append(placement)
             update(len(done) / len(jobs))
 
@@ -130,7 +130,7 @@ def _english_auction(args: argparse.Namespace) -> int:
 
 
 def _report(
-    args: argparse.Namespace, placements: List[Placement], length: float, mean: float
+    args: argparse.Namespace, placements: List[JobAuction], length: float, mean: float
 ) -> None:
     placed = [p for p in placements if p.state == "placed"]
     shares = [p.participation for p in placements]
@@ -153,7 +153,7 @@ def _report(
     )
 
 
-def _row(placement: Placement) -> Dict[str, Any]:
+def _row(placement: JobAuction) -> Dict[str, Any]:
     job = placement.job
     return {
         "job": job.name,
@@ -169,7 +169,7 @@ def _row(placement: Placement) -> Dict[str, Any]:
     }
 
 
-def _json(placement: Placement) -> Dict[str, Any]:
+def _json(placement: JobAuction) -> Dict[str, Any]:
     return {
         "job": placement.job.name,
         "priority": placement.job.job.priority,

@@ -17,7 +17,7 @@ from siteagent.cli import console
 from siteagent.cli.buyer import common
 from siteagent.cli.console import EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.cli.options import duration, local_time, quote_request
-from siteagent.client.connection import Quote, SiteConnection
+from siteagent.client.connection import SiteConnection, SiteQuote
 from siteagent.client.fanout import SiteResult, any_answered, ask_all
 from siteagent.client.odds import Ask, SiteOdds, site_odds
 from siteagent.core.durations import parse_time
@@ -28,7 +28,7 @@ OPTION_OF = {"cores": "--cores", "walltime": "--walltime", "deadline": "--start"
 
 COLUMNS = ["site", "start", "total", "submit_by", "queue_walltime", "note"]
 
-Answers = Tuple[Quote, WaitHistory]
+Answers = Tuple[SiteQuote, WaitHistory]
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -27,10 +27,10 @@ from siteagent.cli.console import EXIT_INTERRUPTED, EXIT_REFUSED
 from siteagent.cli.options import amount, local_time, price
 from siteagent.client.batchcommit import BatchCommit
 from siteagent.client.batches import max_parts
-from siteagent.client.commit import Held, Outcome
+from siteagent.client.commit import CommitOutcome, Held
 from siteagent.client.connection import SiteConnection
 from siteagent.client.journal import AuctionState, Journal
-from siteagent.client.plans import Network, Plan, PlanningError
+from siteagent.client.plans import Network, PlanningError, ProvisioningPlan
 from siteagent.client.recovery import Patient
 from siteagent.core import tradeoff
 from siteagent.core.errors import SiteagentError
@@ -120,7 +120,7 @@ def add_price_caps(parser: argparse.ArgumentParser) -> None:
 
 def _provision(args: argparse.Namespace) -> int:
     try:
-        from siteagent.client import greedy, pinned
+        from siteagent.client import greedy, plan_reservation
         from siteagent.client.livebatches import LiveBatchOffers
         from siteagent.client.liveoffers import PINNED_OFFERS
         from siteagent.client.tasks import task_of
@@ -153,7 +153,7 @@ def _provision(args: argparse.Namespace) -> int:
         tasks = max(1, sum(1 for node in graph if not task_of(graph, node).structural))
         batched = any(_takes_batches(connection) for connection in connections)
 
-        def plan_with(offers: SiteOffers) -> Plan:
+        def plan_with(offers: SiteOffers) -> ProvisioningPlan:
             now = int(time.time())
             if args.planner == "greedy" and isinstance(offers, LiveBatchOffers) and batched:
                 return greedy.provision_in_batches(
@@ -165,7 +165,7 @@ def _provision(args: argparse.Namespace) -> int:
                 graph, attributes, slot_lists, network, now, seed=args.seed
             )
             chosen = pareto.choose(args.alpha).plan
-            return pinned.reserve(chosen, graph, attributes, offers, network)
+            return plan_reservation.reserve(chosen, graph, attributes, offers, network)
 
         outcome, plan = reserve_plan(
             journal,
@@ -188,14 +188,14 @@ def reserve_plan(
     described: Mapping[str, Any],
     connections: Mapping[str, SiteConnection],
     tasks: int,
-    plan_with: Callable[[SiteOffers], Plan],
+    plan_with: Callable[[SiteOffers], ProvisioningPlan],
     interrupted: Callable[[], bool],
     dry_run: bool = False,
     quiet: bool = False,
     offers_per_quote: Optional[int] = None,
     max_price: Optional[Decimal] = None,
     budget: Optional[Decimal] = None,
-) -> Tuple[Outcome, Optional[Plan]]:
+) -> Tuple[CommitOutcome, Optional[ProvisioningPlan]]:
     """Plan ``tasks`` through ``plan_with``, which holds each task at its site as it places
     it (through the offers it is given), then confirm them all, or release them all: the
     plan journaled as one auction ``described`` of ``tasks`` parts, each task held one part
@@ -209,7 +209,7 @@ def reserve_plan(
 
     record = journal.open_auction({**described, "parts": tasks})
     sellers = {name: Patient(connection) for name, connection in connections.items()}
-    planned: Dict[str, Plan] = {}
+    planned: Dict[str, ProvisioningPlan] = {}
     with journal.running(record.id), _progress(tasks, quiet) as one_held:
         commit = BatchCommit(
             journal, record.id, sellers, tasks, None, interrupted, connections=connections
@@ -259,7 +259,9 @@ def _described(args: argparse.Namespace, graph: TaskGraph) -> Dict[str, Any]:
     }
 
 
-def _report(args: argparse.Namespace, outcome: Outcome, plan: Optional[Plan]) -> int:
+def _report(
+    args: argparse.Namespace, outcome: CommitOutcome, plan: Optional[ProvisioningPlan]
+) -> int:
     done = outcome.state is AuctionState.DONE or (args.dry_run and plan is not None)
     rows = plan_rows(plan, outcome) if plan is not None and done else []
     if args.json:
@@ -293,7 +295,7 @@ def _report(args: argparse.Namespace, outcome: Outcome, plan: Optional[Plan]) ->
     return EXIT_INTERRUPTED if outcome.state is AuctionState.INTERRUPTED else EXIT_REFUSED
 
 
-def plan_rows(plan: Plan, outcome: Outcome) -> List[Dict[str, Any]]:
+def plan_rows(plan: ProvisioningPlan, outcome: CommitOutcome) -> List[Dict[str, Any]]:
     """Each task's placement with its reservation (none in a dry run): the parts were held in
     the plan's order, structural tasks (which hold nothing) left out."""
     confirmed = {entry.part: entry for entry in outcome.confirmed}

@@ -19,7 +19,7 @@ from siteagent.cli import console
 from siteagent.cli.buyer import common
 from siteagent.cli.console import EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.cli.options import local_time
-from siteagent.client.journal import RELEASED, Entry, Journal, State, default_path
+from siteagent.client.journal import RELEASED, HoldState, Journal, JournalEntry, default_path
 from siteagent.client.recovery import Patient, observe, recover, settle
 from siteagent.client.sites import Registry, Site
 
@@ -115,7 +115,8 @@ def _recover(args: argparse.Namespace) -> int:
     confirmed = [
         entry
         for entry in journal.entries()
-        if entry.state is State.CONFIRMED and entry.auction_id in {e.auction_id for e in touched}
+        if entry.state is HoldState.CONFIRMED
+        and entry.auction_id in {e.auction_id for e in touched}
     ]
     if args.json:
         console.print_json(
@@ -132,9 +133,9 @@ def _recover(args: argparse.Namespace) -> int:
 
 
 def _print_recovery(
-    settled: List[Entry],
-    confirmed: List[Entry],
-    left: List[Entry],
+    settled: List[JournalEntry],
+    confirmed: List[JournalEntry],
+    left: List[JournalEntry],
     running: List[str],
     registry: Registry,
 ) -> None:
@@ -168,7 +169,7 @@ def _list(args: argparse.Namespace) -> int:
         for entry in journal.entries()
         if args.all
         or (entry.state not in RELEASED and entry.reservation_id is not None)
-        or entry.state is State.ACCEPTING
+        or entry.state is HoldState.ACCEPTING
     ]
     if args.json:
         console.print_json({"reservations": [entry.to_json() for entry in entries]})
@@ -243,7 +244,7 @@ def _journal_of(args: argparse.Namespace) -> Journal:
     return journal
 
 
-def _find(journal: Journal, name: str) -> Entry:
+def _find(journal: Journal, name: str) -> JournalEntry:
     site, _, reservation_id = name.rpartition(":")
     found = journal.find(reservation_id, site or None)
     if len(found) == 1:
@@ -254,16 +255,16 @@ def _find(journal: Journal, name: str) -> Entry:
     raise ValueError(f"{name} is at several sites: name one of {sites}")
 
 
-def _site(args: argparse.Namespace, entry: Entry) -> Site:
+def _site(args: argparse.Namespace, entry: JournalEntry) -> Site:
     (site,) = common.registry(args).select([entry.site])
     return site
 
 
-def _name(entry: Entry) -> str:
+def _name(entry: JournalEntry) -> str:
     return f"{entry.site}:{entry.reservation_id or entry.offer_id}"
 
 
-def entry_row(entry: Entry) -> Dict[str, Any]:
+def entry_row(entry: JournalEntry) -> Dict[str, Any]:
     """A journal entry as a table row."""
     return {
         "auction": entry.auction_id,

@@ -3,9 +3,9 @@ finish them soonest (Ha et al.'s resource selection), and with ``--reserve`` res
 
 Every site is asked at once for ``GET /v1/info`` (its attributes and cores) and ``GET
 /v1/history/waits`` (the bounds it publishes on its queue waits);
-:func:`siteagent.client.selection.select` then gives each task, largest first, to the viable
-site with the least predicted time to completion (the wait bound of the task's bin plus its
-run time there) that still has room: of its cores (the most of the bag it can run at once,
+:func:`siteagent.client.resource_selection.select` then gives each task, largest first, to
+the viable site with the least predicted time to completion (the wait bound of the task's bin plus
+its run time there) that still has room: of its cores (the most of the bag it can run at once,
 the default), or with ``--capacity free`` of the cores free now (``GET /v1/slots``: only what
 starts at once; a busy site then takes nothing). A site that fails is a row of the table;
 tasks no site has room for are listed, left for a later round.
@@ -33,7 +33,7 @@ from siteagent.cli.buyer import common, provision, reservations
 from siteagent.cli.buyer.common import interruptible
 from siteagent.cli.console import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.cli.options import local_time
-from siteagent.client.commit import Outcome
+from siteagent.client.commit import CommitOutcome
 from siteagent.client.connection import SiteConnection
 from siteagent.client.fanout import SiteResult, ask_all
 from siteagent.client.journal import AuctionState
@@ -42,8 +42,8 @@ from siteagent.protocol.models import Info, SlotList, WaitHistory
 
 if TYPE_CHECKING:
     from siteagent.client.greedy import SiteOffers
-    from siteagent.client.plans import Plan
-    from siteagent.client.selection import Candidate, Selection
+    from siteagent.client.plans import ProvisioningPlan
+    from siteagent.client.resource_selection import Candidate, Selection
     from siteagent.client.tasks import Task
 
 #: What selection needs of a site: its info, its waits, and (for the free cores) its slots.
@@ -105,7 +105,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def _select(args: argparse.Namespace) -> int:
     try:
         from siteagent.client.bag import load_bag
-        from siteagent.client.selection import select, site_candidate
+        from siteagent.client.resource_selection import select, site_candidate
     except ModuleNotFoundError as exc:
         raise common.planners_missing("select", exc) from exc
     if not 0.0 < args.probability < 1.0:
@@ -139,19 +139,19 @@ def _reserve(
     connections: Sequence[SiteConnection],
     now: int,
     interrupted: Callable[[], bool],
-) -> Tuple[Outcome, Optional[Plan]]:
+) -> Tuple[CommitOutcome, Optional[ProvisioningPlan]]:
     """Hold every task assigned at its site from ``now``, then confirm all or release all."""
-    from siteagent.client import pinned
+    from siteagent.client import plan_reservation
     from siteagent.client.liveoffers import PINNED_OFFERS
-    from siteagent.client.selection import as_plan
+    from siteagent.client.resource_selection import as_plan
 
     graph, plan = as_plan(chosen, tasks, now)
     attributes = [candidate.attributes for candidate in candidates]
     network = Network(provision.DEFAULT_BANDWIDTH)  # independent tasks move nothing
     used = {estimate.site for estimate in chosen.assigned.values()}
 
-    def plan_with(offers: SiteOffers) -> Plan:
-        return pinned.reserve(plan, graph, attributes, offers, network)
+    def plan_with(offers: SiteOffers) -> ProvisioningPlan:
+        return plan_reservation.reserve(plan, graph, attributes, offers, network)
 
     return provision.reserve_plan(
         reservations.open_journal(args),
@@ -194,7 +194,7 @@ def _report(
     candidates: Sequence[Candidate],
     results: Sequence[SiteResult[Answers]],
     now: int,
-    reserved: Optional[Tuple[Outcome, Optional[Plan]]] = None,
+    reserved: Optional[Tuple[CommitOutcome, Optional[ProvisioningPlan]]] = None,
 ) -> int:
     rows = _task_rows(tasks, chosen, now)
     if reserved is not None:
@@ -232,7 +232,7 @@ def _report(
 def _outcome(
     chosen: Selection,
     candidates: Sequence[Candidate],
-    reserved: Optional[Tuple[Outcome, Optional[Plan]]],
+    reserved: Optional[Tuple[CommitOutcome, Optional[ProvisioningPlan]]],
 ) -> Tuple[int, str]:
     """The exit code and what to say of it."""
     if not candidates:
@@ -274,7 +274,9 @@ def _task_rows(tasks: Sequence[Task], chosen: Selection, now: int) -> List[Dict[
     return rows
 
 
-def _add_reservations(rows: List[Dict[str, Any]], outcome: Outcome, plan: Optional[Plan]) -> None:
+def _add_reservations(
+    rows: List[Dict[str, Any]], outcome: CommitOutcome, plan: Optional[ProvisioningPlan]
+) -> None:
     """Each task's reservation, window and cost, once every one is confirmed."""
     if plan is None or outcome.state is not AuctionState.DONE:
         return

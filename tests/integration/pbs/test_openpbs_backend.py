@@ -20,7 +20,7 @@ import pytest
 
 from siteagent.backends.base import BackendUnavailable, ReservationRefused
 from siteagent.backends.pbs import PbsBackend, PbsConfig
-from siteagent.core.model import CapacityUnit, ReservationSpec
+from siteagent.core.values import CapacityUnit, ReservationSpec
 from testbed.pbs.cluster import PbsTestCluster, text_blocks
 from testbed.processes.programs import wait_until
 

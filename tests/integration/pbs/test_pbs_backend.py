@@ -14,7 +14,7 @@ import pytest
 
 from siteagent.backends.base import BackendError, BackendUnavailable, ReservationRefused
 from siteagent.backends.pbs import PbsBackend, PbsConfig
-from siteagent.core.model import CapacityUnit, ClusterSnapshot, ReservationSpec
+from siteagent.core.values import CapacityUnit, ClusterSnapshot, ReservationSpec
 from testbed.standins.pbs.harness import StandinServer, StartStandin
 
 

@@ -20,39 +20,39 @@ from decimal import Decimal
 from typing import Dict, Sequence
 
 from siteagent.client.greedy import SiteOffers, data_ready
-from siteagent.client.plans import Network, Placement, Plan, PlanningError
+from siteagent.client.plans import Network, PlanningError, ProvisioningPlan, TaskPlacement
 from siteagent.client.tasks import TaskGraph, task_of
 from siteagent.protocol.models import SiteAttributes
 
 
 def reserve(
-    plan: Plan,
+    plan: ProvisioningPlan,
     graph: TaskGraph,
     sites: Sequence[SiteAttributes],
     offers: SiteOffers,
     network: Network,
-) -> Plan:
+) -> ProvisioningPlan:
     """Hold every task of ``plan`` at its site; the plan as held."""
     by_name = {site.name: site for site in sites}
-    held: Dict[str, Placement] = {}
+    held: Dict[str, TaskPlacement] = {}
     for planned in plan.placements:
         node = planned.task
         if planned.site is None:
             ready = max((held[p].finish for p in graph.predecessors(node)), default=plan.began)
-            held[node] = Placement(node, None, ready, ready, Decimal(0))
+            held[node] = TaskPlacement(node, None, ready, ready, Decimal(0))
             continue
         held[node] = _hold(graph, planned, by_name[planned.site], held, offers, network)
-    return Plan(tuple(held.values()), plan.began)
+    return ProvisioningPlan(tuple(held.values()), plan.began)
 
 
 def _hold(
     graph: TaskGraph,
-    planned: Placement,
+    planned: TaskPlacement,
     site: SiteAttributes,
-    held: Dict[str, Placement],
+    held: Dict[str, TaskPlacement],
     offers: SiteOffers,
     network: Network,
-) -> Placement:
+) -> TaskPlacement:
     task = task_of(graph, planned.task)
     walltime = task.walltime(site)
     if walltime is None:
@@ -69,7 +69,7 @@ def _hold(
     for window in windows:
         if offers.hold(site.name, task.cores, window):
             finish = window.start + walltime
-            return Placement(planned.task, site.name, window.start, finish, window.cost)
+            return TaskPlacement(planned.task, site.name, window.start, finish, window.cost)
     if windows:
         raise PlanningError(f"task {planned.task}: none of {site.name}'s windows could be held")
     raise PlanningError(f"task {planned.task}: {site.name} no longer offers a window")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from siteagent.client.plans import Placement, Plan
+from siteagent.client.plans import ProvisioningPlan, TaskPlacement
 from siteagent.client.tasks import Task, TaskGraph, task_graph
 from siteagent.client.waits import bin_bound, wait_bound
 from siteagent.protocol.models import Info, SiteAttributes, SlotList, WaitHistory
@@ -125,8 +125,10 @@ def select(
     return Selection(assigned, tuple(unassigned))
 
 
-def as_plan(selection: Selection, tasks: Sequence[Task], now: int) -> Tuple[TaskGraph, Plan]:
-    """The assignment as a plan to reserve (:func:`siteagent.client.pinned.reserve`): each
+def as_plan(
+    selection: Selection, tasks: Sequence[Task], now: int
+) -> Tuple[TaskGraph, ProvisioningPlan]:
+    """The assignment as a plan to reserve (:func:`siteagent.client.plan_reservation.reserve`): each
     assigned task at its site from ``now``, since a reservation waits in no queue, in the
     bag's order; the tasks as a graph without edges (independent tasks)."""
     assigned = [task for task in tasks if task.id in selection.assigned]
@@ -134,9 +136,9 @@ def as_plan(selection: Selection, tasks: Sequence[Task], now: int) -> Tuple[Task
     for task in assigned:
         chosen = selection.assigned[task.id]
         finish = now + math.ceil(chosen.run_s)
-        placements.append(Placement(task.id, chosen.site, now, finish, Decimal(0)))
+        placements.append(TaskPlacement(task.id, chosen.site, now, finish, Decimal(0)))
     graph = task_graph(((task, []) for task in assigned), "the bag")
-    return graph, Plan(tuple(placements), now)
+    return graph, ProvisioningPlan(tuple(placements), now)
 
 
 def _estimate(

@@ -18,9 +18,9 @@ from typing import Dict, List, Optional, Sequence
 from siteagent.core import tradeoff
 from siteagent.core.defaults import DEFAULT_PENALTY_FACTOR
 from siteagent.core.engines import Policy
-from siteagent.core.model import ClusterSnapshot, Request, Slot
 from siteagent.core.money import CENT
 from siteagent.core.prediction import Plan
+from siteagent.core.values import ClusterSnapshot, Request, Slot
 from siteagent.pricing.base import Context, FeePolicy, Price, Refused, UnitPricePolicy, Window
 
 

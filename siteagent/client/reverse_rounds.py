@@ -15,11 +15,11 @@ import time
 from decimal import Decimal
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
-from siteagent.client.auction import AskRound, Auction
 from siteagent.client.batches import quote_all
-from siteagent.client.connection import BadAnswer, Quote, SiteConnection, SiteError
-from siteagent.client.fanout import Outcome, SiteResult, ask_all
+from siteagent.client.connection import BadAnswer, SiteConnection, SiteError, SiteQuote
+from siteagent.client.fanout import Answered, SiteResult, ask_all
 from siteagent.client.journal import Journal
+from siteagent.client.reverse_auction import AskRound, Auction
 
 #: Statuses after which a site is asked again next round: it is busy, or the buyer too fast.
 PASSING = (429, 503)
@@ -29,7 +29,7 @@ def round_asker(
     connections: Mapping[str, SiteConnection],
     journal: Journal,
     auction_id: str,
-    answered: Optional[Callable[[SiteResult[List[Quote]]], None]] = None,
+    answered: Optional[Callable[[SiteResult[List[SiteQuote]]], None]] = None,
 ) -> AskRound:
     """What runs one round: every part's request to every site still in, recorded and
     journaled. ``answered`` (a progress bar) hears of each site's answer."""
@@ -38,7 +38,7 @@ def round_asker(
         requests = [auction.rfq(part, round) for part in range(len(auction.parts))]
         bidders = [connections[name] for name in auction.bidders]
 
-        def arrived(result: SiteResult[List[Quote]]) -> None:
+        def arrived(result: SiteResult[List[SiteQuote]]) -> None:
             record(auction, round, result)
             if answered is not None:
                 answered(result)
@@ -51,7 +51,7 @@ def round_asker(
     return ask_round
 
 
-def record(auction: Auction, round: int, result: SiteResult[List[Quote]]) -> None:
+def record(auction: Auction, round: int, result: SiteResult[List[SiteQuote]]) -> None:
     """One site's answers to one round, in the auction."""
     if result.value is not None:
         for part, quote in enumerate(result.value):
@@ -64,7 +64,7 @@ def record(auction: Auction, round: int, result: SiteResult[List[Quote]]) -> Non
         if passes(result.error):
             auction.refused(result.site, part, round, result.reason)
         else:
-            refused = result.outcome is Outcome.REFUSED
+            refused = result.outcome is Answered.REFUSED
             auction.drop(result.site, part, round, result.reason, answered=refused)
 
 

@@ -2,7 +2,7 @@
 releasing a lost bid (``DELETE /v1/bids/{auction_id}``). Both are signed (RFC 9421) by an
 authorized client, checked before the route runs, and counted in the client's ``bids`` rate.
 
-The routes are thin: the use case is :mod:`siteagent.market.bidding`. They run in the thread
+The routes are thin: the use case is :mod:`siteagent.market.english_bids`. They run in the thread
 pool (plain ``def`` routes): a bid takes the store's exclusive lock, plans the queue around
 the capacity other bids hold, and writes before it answers. A winning bid is accepted and
 confirmed on the reservation routes (:mod:`.market`), with the offer id it carries.
@@ -18,7 +18,7 @@ from fastapi import Path
 from siteagent.api.context import ApiContext
 from siteagent.api.market import signed
 from siteagent.api.site import answers
-from siteagent.market.bidding import Bidding
+from siteagent.market.english_bids import Bidding
 from siteagent.protocol.models import AUCTION_ID_PATTERN, BidAnswer, BidRequest
 from siteagent.security.clients import AuthorizedClient
 

@@ -42,8 +42,8 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 from siteagent.config.schema import AuctionsConfig, BidMode, SiteConfig
 from siteagent.core.errors import InvalidRequest, SiteagentError
-from siteagent.core.model import Offer, Request
 from siteagent.core.profile import Profile
+from siteagent.core.values import Offer, Request
 from siteagent.market.lifecycle import BIDDING, LIVE, BidRecord, BidState, ReservationState
 from siteagent.market.quoting import Refusal, offered, requested
 from siteagent.market.reservations import ReservationManager
