@@ -277,4 +277,4 @@ def run_agent(
         wait_until("the agent's /healthz over HTTPS", up)
         yield agent
     finally:
-        assert stop(process) == 0, agent.log_text()
+        assert stop(agent.process) == 0, agent.log_text()  # a test may have restarted it
