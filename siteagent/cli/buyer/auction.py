@@ -14,10 +14,11 @@ import contextlib
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
-from siteagent.cli import console
+from siteagent.cli import console, options
 from siteagent.cli.buyer import common, quotes, reservations
 from siteagent.cli.buyer.common import interruptible
 from siteagent.cli.console import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNAVAILABLE
+from siteagent.cli.exits import BadInput
 from siteagent.cli.options import amount, duration, local_time
 from siteagent.client.batchcommit import BatchCommit
 from siteagent.client.commit import CommitOutcome
@@ -33,7 +34,6 @@ from siteagent.client.reverse_auction import (
     run_rounds,
 )
 from siteagent.client.reverse_rounds import round_asker
-from siteagent.core.durations import parse_time
 from siteagent.protocol.models import QuoteRequest
 
 #: Exit code of an interrupted command (128 + SIGINT), as shells report it.
@@ -118,13 +118,13 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def _auction(args: argparse.Namespace) -> int:
     now = int(time.time())
     if args.parts < 1 or args.rounds < 1 or args.tolerance < 0 or args.round_interval < 0:
-        raise ValueError(
+        raise BadInput(
             "--parts and --rounds must be at least 1, --tolerance and --round-interval at least 0"
         )
     request = quotes.request_for_quotes(args, now, ranking=False)
     constraints = Constraints(
         budget=args.budget,
-        deadline=parse_time(args.deadline, now) if args.deadline else None,
+        deadline=options.when(args.deadline, now) if args.deadline else None,
         tolerance=args.tolerance,
     )
     preference = Preference(Mode(args.mode), args.alpha)

@@ -1,5 +1,5 @@
 """What the ``siteagent-client`` commands share: the sites file and its options, a connection
-to every site chosen, a fan-out with a progress bar, and what a failure exits with.
+to every site chosen, a fan-out with a progress bar.
 
 Every command takes ``--sites FILE`` (default ``$SITEAGENT_CLIENT_SITES``, else
 ``~/.config/siteagent/sites.yaml``) and ``--json``; those that ask sites take ``--site NAME``
@@ -17,9 +17,8 @@ from types import FrameType
 from typing import Callable, Iterator, List, Optional, Sequence
 
 from siteagent.cli import console
-from siteagent.cli.console import EXIT_BAD_INPUT, EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.client.batches import single_calls
-from siteagent.client.connection import BadAnswer, SiteConnection, SiteError, SiteUnreachable
+from siteagent.client.connection import SiteConnection
 from siteagent.client.sites import Registry, Site, default_path, load_registry
 from siteagent.core.errors import SiteagentError
 
@@ -102,16 +101,6 @@ def planners_missing(command: str, exc: ModuleNotFoundError) -> PlannersMissing:
 
 def latency_ms(seconds: float) -> str:
     return f"{seconds * 1000:,.0f} ms"
-
-
-def exit_code(error: Exception) -> int:
-    """A site's (or the bank's) refusal is EXIT_REFUSED, no answer or an answer that is not
-    the protocol EXIT_UNAVAILABLE, anything else (a sites file, a key, an option) bad input."""
-    if isinstance(error, (SiteUnreachable, BadAnswer)):
-        return EXIT_UNAVAILABLE
-    if isinstance(error, SiteError):
-        return EXIT_REFUSED if error.status is not None and error.status < 500 else EXIT_UNAVAILABLE
-    return EXIT_BAD_INPUT
 
 
 @contextlib.contextmanager

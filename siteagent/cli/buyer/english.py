@@ -21,6 +21,7 @@ from siteagent.cli import console
 from siteagent.cli.buyer import common, reservations
 from siteagent.cli.buyer.common import interruptible
 from siteagent.cli.console import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNAVAILABLE
+from siteagent.cli.exits import BadInput
 from siteagent.cli.options import duration, local_time
 from siteagent.client.auctioneer import Auctioneer, JobAuction, SitePool
 from siteagent.client.english import DEFAULT_K, DEFAULT_ROUNDS, auction_length
@@ -91,7 +92,7 @@ def _value(text: str) -> Decimal:
 
 def _english_auction(args: argparse.Namespace) -> int:
     if args.k < 0 or args.rounds < 1:
-        raise ValueError("-k must be at least 0 and --rounds at least 1")
+        raise BadInput("-k must be at least 0 and --rounds at least 1")
     jobs = load_jobs(args.jobs)
     mean = args.mean_run_time if args.mean_run_time is not None else mean_walltime(jobs)
     length = auction_length(args.k, mean)

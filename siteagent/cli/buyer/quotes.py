@@ -13,12 +13,12 @@ import time
 from dataclasses import asdict
 from typing import Any, Dict
 
-from siteagent.cli import console
+from siteagent.cli import console, options
 from siteagent.cli.buyer import common
 from siteagent.cli.console import EXIT_REFUSED, EXIT_UNAVAILABLE
+from siteagent.cli.exits import BadInput
 from siteagent.cli.options import duration, local_time, price, quote_request
 from siteagent.client.quotes import Quotes, ask_for_quotes
-from siteagent.core.durations import parse_time
 from siteagent.protocol.models import QuoteRequest
 
 #: The command line's name of each field of the request for quotes.
@@ -119,14 +119,14 @@ def request_for_quotes(args: argparse.Namespace, now: int, ranking: bool = True)
     """The command line's request (the options :func:`add_request_options` added, with the
     same ``ranking``)."""
     if args.cores is None and args.nodes is None:
-        raise ValueError("give the size: --cores N, or --nodes N (with --cores-per-node N)")
+        raise BadInput("give the size: --cores N, or --nodes N (with --cores-per-node N)")
     fields: Dict[str, Any] = {
         "walltime": args.walltime,
         "cores": args.cores,
         "nodes": args.nodes,
         "cores_per_node": args.cores_per_node,
-        "deadline": parse_time(args.deadline, now) if ranking and args.deadline else None,
-        "earliest_start": parse_time(args.earliest, now) if args.earliest else None,
+        "deadline": options.when(args.deadline, now) if ranking and args.deadline else None,
+        "earliest_start": options.when(args.earliest, now) if args.earliest else None,
         "max_price": args.max_price,
         "alpha": args.alpha if ranking else None,
         "architecture": args.architecture,

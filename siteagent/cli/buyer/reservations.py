@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Optional
 from siteagent.cli import console
 from siteagent.cli.buyer import common
 from siteagent.cli.console import EXIT_REFUSED, EXIT_UNAVAILABLE
+from siteagent.cli.exits import BadInput
 from siteagent.cli.options import local_time
 from siteagent.client.journal import RELEASED, HoldState, Journal, JournalEntry, default_path
 from siteagent.client.recovery import Patient, observe, recover, settle
@@ -49,7 +50,7 @@ def existing_journal(args: argparse.Namespace) -> Optional[Journal]:
     if path.exists():
         return Journal(path)
     if args.journal is not None:
-        raise ValueError(
+        raise BadInput(
             f"{path}: no such journal; give the file auction, provision and select wrote "
             f"(the default is {default_path()})"
         )
@@ -238,7 +239,7 @@ def _journal_of(args: argparse.Namespace) -> Journal:
     """The journal a reservation is looked up in, which must exist."""
     journal = existing_journal(args)
     if journal is None:
-        raise ValueError(
+        raise BadInput(
             f"no journal yet at {default_path()}: it knows no reservation {args.reservation}"
         )
     return journal
@@ -250,9 +251,9 @@ def _find(journal: Journal, name: str) -> JournalEntry:
     if len(found) == 1:
         return found[0]
     if not found:
-        raise ValueError(f"the journal {journal.path} knows no reservation {name}")
+        raise BadInput(f"the journal {journal.path} knows no reservation {name}")
     sites = ", ".join(sorted(f"{e.site}:{reservation_id}" for e in found))
-    raise ValueError(f"{name} is at several sites: name one of {sites}")
+    raise BadInput(f"{name} is at several sites: name one of {sites}")
 
 
 def _site(args: argparse.Namespace, entry: JournalEntry) -> Site:

@@ -32,6 +32,7 @@ from siteagent.cli import console
 from siteagent.cli.buyer import common, provision, reservations
 from siteagent.cli.buyer.common import interruptible
 from siteagent.cli.console import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNAVAILABLE
+from siteagent.cli.exits import BadInput
 from siteagent.cli.options import local_time
 from siteagent.client.commit import CommitOutcome
 from siteagent.client.connection import SiteConnection
@@ -109,9 +110,9 @@ def _select(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:
         raise common.planners_missing("select", exc) from exc
     if not 0.0 < args.probability < 1.0:
-        raise ValueError(f"--probability must be in (0, 1), got {args.probability:g}")
+        raise BadInput(f"--probability must be in (0, 1), got {args.probability:g}")
     if not args.reserve and (args.max_price is not None or args.budget is not None):
-        raise ValueError("--max-price and --budget cap what --reserve buys: add --reserve")
+        raise BadInput("--max-price and --budget cap what --reserve buys: add --reserve")
     tasks = load_bag(args.bag)
     sites = common.registry(args).select(args.site)
     # Ctrl-C while reserving releases what is held; before, it stops at once

@@ -15,6 +15,7 @@ from pathlib import Path
 from siteagent.agent.state import CycleState
 from siteagent.cli import console, options
 from siteagent.cli.console import EXIT_BAD_INPUT
+from siteagent.cli.exits import BadInput
 from siteagent.config.schema import Config
 from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
 from siteagent.core.engines import Policy
@@ -113,7 +114,7 @@ def _serve_config(args: argparse.Namespace) -> Config:
         planner = dataclasses.replace(planner, policy=Policy(args.policy))
     if args.poll_interval is not None:
         if not args.poll_interval > 0:
-            raise ValueError(f"--poll-interval must be > 0 s, got {args.poll_interval}")
+            raise BadInput(f"--poll-interval must be > 0 s, got {args.poll_interval}")
         planner = dataclasses.replace(planner, poll_interval_s=args.poll_interval)
     return dataclasses.replace(
         loaded,

@@ -10,9 +10,12 @@ import argparse
 from typing import Dict, List, Optional
 
 from siteagent.cli import console
+from siteagent.cli.exits import BadInput, as_bad_input
 from siteagent.core.engines import Policy
 from siteagent.sim import LoadScaling, MachineSpec, replay_trace
+from siteagent.sim.swf import SwfError
 from siteagent.sim.topology import MACHINES
+from siteagent.sim.workload import UnsimulableJob
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -104,13 +107,20 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    scaling = LoadScaling(
-        interarrival_factor=args.interarrival_factor,
-        overlay_probability=args.overlay,
-        seed=args.seed,
-    )
     machine = _machine_spec(args)
-    with console.progress_bar(f"replaying {args.trace}", enabled=not args.json) as update:
+    with as_bad_input(ValueError):  # sim/'s types check the options' ranges
+        scaling = LoadScaling(
+            interarrival_factor=args.interarrival_factor,
+            overlay_probability=args.overlay,
+            seed=args.seed,
+        )
+        if machine is not None:
+            machine.build()
+    # sim/'s errors stay outside the root (mypyc cannot subclass it): converted here
+    with (
+        console.progress_bar(f"replaying {args.trace}", enabled=not args.json) as update,
+        as_bad_input(SwfError, UnsimulableJob, OSError),
+    ):
         summary = replay_trace(
             args.trace,
             Policy(args.policy),
@@ -155,13 +165,13 @@ def _machine_spec(args: argparse.Namespace) -> Optional[MachineSpec]:
     shaping = args.fat or args.torus or args.fat_sizes or args.divide_sizes != 1
     if args.machine is None:
         if shaping:
-            raise ValueError(
+            raise BadInput(
                 "--fat, --torus, --fat-sizes and --divide-sizes shape jobs on a topology "
                 "machine: add --machine bgl or --machine torus3d"
             )
         return None
     if args.cores is not None:
-        raise ValueError(
+        raise BadInput(
             f"--cores does not apply with --machine ({args.machine} has 128 midplanes); "
             "use --divide-sizes N to turn processors into midplanes"
         )
