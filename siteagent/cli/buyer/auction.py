@@ -15,7 +15,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from siteagent.cli import console, options
-from siteagent.cli.buyer import common, quotes, reservations
+from siteagent.cli.buyer import common
 from siteagent.cli.buyer.common import interruptible
 from siteagent.cli.console import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNAVAILABLE
 from siteagent.cli.exits import BadInput
@@ -57,7 +57,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "when no site answered, 130 when interrupted."
         ),
     )
-    quotes.add_request_options(auction, ranking=False)
+    common.add_request_options(auction, ranking=False)
     parts = auction.add_argument_group("parts and constraints")
     parts.add_argument(
         "--parts", type=int, default=1, metavar="N", help="co-allocate N such parts (1)"
@@ -102,16 +102,10 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="best means cheapest (then earliest), earliest (then cheapest), or the alpha "
         "trade-off (cheapest)",
     )
-    ranking.add_argument(
-        "--alpha",
-        type=float,
-        default=0.5,
-        metavar="A",
-        help="with --mode alpha: 1 cheapest ... 0 earliest (0.5)",
-    )
+    common.add_alpha_option(ranking, "with --mode alpha: 1 cheapest ... 0 earliest (0.5)")
     common.add_sites_options(auction)
     common.add_batches_option(auction)
-    reservations.add_journal_option(auction)
+    common.add_journal_option(auction)
     auction.set_defaults(command=_auction)
 
 
@@ -121,7 +115,7 @@ def _auction(args: argparse.Namespace) -> int:
         raise BadInput(
             "--parts and --rounds must be at least 1, --tolerance and --round-interval at least 0"
         )
-    request = quotes.request_for_quotes(args, now, ranking=False)
+    request = common.request_for_quotes(args, now, ranking=False)
     constraints = Constraints(
         budget=args.budget,
         deadline=options.when(args.deadline, now) if args.deadline else None,
@@ -129,7 +123,7 @@ def _auction(args: argparse.Namespace) -> int:
     )
     preference = Preference(Mode(args.mode), args.alpha)
     sites = common.registry(args).select(args.site)
-    journal = reservations.open_journal(args)
+    journal = common.open_journal(args)
     batches = not args.no_batches
     with common.connected(sites, batches) as connections, interruptible() as interrupted:
         for connection in connections:
@@ -274,8 +268,8 @@ def _print_rounds(rounds: List[Dict[str, Any]], parts: int) -> None:
 def _print_entries(entries: List[JournalEntry]) -> None:
     if entries:
         console.print_table(
-            [reservations.entry_row(entry) for entry in entries],
-            reservations.ENTRY_COLUMNS,
+            [common.entry_row(entry) for entry in entries],
+            common.ENTRY_COLUMNS,
             title="Accepts, confirms and cancels",
         )
 
