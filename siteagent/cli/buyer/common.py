@@ -161,7 +161,7 @@ ENTRY_COLUMNS = ["part", "site", "reservation", "state", "start", "end", "cores"
 
 #: The command line's name of each field of the request for quotes.
 OPTION_OF = {
-    "walltime": "--walltime",
+    "walltime": "--duration",
     "cores": "--cores",
     "nodes": "--nodes",
     "cores_per_node": "--cores-per-node",
@@ -188,12 +188,18 @@ def add_request_options(parser: argparse.ArgumentParser, ranking: bool = True) -
         "--nodes", type=int, metavar="N", help="whole nodes (with or instead of --cores)"
     )
     size.add_argument("--cores-per-node", type=int, metavar="N")
-    size.add_argument(
+    # --duration is the word for how long capacity is held (docs/design.md §2); --walltime,
+    # the name first published, stays an alias with the same dest
+    how_long = size.add_mutually_exclusive_group(required=True)
+    how_long.add_argument(
+        "--duration", type=duration, metavar="D", help="how long: seconds, or 90m, 2h, 1d"
+    )
+    how_long.add_argument(
         "--walltime",
+        dest="duration",
         type=duration,
-        required=True,
         metavar="D",
-        help="how long: seconds, or 90m, 2h, 1d",
+        help="the same as --duration (the name published first, kept as an alias)",
     )
     if ranking:
         size.add_argument(
@@ -221,7 +227,7 @@ def request_for_quotes(args: argparse.Namespace, now: int, ranking: bool = True)
     if args.cores is None and args.nodes is None:
         raise BadInput("give the size: --cores N, or --nodes N (with --cores-per-node N)")
     fields: Dict[str, Any] = {
-        "walltime": args.walltime,
+        "walltime": args.duration,
         "cores": args.cores,
         "nodes": args.nodes,
         "cores_per_node": args.cores_per_node,
