@@ -184,7 +184,7 @@ class RampMarket:
 
     def quote_latency(self) -> Dict[str, Tuple[float, float]]:
         """Each agent's quote response-time histogram so far: (sum of seconds, count), from
-        ``GET /metrics`` (siteagent_http_request_duration_seconds, route /v1/quotes)."""
+        ``GET /metrics`` (siteagent_http_request_duration_seconds, :data:`QUOTE_ROUTES`)."""
         totals = {}
         for name in self.names:
             answer = self.market.buyer_at(name).call("GET", "/metrics")
@@ -220,11 +220,16 @@ class RampMarket:
         }
 
 
+#: The routes a quote comes by: one request, or a batch of them (what the client's rounds send
+#: to a site that takes batches, docs/batches.md).
+QUOTE_ROUTES = ("/v1/quotes", "/v1/quotes/batch")
+
+
 def _metric(text: str, suffix: str) -> float:
     total = 0.0
     name = f"siteagent_http_request_duration_seconds{suffix}"
     for line in text.splitlines():
-        if line.startswith(name + "{") and 'route="/v1/quotes"' in line:
+        if line.startswith(name + "{") and any(f'route="{r}"' in line for r in QUOTE_ROUTES):
             total += float(line.rsplit(" ", 1)[1])
     return total
 

@@ -78,6 +78,9 @@ class Report:
     sections: List[str] = field(default_factory=list)
     figures: List[str] = field(default_factory=list)
     began: float = field(default_factory=time.perf_counter)
+    #: a re-analysis (``--reanalyse``): the original run's machine, seconds and engines, which
+    #: the report keeps instead of the re-analysis's own
+    ran: Dict[str, Any] = field(default_factory=dict)
 
     # -- rows ---------------------------------------------------------------------------------
 
@@ -178,14 +181,19 @@ class Report:
         return out
 
     def to_dict(self) -> Dict[str, Any]:
+        own = {
+            "machine": machine(),
+            "compiled": running_compiled(),
+            "seconds": round(time.perf_counter() - self.began, 1),
+        }
         return {
             "name": self.name,
             "title": self.title,
             "seed": self.seed,
-            "machine": machine(),
-            "compiled": running_compiled(),
+            **own,
+            **{key: self.ran[key] for key in own if key in self.ran},
+            **({"reanalysed": own["machine"]["date"]} if self.ran else {}),
             "options": self.options.to_dict(),
-            "seconds": round(time.perf_counter() - self.began, 1),
             "rows": [row.to_dict() for row in self.rows],
             "calibrations": self.calibrations,
             "data": self.data,
@@ -202,7 +210,12 @@ class Report:
             f"(load average {where['load_average_1m_at_start']} at start), "
             f"{'compiled' if document['compiled'] else 'pure Python'} engines, "
             f"{options.seeds} paired seeds{' (--quick)' if options.quick else ''}, "
-            f"{document['seconds']:.0f} s. Every per-seed value is in repro-{self.name}.json.",
+            f"{document['seconds']:.0f} s. Every per-seed value is in repro-{self.name}.json."
+            + (
+                f" Re-analysed {document['reanalysed']} from that run's per-seed values."
+                if "reanalysed" in document
+                else ""
+            ),
             "",
             "Verdicts (docs/reproductions.md): **match**: the paper's value is in our 95 % CI "
             "or ours within the row's tolerance; **trend**: the CI of the paired change "

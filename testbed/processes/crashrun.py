@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import os
 import signal
 import sys
@@ -45,6 +46,8 @@ def install(spec: str) -> None:
     kind, _, method = target.partition(".")
     if when not in WHEN or kind not in ("store", "backend") or not method:
         raise SystemExit(f"crashrun: bad crash point {spec!r} (TARGET:N:before|after)")
+    # the CLI imports a command's modules only when it runs: the registry brings every backend
+    importlib.import_module("siteagent.backends.registry")
     classes = [Store] if kind == "store" else _subclasses(Backend)
     calls = {"n": 0}
     nth = int(count)

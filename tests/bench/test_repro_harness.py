@@ -338,6 +338,23 @@ def test_an_incomplete_report_fails(tmp_path: Path, capsys: Any) -> None:
         report.judge("003-9", mean_ci([1, 2]))
 
 
+def test_a_reanalysis_keeps_the_runs_machine_and_time_and_says_so(tmp_path: Path) -> None:
+    """``--reanalyse`` re-judges an earlier run's values: the header is that run's."""
+    run = {
+        "machine": {"date": "2026-01-02 03:04:05 UTC", "cpus": 2, "load_average_1m_at_start": 9.5},
+        "seconds": 7171.0,
+        "compiled": True,
+    }
+    report = Report("demo", "Demo", _options(tmp_path), seed="003", ran=run)
+    report.finish()
+    document = json.loads((tmp_path / "repro-demo.json").read_text())
+    assert document["machine"] == run["machine"] and document["seconds"] == 7171.0
+    assert document["reanalysed"] != run["machine"]["date"]
+    markdown = (tmp_path / "repro-demo.md").read_text()
+    assert "run 2026-01-02 03:04:05 UTC" in markdown and "load average 9.5" in markdown
+    assert f"Re-analysed {document['reanalysed']} from that run's" in markdown
+
+
 def test_every_row_of_every_written_report_names_a_paper_value() -> None:
     values = paper_values()
     for path in sorted(RESULTS.glob("repro-*.json")):
