@@ -350,7 +350,7 @@ def test_a_reanalysis_keeps_the_runs_machine_and_time_and_says_so(tmp_path: Path
     document = json.loads((tmp_path / "repro-demo.json").read_text())
     assert document["machine"] == run["machine"] and document["seconds"] == 7171.0
     assert document["reanalysed"] != run["machine"]["date"]
-    markdown = (tmp_path / "repro-demo.md").read_text()
+    markdown = (tmp_path / "repro-demo.json").with_suffix(".md").read_text()
     assert "run 2026-01-02 03:04:05 UTC" in markdown and "load average 9.5" in markdown
     assert f"Re-analysed {document['reanalysed']} from that run's" in markdown
 
