@@ -14,7 +14,12 @@ from typing import Any, Callable, Dict
 
 from siteagent.backends.base import Backend
 from siteagent.backends.pbs import PbsBackend, PbsConfig
-from siteagent.backends.replay import REPLAY_STATE_FILE, ReplayOptions, SwfReplayBackend
+from siteagent.backends.replay import (
+    REPLAY_STATE_FILE,
+    ReplayError,
+    ReplayOptions,
+    SwfReplayBackend,
+)
 from siteagent.backends.slurm import SlurmBackend, SlurmConfig
 
 
@@ -32,16 +37,21 @@ Opener = Callable[[Any, Shared], Backend]
 
 
 def _replay(options: ReplayOptions, shared: Shared) -> Backend:
-    """The simulated cluster kept in the state directory."""
+    """The simulated cluster kept in the state directory. What cannot open it (sim/'s
+    errors, which stay outside the root, a missing trace, a state file of another cluster)
+    is input to fix: a ReplayError with the same message."""
     state_file = str(shared.state_dir / REPLAY_STATE_FILE)
-    return SwfReplayBackend.open(
-        state_file,
-        options.trace,
-        options.speed,
-        options.offset_s,
-        cores=options.cores,
-        origin=options.origin,
-    )
+    try:
+        return SwfReplayBackend.open(
+            state_file,
+            options.trace,
+            options.speed,
+            options.offset_s,
+            cores=options.cores,
+            origin=options.origin,
+        )
+    except (OSError, ValueError) as exc:
+        raise ReplayError(str(exc)) from exc
 
 
 def _slurm(options: SlurmConfig, shared: Shared) -> Backend:

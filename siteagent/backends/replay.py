@@ -53,6 +53,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 from siteagent.backends.base import Backend, BackendError, BackendUnavailable, ReservationRefused
 from siteagent.core.defaults import DEFAULT_REPLAY_OFFSET_S, DEFAULT_REPLAY_SPEED
 from siteagent.core.engines import Policy, ReservationConflict
+from siteagent.core.errors import SiteagentError
 from siteagent.core.files import make_private
 from siteagent.core.machine import Task
 from siteagent.core.values import BatchReservation, ClusterSnapshot, ReservationSpec
@@ -76,6 +77,13 @@ REPLAY_STATE_FILE = "replay-state.json"
 def bundled_trace() -> str:
     """Path of the trace shipped with the package (3,000 jobs of SDSC-SP2, 128 cores)."""
     return str(resources.files("siteagent") / "data" / "sdsc-sp2-slice.swf.gz")
+
+
+class ReplayError(SiteagentError, ValueError):
+    """The replay cannot open: its trace, its options or its state file are input to fix
+    (the registry's opener converts what :meth:`SwfReplayBackend.open` raises)."""
+
+    code = "bad_input"  # the backends are below the registry: test_error_codes checks it
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, TypeVar
 
+from siteagent.cli.exits import BadInput
 from siteagent.config import loading, reading
 from siteagent.config.schema import ApiConfig, Config, LedgerConfig
 from siteagent.core import durations
@@ -85,13 +86,13 @@ def load_config(args: argparse.Namespace) -> Config:
     reservations = loaded.reservations
     if getattr(args, "confirm_timeout", None) is not None:
         if not args.confirm_timeout > 0:
-            raise ValueError(f"--confirm-timeout must be > 0 s, got {args.confirm_timeout}")
+            raise BadInput(f"--confirm-timeout must be > 0 s, got {args.confirm_timeout}")
         reservations = dataclasses.replace(reservations, confirm_timeout_s=args.confirm_timeout)
     if getattr(args, "name_prefix", None) is not None:
         try:
             prefix = reading.reservation_prefix(args.name_prefix)
         except reading.Invalid as exc:
-            raise ValueError(f"--name-prefix: expected {exc}") from None
+            raise BadInput(f"--name-prefix: expected {exc}") from None
         reservations = dataclasses.replace(reservations, name_prefix=prefix)
     pricing = loaded.pricing
     if getattr(args, "penalty_factor", None) is not None:
@@ -108,6 +109,24 @@ def duration(text: str) -> int:
         return durations.parse_duration(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def when(text: str, now: int) -> int:
+    """Epoch seconds from an option's time (:func:`siteagent.core.durations.parse_time`); a
+    bad one is input to fix."""
+    try:
+        return durations.parse_time(text, now)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+
+
+def since(text: str, now: int) -> int:
+    """Epoch seconds from ``--since`` (:func:`siteagent.core.durations.parse_since`); a bad
+    one is input to fix."""
+    try:
+        return durations.parse_since(text, now)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
 
 
 def price(text: str) -> Decimal:
@@ -130,7 +149,7 @@ def _money(form: MoneyForm, text: str) -> Decimal:
 
 def quote_request(fields: Dict[str, Any], option_of: Mapping[str, str]) -> QuoteRequest:
     """A request for quotes from a command line's values (``None``: not given), checked by
-    the API's own model; ValueError naming each option at fault (``option_of`` maps the
+    the API's own model; BadInput naming each option at fault (``option_of`` maps the
     request's fields to the options that set them)."""
     # imported here: pydantic costs every command a tenth of a second at start
     from pydantic import ValidationError
@@ -145,7 +164,7 @@ def quote_request(fields: Dict[str, Any], option_of: Mapping[str, str]) -> Quote
             f"{option_of.get(str(error['loc'][0]), error['loc'][0])}: {error['msg']}"
             for error in exc.errors()
         )
-        raise ValueError(problems) from None
+        raise BadInput(problems) from None
 
 
 def local_time(epoch_s: Any) -> Optional[str]:
@@ -162,10 +181,10 @@ def with_listener(section: Listener, listen: Optional[str], port: Optional[int])
         if listen is not None:
             section = dataclasses.replace(section, listen=reading.listen_address(listen))
     except reading.Invalid as exc:
-        raise ValueError(f"--listen: expected {exc}, got {listen!r}") from None
+        raise BadInput(f"--listen: expected {exc}, got {listen!r}") from None
     try:
         if port is not None:
             section = dataclasses.replace(section, port=reading.port(port))
     except reading.Invalid as exc:
-        raise ValueError(f"--port: expected {exc}, got {port}") from None
+        raise BadInput(f"--port: expected {exc}, got {port}") from None
     return section

@@ -44,7 +44,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from siteagent.core import names
 from siteagent.core.errors import SiteagentError
 from siteagent.core.files import UnsafeFile
-from siteagent.protocol.errors import INVALID_SITES_FILE
+from siteagent.protocol.errors import BAD_INPUT, INVALID_SITES_FILE
 from siteagent.protocol.keys import check_key_id, load_private_key
 
 #: The environment variable naming the registry when ``--sites`` does not.
@@ -187,13 +187,19 @@ def read_document(path: Path) -> Any:
     return document
 
 
+class KeyFileError(SiteagentError, ValueError):
+    """The buyer's private key file is missing or not an Ed25519 key: input to fix."""
+
+    code = BAD_INPUT
+
+
 def load_buyer_key(path: Path) -> Ed25519PrivateKey:
     """The buyer's Ed25519 key in ``path``, refused (UnsafeFile) unless its owner alone may
-    read and write it, and ValueError (naming the file) if it is missing or not such a key."""
+    read and write it, and KeyFileError (naming the file) if it is missing or not such a key."""
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode)
     except FileNotFoundError:
-        raise ValueError(
+        raise KeyFileError(
             f"{path}: no such private key: make one with `siteagent-client keys`"
         ) from None
     if mode & 0o077:
@@ -205,7 +211,7 @@ def load_buyer_key(path: Path) -> Ed25519PrivateKey:
     try:
         return load_private_key(path)
     except ValueError as exc:
-        raise ValueError(f"{path}: not an Ed25519 private key in PEM ({exc})") from None
+        raise KeyFileError(f"{path}: not an Ed25519 private key in PEM ({exc})") from None
 
 
 def parse_pin(text: str) -> str:

@@ -30,7 +30,8 @@ OVERLAY_JOB_OFFSET = 10_000_000
 
 
 class UnsimulableJob(ValueError):  # not a SiteagentError: mypyc cannot subclass it here
-    """A record the simulator cannot run, with the reason and how to get past it."""
+    """A record (or a trace) the simulator cannot run, with the reason and how to get past
+    it."""
 
 
 @dataclass(frozen=True)
@@ -79,13 +80,13 @@ class Workload:
         header_cores = self._reader.header.max_procs
         if cores is None:
             if not header_cores:
-                raise ValueError(
+                raise UnsimulableJob(
                     f"{path}: the header has no MaxProcs; give the cluster size (--cores, "
                     "or backend.swf.cores for the replay backend)"
                 )
             cores = header_cores
         if cores <= 0:
-            raise ValueError(f"cluster size must be positive, got {cores}")
+            raise UnsimulableJob(f"cluster size must be positive, got {cores}")
         self.cores = cores
         self.skipped: Dict[str, int] = collections.Counter()
         self._first_unsimulable: Optional[Tuple[int, str]] = None

@@ -58,6 +58,25 @@ def market(tmp_path: Path) -> Iterator[Tuple[Path, HttpsStub, HttpsStub]]:
         yield sites, bank, hpc1
 
 
+@pytest.mark.parametrize("how_long", ["--duration", "--walltime"])
+def test_quote_duration_and_its_published_alias_walltime_ask_the_same(
+    market: Tuple[Path, HttpsStub, HttpsStub], capsys: pytest.CaptureFixture[str], how_long: str
+) -> None:
+    args = ["quote", "--sites", str(market[0]), "--cores", "8", how_long, "90m", "--json"]
+    code, out, _ = run_client(capsys, *args)
+    assert code == 0 and json.loads(out)["request"]["walltime"] == 5400
+
+
+def test_quote_takes_duration_or_walltime_not_both(
+    market: Tuple[Path, HttpsStub, HttpsStub], capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["quote", "--sites", str(market[0]), "--cores", "8", "--duration", "1h"]
+    with pytest.raises(SystemExit) as exited:
+        run_client(capsys, *args, "--walltime", "2h")
+    assert exited.value.code == EXIT_BAD_INPUT
+    assert "--walltime: not allowed with argument --duration" in capsys.readouterr().err
+
+
 def test_quote_ranks_every_sites_offers_and_shows_each_sites_part(
     market: Tuple[Path, HttpsStub, HttpsStub], capsys: pytest.CaptureFixture[str]
 ) -> None:

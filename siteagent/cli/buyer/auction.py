@@ -14,10 +14,11 @@ import contextlib
 import time
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
-from siteagent.cli import console
-from siteagent.cli.buyer import common, quotes, reservations
+from siteagent.cli import console, options
+from siteagent.cli.buyer import common
 from siteagent.cli.buyer.common import interruptible
 from siteagent.cli.console import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNAVAILABLE
+from siteagent.cli.exits import BadInput
 from siteagent.cli.options import amount, duration, local_time
 from siteagent.client.batchcommit import BatchCommit
 from siteagent.client.commit import CommitOutcome
@@ -33,7 +34,6 @@ from siteagent.client.reverse_auction import (
     run_rounds,
 )
 from siteagent.client.reverse_rounds import round_asker
-from siteagent.core.durations import parse_time
 from siteagent.protocol.models import QuoteRequest
 
 #: Exit code of an interrupted command (128 + SIGINT), as shells report it.
@@ -57,7 +57,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "when no site answered, 130 when interrupted."
         ),
     )
-    quotes.add_request_options(auction, ranking=False)
+    common.add_request_options(auction, ranking=False)
     parts = auction.add_argument_group("parts and constraints")
     parts.add_argument(
         "--parts", type=int, default=1, metavar="N", help="co-allocate N such parts (1)"
@@ -102,34 +102,28 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="best means cheapest (then earliest), earliest (then cheapest), or the alpha "
         "trade-off (cheapest)",
     )
-    ranking.add_argument(
-        "--alpha",
-        type=float,
-        default=0.5,
-        metavar="A",
-        help="with --mode alpha: 1 cheapest ... 0 earliest (0.5)",
-    )
+    common.add_alpha_option(ranking, "with --mode alpha: 1 cheapest ... 0 earliest (0.5)")
     common.add_sites_options(auction)
     common.add_batches_option(auction)
-    reservations.add_journal_option(auction)
+    common.add_journal_option(auction)
     auction.set_defaults(command=_auction)
 
 
 def _auction(args: argparse.Namespace) -> int:
     now = int(time.time())
     if args.parts < 1 or args.rounds < 1 or args.tolerance < 0 or args.round_interval < 0:
-        raise ValueError(
+        raise BadInput(
             "--parts and --rounds must be at least 1, --tolerance and --round-interval at least 0"
         )
-    request = quotes.request_for_quotes(args, now, ranking=False)
+    request = common.request_for_quotes(args, now, ranking=False)
     constraints = Constraints(
         budget=args.budget,
-        deadline=parse_time(args.deadline, now) if args.deadline else None,
+        deadline=options.when(args.deadline, now) if args.deadline else None,
         tolerance=args.tolerance,
     )
     preference = Preference(Mode(args.mode), args.alpha)
     sites = common.registry(args).select(args.site)
-    journal = reservations.open_journal(args)
+    journal = common.open_journal(args)
     batches = not args.no_batches
     with common.connected(sites, batches) as connections, interruptible() as interrupted:
         for connection in connections:
@@ -274,8 +268,8 @@ def _print_rounds(rounds: List[Dict[str, Any]], parts: int) -> None:
 def _print_entries(entries: List[JournalEntry]) -> None:
     if entries:
         console.print_table(
-            [reservations.entry_row(entry) for entry in entries],
-            reservations.ENTRY_COLUMNS,
+            [common.entry_row(entry) for entry in entries],
+            common.ENTRY_COLUMNS,
             title="Accepts, confirms and cancels",
         )
 

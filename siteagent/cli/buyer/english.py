@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 from siteagent.cli import console
-from siteagent.cli.buyer import common, reservations
+from siteagent.cli.buyer import common
 from siteagent.cli.buyer.common import interruptible
 from siteagent.cli.console import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNAVAILABLE
+from siteagent.cli.exits import BadInput
 from siteagent.cli.options import duration, local_time
 from siteagent.client.auctioneer import Auctioneer, JobAuction, SitePool
 from siteagent.client.english import DEFAULT_K, DEFAULT_ROUNDS, auction_length
@@ -75,7 +76,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="a first bid must beat this value (core-hours; default: any bid)",
     )
     common.add_sites_options(english)
-    reservations.add_journal_option(english)
+    common.add_journal_option(english)
     english.set_defaults(command=_english_auction)
 
 
@@ -91,12 +92,12 @@ def _value(text: str) -> Decimal:
 
 def _english_auction(args: argparse.Namespace) -> int:
     if args.k < 0 or args.rounds < 1:
-        raise ValueError("-k must be at least 0 and --rounds at least 1")
+        raise BadInput("-k must be at least 0 and --rounds at least 1")
     jobs = load_jobs(args.jobs)
     mean = args.mean_run_time if args.mean_run_time is not None else mean_walltime(jobs)
     length = auction_length(args.k, mean)
     sites = common.registry(args).select(args.site)
-    journal = reservations.open_journal(args)
+    journal = common.open_journal(args)
     for site in sites:
         site.signing_key()  # a missing or unsafe key is the buyer's to fix: say so now
     done: List[JobAuction] = []

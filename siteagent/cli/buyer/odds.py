@@ -13,14 +13,14 @@ import argparse
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from siteagent.cli import console
+from siteagent.cli import console, options
 from siteagent.cli.buyer import common
 from siteagent.cli.console import EXIT_REFUSED, EXIT_UNAVAILABLE
+from siteagent.cli.exits import BadInput
 from siteagent.cli.options import duration, local_time, quote_request
 from siteagent.client.connection import SiteConnection, SiteQuote
 from siteagent.client.fanout import SiteResult, any_answered, ask_all
 from siteagent.client.odds import Ask, SiteOdds, site_odds
-from siteagent.core.durations import parse_time
 from siteagent.protocol.models import WaitHistory
 
 #: The command line's name of each field of the request for quotes it sends.
@@ -69,7 +69,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def _odds(args: argparse.Namespace) -> int:
     now = int(time.time())
-    ask = Ask(args.cores, args.walltime, parse_time(args.start, now), args.probability)
+    start_by = options.when(args.start, now)
+    try:
+        ask = Ask(args.cores, args.walltime, start_by, args.probability)
+    except ValueError as exc:  # a probability outside (0, 1)
+        raise BadInput(str(exc)) from None
     request = quote_request(ask.quote_fields(), OPTION_OF)
     registry = common.registry(args)
     with common.connected(registry.select(args.site)) as connections:

@@ -14,24 +14,20 @@ site and window, or a confirm is refused (everything is then released); 130 when
 from __future__ import annotations
 
 import argparse
-import contextlib
 import time
-from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from siteagent.cli import console
-from siteagent.cli.buyer import common, reservations
+from siteagent.cli.buyer import common, holding
 from siteagent.cli.buyer.common import interruptible
 from siteagent.cli.console import EXIT_INTERRUPTED, EXIT_REFUSED
-from siteagent.cli.options import amount, local_time, price
-from siteagent.client.batchcommit import BatchCommit
+from siteagent.cli.options import local_time
 from siteagent.client.batches import max_parts
-from siteagent.client.commit import CommitOutcome, Held
+from siteagent.client.commit import CommitOutcome
 from siteagent.client.connection import SiteConnection
-from siteagent.client.journal import AuctionState, Journal
-from siteagent.client.plans import Network, PlanningError, ProvisioningPlan
-from siteagent.client.recovery import Patient
+from siteagent.client.journal import AuctionState
+from siteagent.client.plans import Network, ProvisioningPlan
 from siteagent.core import tradeoff
 from siteagent.core.errors import SiteagentError
 
@@ -39,8 +35,6 @@ if TYPE_CHECKING:
     from siteagent.client.greedy import SiteOffers
     from siteagent.client.tasks import TaskGraph
 
-#: Bytes per second between sites when not told: the thesis' 10 Gbps (ch. 4.9).
-DEFAULT_BANDWIDTH = 1.25e9
 
 PLANNERS = ("greedy", "genetic")
 
@@ -63,23 +57,8 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         ),
     )
     provision.add_argument("workflow", type=Path, metavar="WORKFLOW")
-    provision.add_argument(
-        "--alpha",
-        type=float,
-        default=0.5,
-        metavar="A",
-        help="1 cheapest ... 0 fastest (0.5)",
-    )
-    provision.add_argument(
-        "--bandwidth",
-        type=float,
-        default=DEFAULT_BANDWIDTH,
-        metavar="BYTES_PER_S",
-        help=f"between sites, for a parent's output to reach a child ({DEFAULT_BANDWIDTH:g})",
-    )
-    provision.add_argument(
-        "--latency", type=float, default=0.0, metavar="S", help="of a transfer between sites (0)"
-    )
+    common.add_alpha_option(provision, "1 cheapest ... 0 fastest (0.5)")
+    common.add_network_options(provision)
     provision.add_argument(
         "--planner",
         choices=PLANNERS,
@@ -94,28 +73,11 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     provision.add_argument(
         "--dry-run", action="store_true", help="quote and plan, hold and confirm nothing"
     )
-    add_price_caps(provision)
+    common.add_price_caps(provision)
     common.add_sites_options(provision)
     common.add_batches_option(provision)
-    reservations.add_journal_option(provision)
+    common.add_journal_option(provision)
     provision.set_defaults(command=_provision)
-
-
-def add_price_caps(parser: argparse.ArgumentParser) -> None:
-    """``--max-price`` and ``--budget``, as ``auction`` has them."""
-    parser.add_argument(
-        "--max-price",
-        type=price,
-        metavar="P",
-        help="most per core-hour of any task's reservation (sites offer nothing dearer)",
-    )
-    parser.add_argument(
-        "--budget",
-        type=amount,
-        metavar="AMOUNT",
-        help="most the reservations may cost together: a window that would pass it is not "
-        "held (the task takes another, or the whole is released)",
-    )
 
 
 def _provision(args: argparse.Namespace) -> int:
@@ -134,7 +96,7 @@ def _provision(args: argparse.Namespace) -> int:
     network = Network(args.bandwidth, args.latency)
     tradeoff.check_alpha(args.alpha)
     sites = common.registry(args).select(args.site)
-    journal = reservations.open_journal(args)
+    journal = common.open_journal(args)
     batches = not args.no_batches
     with common.connected(sites, batches) as connections, interruptible() as interrupted:
         by_name = {connection.site.name: connection for connection in connections}
@@ -167,7 +129,7 @@ def _provision(args: argparse.Namespace) -> int:
             chosen = pareto.choose(args.alpha).plan
             return plan_reservation.reserve(chosen, graph, attributes, offers, network)
 
-        outcome, plan = reserve_plan(
+        outcome, plan = holding.reserve_plan(
             journal,
             _described(args, graph),
             by_name,
@@ -181,58 +143,6 @@ def _provision(args: argparse.Namespace) -> int:
             budget=args.budget,
         )
     return _report(args, outcome, plan)
-
-
-def reserve_plan(
-    journal: Journal,
-    described: Mapping[str, Any],
-    connections: Mapping[str, SiteConnection],
-    tasks: int,
-    plan_with: Callable[[SiteOffers], ProvisioningPlan],
-    interrupted: Callable[[], bool],
-    dry_run: bool = False,
-    quiet: bool = False,
-    offers_per_quote: Optional[int] = None,
-    max_price: Optional[Decimal] = None,
-    budget: Optional[Decimal] = None,
-) -> Tuple[CommitOutcome, Optional[ProvisioningPlan]]:
-    """Plan ``tasks`` through ``plan_with``, which holds each task at its site as it places
-    it (through the offers it is given), then confirm them all, or release them all: the
-    plan journaled as one auction ``described`` of ``tasks`` parts, each task held one part
-    (``recover`` closes it done only when that many were confirmed). ``quiet``: no progress
-    bar. ``offers_per_quote``: how many offers each site is asked for per task (the
-    greedy planner's default; see siteagent/client/liveoffers.py); ``max_price`` caps every
-    quote per core-hour and ``budget`` what the tasks held cost together. The outcome, and
-    the plan as held (None if planning failed)."""
-    from siteagent.client.livebatches import LiveBatchOffers  # the planners' libraries: above
-    from siteagent.client.liveoffers import GREEDY_OFFERS
-
-    record = journal.open_auction({**described, "parts": tasks})
-    sellers = {name: Patient(connection) for name, connection in connections.items()}
-    planned: Dict[str, ProvisioningPlan] = {}
-    with journal.running(record.id), _progress(tasks, quiet) as one_held:
-        commit = BatchCommit(
-            journal, record.id, sellers, tasks, None, interrupted, connections=connections
-        )
-        offers = LiveBatchOffers(
-            connections,
-            commit,
-            dry_run,
-            one_held,
-            offers_per_quote or GREEDY_OFFERS,
-            max_price=max_price,
-            budget=budget,
-        )
-
-        def hold() -> Mapping[int, Held]:
-            try:
-                planned["plan"] = plan_with(offers)
-            except PlanningError as exc:  # with what the sites said: a refusal is not "none"
-                raise PlanningError(offers.explain(str(exc))) from None
-            return offers.held
-
-        outcome = commit.run_plan(hold, confirm=not dry_run)
-    return outcome, planned.get("plan")
 
 
 def _takes_batches(connection: SiteConnection) -> bool:
@@ -263,7 +173,7 @@ def _report(
     args: argparse.Namespace, outcome: CommitOutcome, plan: Optional[ProvisioningPlan]
 ) -> int:
     done = outcome.state is AuctionState.DONE or (args.dry_run and plan is not None)
-    rows = plan_rows(plan, outcome) if plan is not None and done else []
+    rows = holding.plan_rows(plan, outcome) if plan is not None and done else []
     if args.json:
         console.print_json(
             {
@@ -293,39 +203,3 @@ def _report(
         return 0
     console.error(f"provision: {outcome.message}")
     return EXIT_INTERRUPTED if outcome.state is AuctionState.INTERRUPTED else EXIT_REFUSED
-
-
-def plan_rows(plan: ProvisioningPlan, outcome: CommitOutcome) -> List[Dict[str, Any]]:
-    """Each task's placement with its reservation (none in a dry run): the parts were held in
-    the plan's order, structural tasks (which hold nothing) left out."""
-    confirmed = {entry.part: entry for entry in outcome.confirmed}
-    real = [p for p in plan.placements if p.site is not None]
-    rows = []
-    for part, placement in enumerate(real):
-        entry = confirmed.get(part)
-        reservation = entry.reservation_id if entry is not None else None
-        rows.append(
-            {
-                "task": placement.task,
-                "site": placement.site,
-                "reservation": reservation,
-                "start": placement.start,
-                "finish": placement.finish,
-                "cost": str(placement.cost),
-            }
-        )
-    return rows
-
-
-@contextlib.contextmanager
-def _progress(total: int, quiet: bool) -> Iterator[Callable[[], None]]:
-    """A progress bar on stderr of the tasks held out of the workflow's ``total`` that run."""
-    with console.progress_bar(f"planning {total} tasks", enabled=not quiet) as update:
-        held = 0
-
-        def one_held() -> None:
-            nonlocal held
-            held += 1
-            update(held / total)
-
-        yield one_held

@@ -16,28 +16,8 @@ from typing import Any, Dict
 from siteagent.cli import console
 from siteagent.cli.buyer import common
 from siteagent.cli.console import EXIT_REFUSED, EXIT_UNAVAILABLE
-from siteagent.cli.options import duration, local_time, price, quote_request
+from siteagent.cli.options import local_time
 from siteagent.client.quotes import Quotes, ask_for_quotes
-from siteagent.core.durations import parse_time
-from siteagent.protocol.models import QuoteRequest
-
-#: The command line's name of each field of the request for quotes.
-OPTION_OF = {
-    "walltime": "--walltime",
-    "cores": "--cores",
-    "nodes": "--nodes",
-    "cores_per_node": "--cores-per-node",
-    "deadline": "--deadline",
-    "earliest_start": "--earliest",
-    "max_price": "--max-price",
-    "alpha": "--alpha",
-    "architecture": "--architecture",
-    "os": "--os",
-    "cpu_speed_mhz": "--cpu-speed",
-    "memory_per_core_mb": "--memory-per-core",
-    "disk_gb": "--disk",
-    "limit": "--limit",
-}
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -54,52 +34,13 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "answered refused, 75 when none answered."
         ),
     )
-    add_request_options(quote)
+    common.add_request_options(quote)
     common.add_sites_options(quote)
     quote.set_defaults(command=_quote)
 
 
-def add_request_options(parser: argparse.ArgumentParser, ranking: bool = True) -> None:
-    """The request's options: size and time, price, the machine's RFQL attributes; with
-    ``ranking`` the quote's own --deadline, --alpha and --limit too (the auction checks its
-    deadline itself and ranks its own way)."""
-    size = parser.add_argument_group("size and time")
-    size.add_argument("--cores", type=int, metavar="N", help="total cores")
-    size.add_argument(
-        "--nodes", type=int, metavar="N", help="whole nodes (with or instead of --cores)"
-    )
-    size.add_argument("--cores-per-node", type=int, metavar="N")
-    size.add_argument(
-        "--walltime",
-        type=duration,
-        required=True,
-        metavar="D",
-        help="how long: seconds, or 90m, 2h, 1d",
-    )
-    if ranking:
-        size.add_argument(
-            "--deadline", metavar="T", help="latest end: +DURATION, epoch or ISO time"
-        )
-    size.add_argument(
-        "--earliest", metavar="T", help="earliest start: +DURATION, epoch or ISO time"
-    )
-    terms = parser.add_argument_group("price and ranking")
-    terms.add_argument("--max-price", type=price, metavar="P", help="most per core-hour")
-    if ranking:
-        terms.add_argument(
-            "--alpha", type=float, default=0.5, metavar="A", help="0 earliest ... 1 cheapest (0.5)"
-        )
-    terms.add_argument("--limit", type=int, metavar="N", help="at most N offers per site (20)")
-    machine = parser.add_argument_group("machine (RFQL attributes a site must advertise)")
-    machine.add_argument("--architecture")
-    machine.add_argument("--os")
-    machine.add_argument("--cpu-speed", type=int, metavar="MHZ")
-    machine.add_argument("--memory-per-core", type=int, metavar="MB")
-    machine.add_argument("--disk", type=int, metavar="GB")
-
-
 def _quote(args: argparse.Namespace) -> int:
-    request = request_for_quotes(args, int(time.time()))
+    request = common.request_for_quotes(args, int(time.time()))
     registry = common.registry(args)
     with common.connected(registry.select(args.site)) as connections:
         for connection in connections:
@@ -113,30 +54,6 @@ def _quote(args: argparse.Namespace) -> int:
     if quotes.ranked:
         return 0
     return EXIT_REFUSED if quotes.any_answered else EXIT_UNAVAILABLE
-
-
-def request_for_quotes(args: argparse.Namespace, now: int, ranking: bool = True) -> QuoteRequest:
-    """The command line's request (the options :func:`add_request_options` added, with the
-    same ``ranking``)."""
-    if args.cores is None and args.nodes is None:
-        raise ValueError("give the size: --cores N, or --nodes N (with --cores-per-node N)")
-    fields: Dict[str, Any] = {
-        "walltime": args.walltime,
-        "cores": args.cores,
-        "nodes": args.nodes,
-        "cores_per_node": args.cores_per_node,
-        "deadline": parse_time(args.deadline, now) if ranking and args.deadline else None,
-        "earliest_start": parse_time(args.earliest, now) if args.earliest else None,
-        "max_price": args.max_price,
-        "alpha": args.alpha if ranking else None,
-        "architecture": args.architecture,
-        "os": args.os,
-        "cpu_speed_mhz": args.cpu_speed,
-        "memory_per_core_mb": args.memory_per_core,
-        "disk_gb": args.disk,
-        "limit": args.limit,
-    }
-    return quote_request(fields, OPTION_OF)
 
 
 def _json(quotes: Quotes) -> Dict[str, Any]:

@@ -12,33 +12,16 @@ two sites collide.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from siteagent.cli import console
 from siteagent.cli.buyer import common
 from siteagent.cli.console import EXIT_REFUSED, EXIT_UNAVAILABLE
+from siteagent.cli.exits import BadInput
 from siteagent.cli.options import local_time
 from siteagent.client.journal import RELEASED, HoldState, Journal, JournalEntry, default_path
 from siteagent.client.recovery import Patient, observe, recover, settle
 from siteagent.client.sites import Registry, Site
-
-#: The columns of a journal entry in a table.
-ENTRY_COLUMNS = ["part", "site", "reservation", "state", "start", "end", "cores", "price", "note"]
-
-
-def add_journal_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--journal",
-        type=Path,
-        metavar="FILE",
-        help=f"the client's journal (default: {default_path()}, under $XDG_STATE_HOME)",
-    )
-
-
-def open_journal(args: argparse.Namespace) -> Journal:
-    """The journal a command writes to (made if it does not exist yet)."""
-    return Journal(args.journal or default_path())
 
 
 def existing_journal(args: argparse.Namespace) -> Optional[Journal]:
@@ -49,7 +32,7 @@ def existing_journal(args: argparse.Namespace) -> Optional[Journal]:
     if path.exists():
         return Journal(path)
     if args.journal is not None:
-        raise ValueError(
+        raise BadInput(
             f"{path}: no such journal; give the file auction, provision and select wrote "
             f"(the default is {default_path()})"
         )
@@ -71,7 +54,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         ),
     )
     common.add_sites_options(recover_command, choose=False)
-    add_journal_option(recover_command)
+    common.add_journal_option(recover_command)
     recover_command.set_defaults(command=_recover)
 
     reservations = commands.add_parser(
@@ -94,7 +77,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
     cancel.set_defaults(command=_cancel)
     for action in (listing, show, cancel):
         common.add_sites_options(action, choose=False)
-        add_journal_option(action)
+        common.add_journal_option(action)
 
 
 # --------------------------------------------------------------------------- recover
@@ -142,11 +125,13 @@ def _print_recovery(
     if not settled and not left:
         console.stdout.print("Nothing to recover: every step of the journal is settled.")
     if settled:
-        console.print_table([entry_row(e) for e in settled], ENTRY_COLUMNS, title="Settled")
+        console.print_table(
+            [common.entry_row(e) for e in settled], common.ENTRY_COLUMNS, title="Settled"
+        )
     if confirmed:
         console.print_table(
-            [entry_row(e) for e in confirmed],
-            ENTRY_COLUMNS,
+            [common.entry_row(e) for e in confirmed],
+            common.ENTRY_COLUMNS,
             title="Confirmed and kept (cancel with `siteagent-client reservations cancel`)",
         )
     known = {site.name for site in registry.sites}
@@ -174,7 +159,9 @@ def _list(args: argparse.Namespace) -> int:
     if args.json:
         console.print_json({"reservations": [entry.to_json() for entry in entries]})
     elif entries:
-        console.print_table([entry_row(e) for e in entries], ["auction", *ENTRY_COLUMNS])
+        console.print_table(
+            [common.entry_row(e) for e in entries], ["auction", *common.ENTRY_COLUMNS]
+        )
     else:
         console.stdout.print("The journal holds no reservation" + ("." if args.all else " now."))
     return 0
@@ -238,7 +225,7 @@ def _journal_of(args: argparse.Namespace) -> Journal:
     """The journal a reservation is looked up in, which must exist."""
     journal = existing_journal(args)
     if journal is None:
-        raise ValueError(
+        raise BadInput(
             f"no journal yet at {default_path()}: it knows no reservation {args.reservation}"
         )
     return journal
@@ -250,9 +237,9 @@ def _find(journal: Journal, name: str) -> JournalEntry:
     if len(found) == 1:
         return found[0]
     if not found:
-        raise ValueError(f"the journal {journal.path} knows no reservation {name}")
+        raise BadInput(f"the journal {journal.path} knows no reservation {name}")
     sites = ", ".join(sorted(f"{e.site}:{reservation_id}" for e in found))
-    raise ValueError(f"{name} is at several sites: name one of {sites}")
+    raise BadInput(f"{name} is at several sites: name one of {sites}")
 
 
 def _site(args: argparse.Namespace, entry: JournalEntry) -> Site:
@@ -262,19 +249,3 @@ def _site(args: argparse.Namespace, entry: JournalEntry) -> Site:
 
 def _name(entry: JournalEntry) -> str:
     return f"{entry.site}:{entry.reservation_id or entry.offer_id}"
-
-
-def entry_row(entry: JournalEntry) -> Dict[str, Any]:
-    """A journal entry as a table row."""
-    return {
-        "auction": entry.auction_id,
-        "part": entry.part + 1,
-        "site": entry.site,
-        "reservation": entry.reservation_id or f"(offer {entry.offer_id})",
-        "state": entry.state.value,
-        "start": local_time(entry.bid.start),
-        "end": local_time(entry.bid.end),
-        "cores": entry.bid.size,
-        "price": str(entry.bid.total),
-        "note": entry.message,
-    }

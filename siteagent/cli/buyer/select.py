@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from siteagent.cli import console
-from siteagent.cli.buyer import common, provision, reservations
+from siteagent.cli.buyer import common, holding
 from siteagent.cli.buyer.common import interruptible
 from siteagent.cli.console import EXIT_INTERRUPTED, EXIT_REFUSED, EXIT_UNAVAILABLE
+from siteagent.cli.exits import BadInput
 from siteagent.cli.options import local_time
 from siteagent.client.commit import CommitOutcome
 from siteagent.client.connection import SiteConnection
@@ -95,10 +96,10 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
         action="store_true",
         help="reserve every task assigned at its site, all or nothing",
     )
-    provision.add_price_caps(select)  # with --reserve
+    common.add_price_caps(select)  # with --reserve
     common.add_sites_options(select)
     common.add_batches_option(select)
-    reservations.add_journal_option(select)
+    common.add_journal_option(select)
     select.set_defaults(command=_select)
 
 
@@ -109,9 +110,9 @@ def _select(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as exc:
         raise common.planners_missing("select", exc) from exc
     if not 0.0 < args.probability < 1.0:
-        raise ValueError(f"--probability must be in (0, 1), got {args.probability:g}")
+        raise BadInput(f"--probability must be in (0, 1), got {args.probability:g}")
     if not args.reserve and (args.max_price is not None or args.budget is not None):
-        raise ValueError("--max-price and --budget cap what --reserve buys: add --reserve")
+        raise BadInput("--max-price and --budget cap what --reserve buys: add --reserve")
     tasks = load_bag(args.bag)
     sites = common.registry(args).select(args.site)
     # Ctrl-C while reserving releases what is held; before, it stops at once
@@ -147,14 +148,14 @@ def _reserve(
 
     graph, plan = as_plan(chosen, tasks, now)
     attributes = [candidate.attributes for candidate in candidates]
-    network = Network(provision.DEFAULT_BANDWIDTH)  # independent tasks move nothing
+    network = Network(common.DEFAULT_BANDWIDTH)  # independent tasks move nothing
     used = {estimate.site for estimate in chosen.assigned.values()}
 
     def plan_with(offers: SiteOffers) -> ProvisioningPlan:
         return plan_reservation.reserve(plan, graph, attributes, offers, network)
 
-    return provision.reserve_plan(
-        reservations.open_journal(args),
+    return holding.reserve_plan(
+        common.open_journal(args),
         _described(args, tasks),
         {c.site.name: c for c in connections if c.site.name in used},
         len(chosen.assigned),
@@ -280,7 +281,7 @@ def _add_reservations(
     """Each task's reservation, window and cost, once every one is confirmed."""
     if plan is None or outcome.state is not AuctionState.DONE:
         return
-    held = {row["task"]: row for row in provision.plan_rows(plan, outcome)}
+    held = {row["task"]: row for row in holding.plan_rows(plan, outcome)}
     for row in rows:
         reserved = held[row["task"]]
         row.update({column: reserved[column] for column in RESERVED_COLUMNS})

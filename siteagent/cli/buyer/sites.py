@@ -21,6 +21,7 @@ import yaml
 from siteagent.cli import console
 from siteagent.cli.buyer import common
 from siteagent.cli.console import EXIT_UNAVAILABLE
+from siteagent.cli.exits import BadInput, as_bad_input
 from siteagent.client.connection import SiteConnection, SiteInfo
 from siteagent.client.fanout import SiteResult, ask_all
 from siteagent.client.registering import add_site, remove_site
@@ -250,11 +251,12 @@ def _keys(args: argparse.Namespace) -> int:
     public = private.with_name(private.name + ".pub")
     existing = [str(path) for path in (private, public) if path.exists()]
     if existing and not args.force:
-        raise ValueError(f"{', '.join(existing)} already exist; --force replaces them")
-    entry: Dict[str, str] = {
-        "public_key": write_key_pair(private, public, args.force),
-        "user": user,
-    }
+        raise BadInput(f"{', '.join(existing)} already exist; --force replaces them")
+    with as_bad_input(OSError):
+        entry: Dict[str, str] = {
+            "public_key": write_key_pair(private, public, args.force),
+            "user": user,
+        }
     if args.account:
         entry["account"] = _checked_name(names.NAME, args.account, "--account", "an account name")
     authorized = yaml.safe_dump({"clients": {key_id: entry}}, sort_keys=False)
@@ -294,5 +296,5 @@ def _keys(args: argparse.Namespace) -> int:
 
 def _checked_name(rule: Any, value: str, option: str, what: str) -> str:
     if not names.is_valid(rule, value):
-        raise ValueError(f"{option} {value!r}: expected {what} (matching {rule.pattern})")
+        raise BadInput(f"{option} {value!r}: expected {what} (matching {rule.pattern})")
     return value

@@ -6,8 +6,17 @@ import argparse
 
 
 def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """The site's commands after ``serve`` and ``simulate``, in ``siteagent --help``'s order."""
-    from siteagent.cli.site import history, install, keys_config, ledger, market, reservations
+    """Every site command, in the order ``siteagent --help`` lists them."""
+    from siteagent.cli.site import (
+        history,
+        install,
+        keys_config,
+        ledger,
+        market,
+        reservations,
+        serve,
+        simulate,
+    )
 
-    for command in (reservations, market, keys_config, install, history, ledger):
+    for command in (serve, simulate, reservations, market, keys_config, install, history, ledger):
         command.add_commands(commands)

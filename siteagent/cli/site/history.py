@@ -14,10 +14,11 @@ from typing import Any, Dict, List, Optional
 
 from siteagent.backends.slurm import SlurmBackend
 from siteagent.backends.slurm.sacct import sacct_waits
-from siteagent.cli import console
+from siteagent.cli import console, options
+from siteagent.cli.exits import BadInput
 from siteagent.cli.options import add_site_options, load_config
 from siteagent.config.schema import BackendType, Config
-from siteagent.core.durations import SINCE_FORMS, parse_since
+from siteagent.core.durations import SINCE_FORMS
 from siteagent.core.waits import QueueWait, wait_table
 from siteagent.market.site import STORE_FILE, slurm_config
 from siteagent.market.store import Store
@@ -55,7 +56,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 def _history(args: argparse.Namespace) -> int:
     config = load_config(args)
     now = int(time.time())
-    since = parse_since(args.since, now) if args.since else now - DEFAULT_SINCE_S
+    since = options.since(args.since, now) if args.since else now - DEFAULT_SINCE_S
     if args.source == "sacct":
         waits = sacct_waits(_sacct_backend(config), since, now)
     else:
@@ -83,7 +84,7 @@ def _sacct_backend(config: Config) -> SlurmBackend:
     """The Slurm command-line backend of a slurm or pyslurm site: sacct is a command either
     way, so pyslurm is not loaded for it. Other batch systems have no sacct."""
     if config.backend.type not in (BackendType.SLURM, BackendType.PYSLURM):
-        raise ValueError(
+        raise BadInput(
             f"--source sacct needs a Slurm site (backend.type slurm or pyslurm), this one is "
             f"{config.backend.type.value}; use --source store"
         )

@@ -21,6 +21,7 @@ import yaml
 
 from siteagent.backends.pyslurm import versions as pyslurm_versions
 from siteagent.cli import console, options
+from siteagent.cli.exits import BadInput, as_bad_input
 from siteagent.config import loading, reading, schema
 from siteagent.config.reading import scheduler_user
 from siteagent.core.files import UnsafeFile, check_not_writable_by_others
@@ -102,13 +103,13 @@ def _add_check_config(commands: argparse._SubParsersAction[argparse.ArgumentPars
 def _keys(args: argparse.Namespace) -> int:
     if args.site:
         if args.dir or args.tls or args.client:
-            raise ValueError(
+            raise BadInput(
                 "--site makes the key of --config's security.site_key: give no DIR, --tls or "
                 "--client"
             )
         return _site_key(args)
     if args.dir is None:
-        raise ValueError("give DIR to write the files to (or --site for the site's key)")
+        raise BadInput("give DIR to write the files to (or --site for the site's key)")
     directory = Path(args.dir)
     names: List[str] = []
     if args.tls or not args.client:
@@ -118,13 +119,14 @@ def _keys(args: argparse.Namespace) -> int:
     files = {name: directory / name for name in names}
     existing = [str(path) for path in files.values() if path.exists()]
     if existing and not args.force:
-        raise ValueError(f"{', '.join(existing)} already exist; --force replaces them")
+        raise BadInput(f"{', '.join(existing)} already exist; --force replaces them")
     client = _client_entry(args) if "client.key" in files else None
     report: Dict[str, Any] = {"files": {name: str(path) for name, path in files.items()}}
     written: List[Tuple[Path, str]] = []
     if "server.crt" in files:
         hosts = tuple(args.host or tls.LOCAL_HOSTS)
-        tls.write_self_signed(files["server.crt"], files["server.key"], hosts, args.force)
+        with as_bad_input(OSError):
+            tls.write_self_signed(files["server.crt"], files["server.key"], hosts, args.force)
         report["hosts"] = list(hosts)
         written += [
             (files["server.crt"], "TLS certificate for " + ", ".join(hosts)),
@@ -132,7 +134,10 @@ def _keys(args: argparse.Namespace) -> int:
         ]
     if client is not None:
         key_id, entry = client
-        entry["public_key"] = write_key_pair(files["client.key"], files["client.pub"], args.force)
+        with as_bad_input(OSError):
+            entry["public_key"] = write_key_pair(
+                files["client.key"], files["client.pub"], args.force
+            )
         report["client"] = {"key_id": key_id, **entry}
         report["authorized_clients"] = yaml.safe_dump({"clients": {key_id: entry}}, sort_keys=False)
         written += [
@@ -166,7 +171,8 @@ def _site_key(args: argparse.Namespace) -> int:
     loaded = options.load_config(args)
     path, site = loaded.security.site_key, loaded.site.name
     made = not path.exists()
-    public = public_key_text(load_or_create_site_key(path).public_key())
+    with as_bad_input(OSError):
+        public = public_key_text(load_or_create_site_key(path).public_key())
     participants = yaml.safe_dump({"sites": {site: {"public_key": public}}}, sort_keys=False)
     if args.json:
         console.print_json(
@@ -202,7 +208,7 @@ def _checked(convert: Callable[[Any], str], value: str, option: str) -> str:
     try:
         return convert(value)
     except reading.Invalid as exc:
-        raise ValueError(f"{option} {value!r}: expected {exc}") from None
+        raise BadInput(f"{option} {value!r}: expected {exc}") from None
 
 
 def _check_config(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ import logging
 from typing import Any, Callable, Dict
 
 from siteagent.cli import console, options
+from siteagent.cli.exits import BadInput, as_bad_input
 from siteagent.config.schema import Config
 from siteagent.ledger.bank import BANK, Ledger, LedgerError
 
@@ -207,7 +208,7 @@ def _check(args: argparse.Namespace) -> int:
     from siteagent.ledger.audit import check
 
     location = args.database or options.load_config(args).ledger.location
-    ledger = Ledger(location)
+    ledger = _open(location)
     try:
         audit = check(ledger.database)
     finally:
@@ -228,10 +229,10 @@ def _migrate(args: argparse.Namespace) -> int:
     from siteagent.ledger.migration import migrate_books
 
     if str(args.source) == str(args.target):
-        raise ValueError("--from and --to name the same database")
-    source = Ledger(args.source)
+        raise BadInput("--from and --to name the same database")
+    source = _open(args.source)
     try:
-        target = Ledger(args.target)
+        target = _open(args.target)
         try:
             with console.progress_bar("migrating the books", enabled=not args.json) as update:
                 moved = migrate_books(source, target, update)
@@ -285,11 +286,11 @@ def _with_ledger(args: argparse.Namespace, use: Callable[[Ledger, Config], None]
     """Run ``use`` on the configuration's ledger database; a refusal is one line on stderr."""
     loaded = options.load_config(args)
     if loaded.ledger.url is not None:
-        raise ValueError(
+        raise BadInput(
             f"this configuration books at the ledger service {loaded.ledger.url} (ledger.url); "
             "run the command on the ledger's host, with the service's configuration"
         )
-    ledger = Ledger(loaded.ledger.location)
+    ledger = _open(loaded.ledger.location)
     try:
         use(ledger, loaded)
     except LedgerError as exc:
@@ -298,3 +299,9 @@ def _with_ledger(args: argparse.Namespace, use: Callable[[Ledger, Config], None]
     finally:
         ledger.close()
     return 0
+
+
+def _open(location: Any) -> Ledger:
+    """The books at ``location``; a directory that cannot be made is input to fix."""
+    with as_bad_input(OSError):
+        return Ledger(location)

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, Dict, List
 
 from siteagent.cli import console, options
 from siteagent.cli.console import EXIT_REFUSED
+from siteagent.cli.exits import BadInput
 from siteagent.cli.options import duration, local_time, price
 from siteagent.core.defaults import DEFAULT_OFFER_VALID_S
-from siteagent.core.durations import parse_time
 from siteagent.core.engines import Policy
 from siteagent.core.prediction import plan
 from siteagent.market.site import open_backend, open_site, pricing_of
@@ -109,7 +109,7 @@ def add_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def _slots(args: argparse.Namespace) -> int:
     if args.min_cores < 1 or args.min_duration < 1:
-        raise ValueError("--min-cores and --min-duration must be at least 1")
+        raise BadInput("--min-cores and --min-duration must be at least 1")
     loaded = options.load_config(args)
     backend = open_backend(loaded)
     try:
@@ -175,8 +175,8 @@ def _request_for_quotes(args: argparse.Namespace, now: int) -> QuoteRequest:
     fields: Dict[str, Any] = {
         "cores": args.cores,
         "walltime": args.duration,
-        "earliest_start": parse_time(args.earliest, now) if args.earliest else None,
-        "deadline": parse_time(args.deadline, now) if args.deadline else None,
+        "earliest_start": options.when(args.earliest, now) if args.earliest else None,
+        "deadline": options.when(args.deadline, now) if args.deadline else None,
         "max_price": args.max_price,
         "alpha": args.alpha,
         "limit": args.limit,
@@ -215,11 +215,11 @@ def _check_quote(args: argparse.Namespace) -> None:
     """Refuse a request that cannot make sense before opening the site."""
     for option, value in (("--cores", args.cores), ("--duration", args.duration)):
         if value < 1:
-            raise ValueError(f"{option} must be at least 1, got {value}")
+            raise BadInput(f"{option} must be at least 1, got {value}")
     if args.limit < 1:
-        raise ValueError(f"--limit must be at least 1, got {args.limit}")
+        raise BadInput(f"--limit must be at least 1, got {args.limit}")
     if not 0.0 <= args.alpha <= 1.0:
-        raise ValueError(f"--alpha must be between 0 and 1, got {args.alpha}")
+        raise BadInput(f"--alpha must be between 0 and 1, got {args.alpha}")
 
 
 def _pricing(args: argparse.Namespace, configured: Pricing) -> Pricing:
@@ -240,7 +240,7 @@ def _load_price(values: List[str]) -> LoadBasedPrice:
     try:
         return LoadBasedPrice(price(start), price(minimum), int(rounds))
     except (argparse.ArgumentTypeError, ValueError) as exc:
-        raise ValueError(
+        raise BadInput(
             f"--load expects START MIN ROUNDS (prices per core-hour, MIN <= START, whole "
             f"ROUNDS >= 1), got {' '.join(values)}: {exc}"
         ) from None

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, Tuple
 
 from siteagent.cli import console, options
+from siteagent.cli.exits import BadInput, as_bad_input
 from siteagent.core.usage import Usage
 from siteagent.market.deals import Deal, Deals, open_deals
 from siteagent.market.lifecycle import ReservationRecord, ReservationState
@@ -154,7 +155,7 @@ def _show(args: argparse.Namespace) -> int:
     finally:
         store.close()
     if record is None or usage is None:
-        raise ValueError(f"no reservation {args.id!r} in this site's database")
+        raise BadInput(f"no reservation {args.id!r} in this site's database")
     steps = [
         {
             "at": step.at,
@@ -191,13 +192,14 @@ def _confirm(args: argparse.Namespace) -> int:
     with _deals(args) as (deals, clients):
         client = clients.get(args.client)
         if client is None:
-            raise ValueError(
+            raise BadInput(
                 f"--client {args.client!r} is not in the authorized-clients file: a confirm "
                 "is checked against the buyer's key registered there"
             )
-        signing_key = load_private_key(args.signing_key)
+        with as_bad_input(OSError, ValueError):
+            signing_key = load_private_key(args.signing_key)
         if public_key_text(signing_key.public_key()) != public_key_text(client.public_key):
-            raise ValueError(
+            raise BadInput(
                 f"--signing-key {args.signing_key} is not the key of {client.key_id} in the "
                 "authorized-clients file"
             )
