@@ -34,7 +34,7 @@ from typing import Any, Dict, List, Sequence
 
 import psutil
 
-from bench.common import ROOT, TRACES, machine, md_table, median, write_results
+from bench.common import ROOT, TRACES, ended, machine, md_table, median, write_results
 from bench.quote_clients import percentile
 from siteagent.core.defaults import DEFAULT_POLL_INTERVAL_S
 from testbed.inprocess.parties import Party
@@ -252,8 +252,9 @@ def markdown(data: Dict[str, Any]) -> str:
         + "; Intrepid replayed by CEA Curie), one bank, buyers running `siteagent-client "
         f"auction` ({ROUNDS} rounds, 16 cores for 1 h) through confirm on loopback. "
         f"Machine: {data['machine']['cpus']} CPUs, load "
-        f"{data['machine']['load_average_1m_at_start']} at start, {data['machine']['date']}; "
-        "agents' RSS median "
+        f"{data['machine']['load_average_1m_at_start']} at start "
+        f"({data['machine'].get('load_average_1m_at_end', '?')} at the end), "
+        f"{data['machine']['date']}; agents' RSS median "
         f"{data['agent_rss_mb_median']:.0f} MB, market up in {data['startup_s']:.0f} s.",
         "",
         "## One buyer, a quote across every site",
@@ -348,6 +349,7 @@ def main(argv: Sequence[str]) -> int:
     sites = agents_that_fit(available, args.agents)
     print(f"{available:.0f} MB available: {sites} agents", flush=True)
     root = Path(tempfile.mkdtemp(prefix="bench-auction-"))
+    started = machine()
     began = time.perf_counter()
     market = start_market(root, sites, max(args.buyers))
     startup = time.perf_counter() - began
@@ -357,7 +359,7 @@ def main(argv: Sequence[str]) -> int:
     finally:
         market.stop()
     data = {
-        "machine": machine(),
+        "machine": ended(started),
         "quick": args.quick,
         "sites": sites,
         "available_mb": round(available),

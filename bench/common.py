@@ -171,6 +171,11 @@ def machine() -> Dict[str, Any]:
     }
 
 
+def ended(started: Dict[str, Any]) -> Dict[str, Any]:
+    """`started` (a `machine()` taken before measuring) with the load at the end beside it."""
+    return {**started, "load_average_1m_at_end": round(os.getloadavg()[0], 2)}
+
+
 def cpu_probe_s() -> float:
     """Seconds a fixed pure-Python loop takes now: how fast this shared machine runs at the
     moment (the same loop took 0.36 to 0.70 s within one hour), beside figures that depend

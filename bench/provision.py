@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
-from bench.common import machine, md_table, median, write_results
+from bench.common import ended, machine, md_table, median, write_results
 from siteagent.client.genetic import DEFAULT_GENERATIONS, DEFAULT_POPULATION, pareto_plans
 from siteagent.client.greedy import provision, provision_in_batches
 from siteagent.client.plans import Network, ProvisioningPlan
@@ -318,6 +318,7 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure (median)")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
+    started = machine()
     print("greedy provisioning ...", flush=True)
     greedy = greedy_rows(
         layered_workflow(args.seed), "thesis 100x10", ALPHAS, args.seed, args.repeat
@@ -344,7 +345,7 @@ def main(argv: List[str]) -> int:
     end_to_end_met = {row["rate_limits"]: row["seconds"] < TARGET_GREEDY_S for row in end_to_end}
 
     data = {
-        "machine": machine(),
+        "machine": ended(started),
         "targets_s": {
             "greedy": TARGET_GREEDY_S,
             "genetic": TARGET_GENETIC_S,
