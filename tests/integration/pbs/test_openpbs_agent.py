@@ -145,12 +145,6 @@ def test_pbs_refusal_is_carried_into_the_failed_record(openpbs: PbsTestCluster, 
     assert reservations(openpbs) == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the agent admits PBS reservations by pooled CPU count; PBS's scheduler places "
-    "a reservation's CPUs on vnodes free for its whole window and denies it otherwise "
-    "(docs/pbs.md §11)",
-)
 def test_admission_follows_pbs_placement_over_the_window(
     openpbs: PbsTestCluster, site: Site
 ) -> None:
@@ -161,6 +155,6 @@ def test_admission_follows_pbs_placement_over_the_window(
     rsub(openpbs, "by-hand-1", start, start + 60, "1:ncpus=16:vnode=n1")
     rsub(openpbs, "by-hand-2", start + 60, start + 120, "1:ncpus=16:vnode=n2")
     with pytest.raises(OfferRefused) as refused:
-        accept(site, 40, start, 120)  # today: admitted, then "PBS denied R.." (FAILED)
+        accept(site, 40, start, 120)  # pooled: admitted, then "PBS denied R.." (FAILED)
     assert refused.value.reason == "capacity_gone"
     assert accept(site, 32, start, 120).state is ReservationState.TENTATIVE
