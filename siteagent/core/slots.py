@@ -39,9 +39,11 @@ def advertise(
     slots: List[Slot] = []
     open_bands: List[Tuple[int, int, int]] = []  # (low, high, start), levels bottom-up
     level = 0
+    # what any window within the horizon can have: a band no higher needs no asking
+    floor = reservable(plan.now, horizon) if reservable is not None else 0
 
     def close(low: int, high: int, start: int, end: int, bounded: bool) -> None:
-        if reservable is not None:
+        if reservable is not None and high > floor:
             high = min(high, reservable(start, end))
             if high <= low:
                 return
