@@ -74,7 +74,7 @@ from siteagent.ledger.schema import migrate
 from siteagent.ledger.storage import Database, Tx, open_database
 from siteagent.protocol.documents import Cancellation, Receipt, signature_valid
 from siteagent.protocol.keys import check_key_id, parse_public_key, public_key_text
-from siteagent.protocol.models import LedgerEntry, LedgerTransaction, StatementLine
+from siteagent.protocol.models import LedgerTransaction, StatementLine
 
 __all__ = [
     "BANK",
@@ -120,16 +120,8 @@ class Transaction:
 
     def to_json(self) -> Dict[str, Any]:
         """Its JSON, as :class:`~siteagent.protocol.models.LedgerTransaction` defines it."""
-        entries = [LedgerEntry(account=one.account, amount=str(one.amount)) for one in self.entries]
-        wire = LedgerTransaction(
-            id=self.id,
-            kind=self.kind,
-            at=self.at,
-            memo=self.memo,
-            receipt_id=self.receipt_id,
-            entries=entries,
-        )
-        return wire.model_dump()
+        entries = [{"account": one.account, "amount": str(one.amount)} for one in self.entries]
+        return LedgerTransaction.model_validate({**vars(self), "entries": entries}).model_dump()
 
     @classmethod
     def from_json(cls, data: Any) -> Transaction:
@@ -156,16 +148,8 @@ class StatementRow:
 
     def to_json(self) -> Dict[str, Any]:
         """Its JSON, as :class:`~siteagent.protocol.models.StatementLine` defines it."""
-        wire = StatementLine(
-            transaction_id=self.transaction_id,
-            at=self.at,
-            kind=self.kind,
-            receipt_id=self.receipt_id,
-            memo=self.memo,
-            amount=str(self.amount),
-            balance=str(self.balance),
-        )
-        return wire.model_dump()
+        money = {"amount": str(self.amount), "balance": str(self.balance)}
+        return StatementLine.model_validate({**vars(self), **money}).model_dump()
 
 
 @dataclass(frozen=True)
