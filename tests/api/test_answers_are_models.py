@@ -15,6 +15,7 @@ from pydantic import BaseModel
 from siteagent.protocol import documents
 from siteagent.protocol.models import (
     BatchQuoteAnswer,
+    BidAnswer,
     Health,
     Info,
     QuoteAnswer,
@@ -82,3 +83,14 @@ def test_a_reservation_is_its_model_through_its_life(world: World) -> None:
     cancelled = answer(world, "DELETE", path)
     assert cancelled["cancellation"] is not None
     described(ReservationView, cancelled)
+
+
+def test_a_bid_open_and_released_is_its_model(world: World) -> None:
+    closes_at = int(world.site.manager.clock()) + 30
+    call = {"auction_id": "a-models", "job": {"cores": 8, "walltime": 3600}, "closes_at": closes_at}
+    held = answer(world, "POST", "/v1/bids", call)
+    assert held["state"] == "open" and held["bid"] is not None
+    described(BidAnswer, held)
+    released = answer(world, "DELETE", "/v1/bids/a-models")
+    assert released["state"] == "released"
+    described(BidAnswer, released)
