@@ -14,7 +14,7 @@ shrank some that fitted in total (4 of 50 on whole nodes, 9 of 50 on cores). The
 admits on its node-aware plan and names the nodes, so Slurm refuses none of those it admits.
 On the real OpenPBS the offers are 8 to 24 of its 64 CPUs: pbs_sched confirms a reservation
 only on CPUs free all through its window, and when the agent admitted by pooled count PBS
-denied 1 of 50; the agent now admits by PBS's rule (docs/pbs.md §11.5).
+denied 1 and 3 of 50 in two runs; the agent now admits by PBS's rule (docs/pbs.md §11.5).
 """
 
 from __future__ import annotations
