@@ -1,14 +1,14 @@
-"""The toolkit every YAML file of siteagent is read with: key paths, converters, problems.
+"""The converters every YAML file of siteagent is read with, and the problems they name.
 
-A :class:`Section` validates one mapping key by key, recording every :class:`Problem` (the
-dotted key path and what was expected) instead of stopping at the first, and refusing unknown
-keys with a "did you mean" hint. The configuration, the authorized-clients file and the
-bank's participants file are all read with it, so their errors read alike.
+A converter turns a file's value into the value used, or raises :class:`Invalid` saying what
+was expected; :class:`ConfigError` lists every :class:`Problem` with its dotted key path. The
+configuration declares its keys with them (:mod:`siteagent.config.schema`); the
+authorized-clients and participants files are still read key by key with :class:`Section`
+(docs/design.md §2), so that their errors read alike.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import enum
 import ipaddress
@@ -147,7 +147,7 @@ class Section:
 
     def items(self, key: str, convert: Callable[[Any], T]) -> Tuple[T, ...]:
         """A list whose items are each converted; a bad item is named by its index."""
-        raw: List[Any] = self.get(key, [], list_of_anything)
+        raw: List[Any] = self.get(key, [], a_list)
         values: List[T] = []
         for index, item in enumerate(raw):
             try:
@@ -156,6 +156,12 @@ class Section:
                 path = f"{self.child(key)}[{index}]"
                 self.reading.problem(path, f"expected {exc}, got {show(item)}")
         return tuple(values)
+
+
+def a_list(raw: Any) -> List[Any]:
+    if not isinstance(raw, list):
+        raise Invalid("a list")
+    return raw
 
 
 def unknown_key_message(key: str, keys: Tuple[str, ...]) -> str:
@@ -304,12 +310,6 @@ def qos_levels(raw: Any) -> Tuple[Tuple[str, int], ...]:
     return tuple(levels)
 
 
-def list_of_anything(raw: Any) -> List[Any]:
-    if not isinstance(raw, list):
-        raise Invalid("a list")
-    return raw
-
-
 def command_word(raw: Any) -> str:
     """A word of a command prefix (an argument, never a shell string)."""
     if not isinstance(raw, str) or not raw or any(c in raw for c in "\0\n\r"):
@@ -417,8 +417,3 @@ class Paths:
         if not path.is_file():
             raise Invalid(f"an existing file ({path} does not exist)")
         return path
-
-
-def keys_of(cls: type, *derived: str) -> Tuple[str, ...]:
-    """The YAML keys of a section: its dataclass's fields, less those derived from others."""
-    return tuple(item.name for item in dataclasses.fields(cls) if item.name not in derived)
