@@ -31,6 +31,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     ValidatorFunctionWrapHandler,
+    WrapValidator,
     model_validator,
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
@@ -167,9 +168,11 @@ class Section(BaseModel):
             absent = [key for key in cls.key_names() if key not in fields and section_of(cls, key)]
             fields.update({key: {} for key in absent})
             fields.update(cls.complete(fields, context))
-        for key in cls.key_names():
-            if key not in fields and cls.model_fields[key].is_required():
-                problems.append(problem((key,), REQUIRED, data))
+        absent = [
+            k for k in cls.key_names() if k not in fields and cls.model_fields[k].is_required()
+        ]
+        if absent:
+            problems += cls.missing(absent, data)
         instance = None
         try:
             instance = handler(fields)
@@ -179,6 +182,11 @@ class Section(BaseModel):
         if problems:
             raise refuse(cls.__name__, problems)
         return instance
+
+    @classmethod
+    def missing(cls, keys: List[str], data: Any) -> List[InitErrorDetails]:
+        """The problems of required keys the file left out (by default one each)."""
+        return [problem((key,), REQUIRED, data) for key in keys]
 
     @classmethod
     def complete(cls, fields: Mapping[str, Any], context: Dict[str, Any]) -> Dict[str, Any]:
@@ -201,6 +209,36 @@ class Section(BaseModel):
             if loc and loc[0] in old_of and loc[0] not in data:
                 item["loc"] = (old_of[loc[0]], *loc[1:])
         return problems
+
+
+def entries(what: str, check_id: Callable[[str], object]) -> WrapValidator:
+    """A mapping of ids to sections (``what`` names it in a problem): each id checked by
+    ``check_id`` (a ValueError says why), each entry read, problems in the file's order."""
+
+    def validate(raw: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        if not isinstance(raw, Mapping):
+            raise PydanticCustomError("config", expected(Invalid(what), raw))
+        problems: List[InitErrorDetails] = []
+        good: Dict[str, Any] = {}
+        for key, entry in raw.items():
+            try:
+                check_id(str(key))
+            except ValueError as exc:
+                problems.append(problem((str(key),), str(exc), key))
+            else:
+                good[str(key)] = entry
+        value = None
+        try:
+            value = handler(good)
+        except ValidationError as exc:
+            problems += values_of(exc)
+        if problems:
+            order = {str(key): index for index, key in enumerate(raw)}
+            problems.sort(key=lambda item: order.get(str(item["loc"][0]), 0))
+            raise refuse(what, problems)
+        return value
+
+    return WrapValidator(validate)
 
 
 def section_of(cls: type[Section], key: str) -> Optional[type[Section]]:

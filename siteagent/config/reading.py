@@ -1,10 +1,10 @@
 """The converters every YAML file of siteagent is read with, and the problems they name.
 
 A converter turns a file's value into the value used, or raises :class:`Invalid` saying what
-was expected; :class:`ConfigError` lists every :class:`Problem` with its dotted key path. The
-configuration declares its keys with them (:mod:`siteagent.config.schema`); the
-authorized-clients and participants files are still read key by key with :class:`Section`
-(docs/design.md §2), so that their errors read alike.
+was expected; :class:`ConfigError` lists every :class:`Problem` with its dotted key path. Every
+YAML file of siteagent declares its keys with them (:mod:`siteagent.config.fields`): the
+configuration (:mod:`siteagent.config.schema`), the authorized-clients file and the bank's
+participants file, so that their errors read alike.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import urllib.parse
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable, List, Mapping, Optional, Set, Tuple, TypeVar
+from typing import Any, Callable, List, Mapping, Optional, Tuple, TypeVar
 
 import yaml
 
@@ -87,81 +87,6 @@ class Invalid(SiteagentError, ValueError):
     """Raised by a converter: the value is not what was expected (the message says what)."""
 
     code = INVALID_VALUE
-
-
-class Reading:
-    """What one pass over a document accumulates: its problems and the keys it set."""
-
-    def __init__(self) -> None:
-        self.problems: List[Problem] = []
-        self.explicit: Set[str] = set()
-        self.deprecations: List[str] = []
-
-    def problem(self, path: str, message: str) -> None:
-        self.problems.append(Problem(path, message))
-
-    def deprecated(self, path: str, instead: str) -> None:
-        """``path`` is an old key that still works; say what replaces it."""
-        self.deprecations.append(f"{path} is deprecated: {instead}")
-
-
-class Section:
-    """One mapping of the document. Each accessor validates one key and returns a usable value
-    (the default when the key is absent or wrong), recording problems instead of raising, so
-    that a whole file is checked in one pass."""
-
-    def __init__(self, data: Any, path: str, keys: Tuple[str, ...], reading: Reading) -> None:
-        self.path = path
-        self.reading = reading
-        self.data: Mapping[str, Any] = {}
-        if data is None:
-            return
-        if not isinstance(data, Mapping):
-            reading.problem(path, f"expected a mapping of keys to values, got {show(data)}")
-            return
-        self.data = data
-        for key in data:
-            if key not in keys:
-                reading.problem(self.child(str(key)), unknown_key_message(str(key), keys))
-
-    def child(self, key: str) -> str:
-        return f"{self.path}.{key}" if self.path else key
-
-    def has(self, key: str) -> bool:
-        return key in self.data
-
-    def section(self, key: str, keys: Tuple[str, ...]) -> Section:
-        return Section(self.data.get(key), self.child(key), keys, self.reading)
-
-    def get(self, key: str, default: T, convert: Callable[[Any], T]) -> T:
-        """The value of ``key`` converted, or ``default`` if absent or invalid."""
-        if key not in self.data:
-            return default
-        raw = self.data[key]
-        self.reading.explicit.add(self.child(key))
-        try:
-            return convert(raw)
-        except Invalid as exc:
-            self.reading.problem(self.child(key), f"expected {exc}, got {show(raw)}")
-            return default
-
-    def items(self, key: str, convert: Callable[[Any], T]) -> Tuple[T, ...]:
-        """A list whose items are each converted; a bad item is named by its index."""
-        raw: List[Any] = self.get(key, [], a_list)
-        values: List[T] = []
-        for index, item in enumerate(raw):
-            try:
-                values.append(convert(item))
-            except Invalid as exc:
-                path = f"{self.child(key)}[{index}]"
-                self.reading.problem(path, f"expected {exc}, got {show(item)}")
-        return tuple(values)
-
-
-def a_list(raw: Any) -> List[Any]:
-    if not isinstance(raw, list):
-        raise Invalid("a list")
-    return raw
 
 
 def unknown_key_message(key: str, keys: Tuple[str, ...]) -> str:
