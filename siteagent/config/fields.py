@@ -95,14 +95,17 @@ def items(convert: Callable[[Any], T]) -> PlainValidator:
     return PlainValidator(validate)
 
 
-def path(kind: str = "path", *, exists_for: Tuple[str, ...] = ()) -> PlainValidator:
-    """A path relative to the file's directory; ``kind`` "file" (it must exist), "socket", or
-    "path"; with ``exists_for``, it must exist only when the backend is one of those (and its
-    commands run here: a ``command_prefix`` names another host's files)."""
+def path(
+    kind: str = "path", *, optional: bool = False, exists_for: Tuple[str, ...] = ()
+) -> PlainValidator:
+    """A path relative to the file's directory (``optional``: or null); ``kind`` "file" (it
+    must exist), "socket", or "path"; with ``exists_for``, it must exist only when the backend
+    is one of those (and its commands run here: a ``command_prefix`` names another host's
+    files)."""
 
     def validate(raw: Any, info: ValidationInfo) -> Optional[Path]:
-        if raw is None or isinstance(raw, Path):
-            return raw
+        if (raw is None and optional) or isinstance(raw, Path):
+            return raw  # type: ignore[no-any-return]
         context: Mapping[str, Any] = info.context or {}
         paths = reading.Paths(context.get("base_dir") or Path.cwd())
         used = context.get("backend") in exists_for and not context.get("remote")
@@ -156,7 +159,7 @@ class Section(BaseModel):
         fields: Dict[str, Any] = {}
         for key, value in data.items():
             if key not in known:
-                message = unknown_key_message(str(key), cls.key_names())
+                message = unknown_key_message(str(key), (*cls.key_names(), *cls.renamed))
                 problems.append(problem((str(key),), message, value))
             elif key in cls.renamed:
                 new = cls.renamed[key][0]
@@ -177,7 +180,7 @@ class Section(BaseModel):
         try:
             instance = handler(fields)
         except ValidationError as exc:
-            problems += cls.renamed_back(data, fields, values_of(exc, first=cls.checked_first))
+            problems += cls.renamed_back(data, values_of(exc, first=cls.checked_first))
         problems += cls.relations(data)
         if problems:
             raise refuse(cls.__name__, problems)
@@ -200,7 +203,7 @@ class Section(BaseModel):
 
     @classmethod
     def renamed_back(
-        cls, data: Mapping[str, Any], fields: Mapping[str, Any], problems: List[InitErrorDetails]
+        cls, data: Mapping[str, Any], problems: List[InitErrorDetails]
     ) -> List[InitErrorDetails]:
         """Problems of a value given under an old key, named by the key the file used."""
         old_of = {new: old for old, (new, _) in cls.renamed.items() if old in data}

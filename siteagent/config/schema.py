@@ -99,7 +99,7 @@ Unit = Annotated[CapacityUnit, check(r.choice(CapacityUnit))]
 Engine = Annotated[Policy, check(r.choice(Policy))]
 FilePath = Annotated[Path, path()]
 ExistingFile = Annotated[Path, path("file")]
-OptionalFile = Annotated[Optional[Path], path("file")]
+OptionalFile = Annotated[Optional[Path], path("file", optional=True)]
 
 
 def default_state_dir() -> Path:
@@ -177,7 +177,7 @@ class SwfOptions(Section):
     simulated cluster's size (None: the trace header's MaxProcs), and the wall-clock time the
     replay is at its offset (None: when the cluster is first created)."""
 
-    trace: Annotated[Optional[Path], path(exists_for=("swf",))] = None
+    trace: Annotated[Optional[Path], path(optional=True, exists_for=("swf",))] = None
     speed: PositiveNumber = DEFAULT_REPLAY_SPEED
     offset: Annotated[int, check(r.non_negative_int)] = DEFAULT_REPLAY_OFFSET_S
     cores: OptionalPositiveInt = None
@@ -195,7 +195,9 @@ class SlurmOptions(Section):
     #: whether slurm_conf must exist here depends on it
     checked_first = ("command_prefix",)
 
-    slurm_conf: Annotated[Optional[Path], path(exists_for=("slurm", "pyslurm"))] = None
+    slurm_conf: Annotated[Optional[Path], path(optional=True, exists_for=("slurm", "pyslurm"))] = (
+        None
+    )
     partition: OptionalName = ""
     unit: Unit = CapacityUnit.CORE
     flags: Annotated[Tuple[str, ...], items(r.slurm_flag)] = ()
@@ -208,7 +210,7 @@ class SlurmOptions(Section):
 class PbsOptions(Section):
     """PBS: ``PBS_CONF_FILE``, the execution queue served, capacity unit, command timeout (s)."""
 
-    pbs_conf: Annotated[Optional[Path], path(exists_for=("pbs",))] = None
+    pbs_conf: Annotated[Optional[Path], path(optional=True, exists_for=("pbs",))] = None
     queue: OptionalName = ""
     unit: Unit = CapacityUnit.CORE
     timeout: Seconds = DEFAULT_COMMAND_TIMEOUT_S
@@ -334,7 +336,7 @@ class TlsConfig(Section):
             {
                 key: tls / name
                 for key, name in (("cert", "server.crt"), ("key", "server.key"))
-                if key not in fields
+                if fields.get(key) is None  # null: the default, as absent
             }
         )
         return out
@@ -368,9 +370,9 @@ class RateLimits(Section):
     def complete(cls, fields: Mapping[str, Any], context: Dict[str, Any]) -> Dict[str, Any]:
         """A bucket's keys left out are its default's."""
         return {
-            key: {**dict(cls.default(key)), **value}
+            key: {**dict(cls.default(key)), **(value or {})}
             for key, value in fields.items()
-            if isinstance(value, Mapping)
+            if isinstance(value, Mapping) or value is None
         }
 
 
@@ -536,6 +538,13 @@ class MetricsConfig(Section):
     )
     reference_interval_s: Seconds = DEFAULT_REFERENCE_INTERVAL_S
 
+    @classmethod
+    def complete(cls, fields: Mapping[str, Any], context: Dict[str, Any]) -> Dict[str, Any]:
+        """``reference_requests: null`` is the default shapes (an empty list is none)."""
+        if "reference_requests" in fields and fields["reference_requests"] is None:
+            return {"reference_requests": DEFAULT_REFERENCE_REQUESTS}
+        return {}
+
 
 class NotificationsConfig(Section):
     """The local socket on which the batch system's reservation programs (contrib/slurm's
@@ -544,7 +553,7 @@ class NotificationsConfig(Section):
     no socket, the polls alone notice. ``users``: who may notify besides root (Slurm's
     SlurmUser); the kernel says who connected, so nobody else can."""
 
-    socket: Annotated[Optional[Path], path("socket")] = None
+    socket: Annotated[Optional[Path], path("socket", optional=True)] = None
     users: Users = ()
 
 
