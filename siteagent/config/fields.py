@@ -4,8 +4,8 @@
 Invariant: a value is accepted only if its converter accepts it (no pydantic coercion: ``"5"``
 is not an integer, ``true`` is not 1), and each problem is a line ``key.path: expected ...,
 got ...`` with a "did you mean" for unknown keys. Values of a type no YAML document can hold
-(a Path, a tuple) are taken as given: they come from code, which
-builds sections directly (docs/design.md §2).
+(a Path, a tuple) are taken as given: they come from code, which builds sections directly.
+Recipe for a key: README, "A configuration key".
 """
 
 from __future__ import annotations
@@ -155,11 +155,12 @@ class Section(BaseModel):
         problems: List[InitErrorDetails] = []
         # code (no context) may set derived fields; a file may not
         derived = cls.derived if info.context is None else ()
-        known = (*cls.key_names(), *cls.renamed, *derived)
+        names = cls.key_names()
+        known = (*names, *cls.renamed, *derived)
         fields: Dict[str, Any] = {}
         for key, value in data.items():
             if key not in known:
-                message = unknown_key_message(str(key), (*cls.key_names(), *cls.renamed))
+                message = unknown_key_message(str(key), (*names, *cls.renamed))
                 problems.append(problem((str(key),), message, value))
             elif key in cls.renamed:
                 new = cls.renamed[key][0]
@@ -168,12 +169,10 @@ class Section(BaseModel):
             else:
                 fields[key] = value
         if info.context is not None:  # reading a file: absent sections are read too
-            absent = [key for key in cls.key_names() if key not in fields and section_of(cls, key)]
+            absent = [key for key in names if key not in fields and section_of(cls, key)]
             fields.update({key: {} for key in absent})
             fields.update(cls.complete(fields, context))
-        absent = [
-            k for k in cls.key_names() if k not in fields and cls.model_fields[k].is_required()
-        ]
+        absent = [k for k in names if k not in fields and cls.model_fields[k].is_required()]
         if absent:
             problems += cls.missing(absent, data)
         instance = None

@@ -66,6 +66,7 @@ def set_by(
     """The dotted keys the file set (into ``explicit``), and its old keys' deprecations."""
     if not isinstance(data, Mapping):
         return
+    names = cls.key_names()
     for key, value in data.items():
         name = str(key)
         if name in cls.renamed:
@@ -73,7 +74,7 @@ def set_by(
             if name in data:
                 continue  # the new key wins; the old one is not read
             deprecations.append(f"{prefix}{key} is deprecated: {why}")
-        if name not in cls.key_names():
+        if name not in names:
             continue
         section = section_of(cls, name)
         if section is not None:
