@@ -105,7 +105,7 @@ def path(
 
     def validate(raw: Any, info: ValidationInfo) -> Optional[Path]:
         if (raw is None and optional) or isinstance(raw, Path):
-            return raw  # type: ignore[no-any-return]
+            return raw
         context: Mapping[str, Any] = info.context or {}
         paths = reading.Paths(context.get("base_dir") or Path.cwd())
         used = context.get("backend") in exists_for and not context.get("remote")
