@@ -140,18 +140,14 @@ def default_public_names(listen: str, port: int) -> Tuple[str, ...]:
     return tuple(found)
 
 
-def converted(
-    data: Mapping[str, Any], key: str, convert: Any, wrong: Any, absent: Any = None
-) -> Any:
-    """The file's value of ``key`` converted; ``absent`` if it is not given, ``wrong`` if it
-    is wrong (its problem is reported by the key's own check): what relations between keys
-    and the defaults derived from other keys are computed from."""
-    if key not in data:
-        return absent
+def converted(data: Mapping[str, Any], key: str, convert: Any, default: Any) -> Any:
+    """The file's value of ``key`` converted, or ``default`` if it is absent or wrong (its
+    problem is reported by the key's own check): what relations between keys and defaults
+    derived from other keys are computed from."""
     try:
-        return convert(data[key])
+        return convert(data[key]) if key in data else default
     except Invalid:
-        return wrong
+        return default
 
 
 class SiteConfig(Section):
@@ -228,7 +224,7 @@ class BackendConfig(Section):
     def complete(cls, fields: Mapping[str, Any], context: Dict[str, Any]) -> Dict[str, Any]:
         """Tell the path checks which backend's files must exist here: the selected one's,
         unless its commands run on another host (``command_prefix``)."""
-        kind = converted(fields, "type", r.choice(BackendType), *[BackendType.SWF] * 2)
+        kind = converted(fields, "type", r.choice(BackendType), BackendType.SWF)
         slurm = fields.get("slurm")
         prefix = slurm.get("command_prefix") if isinstance(slurm, Mapping) else None
         context["backend"] = kind.value
@@ -262,8 +258,8 @@ class LoadPricing(Section):
 
     @classmethod
     def relations(cls, data: Mapping[str, Any]) -> List[InitErrorDetails]:
-        start = converted(data, "start_price", r.price, *[cls.default("start_price")] * 2)
-        least = converted(data, "min_price", r.price, *[cls.default("min_price")] * 2)
+        start = converted(data, "start_price", r.price, cls.default("start_price"))
+        least = converted(data, "min_price", r.price, cls.default("min_price"))
         if least <= start:
             return []
         message = f"expected at most start_price ({start}), got {least}"
@@ -398,10 +394,8 @@ class ApiConfig(Section):
     def complete(cls, fields: Mapping[str, Any], context: Dict[str, Any]) -> Dict[str, Any]:
         if fields.get("public_names", []) != []:
             return {}
-        listen = converted(fields, "listen", r.listen_address, None, cls.default("listen"))
-        port = converted(fields, "port", r.port, None, cls.default("port"))
-        if listen is None or port is None:
-            return {}  # their problems are reported; no names to derive
+        listen = converted(fields, "listen", r.listen_address, cls.default("listen"))
+        port = converted(fields, "port", r.port, cls.default("port"))
         return {"public_names": default_public_names(listen, port)}
 
 
@@ -504,7 +498,7 @@ def unique_names(raw: Any, handler: ValidatorFunctionWrapHandler) -> Any:
         ]
     seen: List[str] = []
     for index, item in enumerate(raw):
-        name = converted(item, "name", r.name, "", "") if isinstance(item, Mapping) else ""
+        name = converted(item, "name", r.name, "") if isinstance(item, Mapping) else ""
         if name and name in seen:
             message = f'expected a unique name, got "{name}" twice'
             problems.append(problem((index, "name"), message, name))
