@@ -228,7 +228,7 @@ class BackendConfig(Section):
         slurm = fields.get("slurm")
         prefix = slurm.get("command_prefix") if isinstance(slurm, Mapping) else None
         context["backend"] = kind.value
-        context["remote"] = kind is not BackendType.PBS and isinstance(prefix, list) and prefix
+        context["remote"] = bool(isinstance(prefix, list) and prefix)
         return {}
 
 
