@@ -228,7 +228,8 @@ class BackendConfig(Section):
         slurm = fields.get("slurm")
         prefix = slurm.get("command_prefix") if isinstance(slurm, Mapping) else None
         context["backend"] = kind.value
-        context["remote"] = bool(isinstance(prefix, list) and prefix)
+        slurm_kinds = (BackendType.SLURM, BackendType.PYSLURM)
+        context["remote"] = kind in slurm_kinds and bool(isinstance(prefix, list) and prefix)
         return {}
 
 
