@@ -192,6 +192,10 @@ REFUSED += [
     ("derived-are-not-keys", {"api": {"tls": {"self_signed": True}}, "source": "x"}),
     ("local-slurm-conf-missing", {"backend": {"type": "slurm", "slurm": {"slurm_conf": "n"}}}),
     ("required-paths-null", {"security": {"authorized_clients": None}, "ledger": {"path": None}}),
+    (
+        "pbs-conf-despite-slurm-prefix",
+        {"backend": {"type": "pbs", "pbs": {"pbs_conf": "n"}, "slurm": {"command_prefix": ["x"]}}},
+    ),
 ]
 
 
