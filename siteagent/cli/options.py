@@ -9,14 +9,13 @@ the file's ``reservations`` and ``pricing`` keys for one run.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import time
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Mapping, Optional, TypeVar
 
 from siteagent.cli.exits import BadInput
-from siteagent.config import loading, reading
+from siteagent.config import loading, reading, schema
 from siteagent.config.schema import ApiConfig, Config, LedgerConfig
 from siteagent.core import durations
 from siteagent.core.defaults import (
@@ -51,7 +50,7 @@ def add_site_options(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="where the agent keeps its database and the simulated cluster's state, shared "
         f"by `serve` and the other commands (default: the file's state_dir, else "
-        f"{loading.default_state_dir()})",
+        f"{schema.default_state_dir()})",
     )
 
 
@@ -87,17 +86,17 @@ def load_config(args: argparse.Namespace) -> Config:
     if getattr(args, "confirm_timeout", None) is not None:
         if not args.confirm_timeout > 0:
             raise BadInput(f"--confirm-timeout must be > 0 s, got {args.confirm_timeout}")
-        reservations = dataclasses.replace(reservations, confirm_timeout_s=args.confirm_timeout)
+        reservations = reservations.model_copy(update=dict(confirm_timeout_s=args.confirm_timeout))
     if getattr(args, "name_prefix", None) is not None:
         try:
             prefix = reading.reservation_prefix(args.name_prefix)
         except reading.Invalid as exc:
             raise BadInput(f"--name-prefix: expected {exc}") from None
-        reservations = dataclasses.replace(reservations, name_prefix=prefix)
+        reservations = reservations.model_copy(update=dict(name_prefix=prefix))
     pricing = loaded.pricing
     if getattr(args, "penalty_factor", None) is not None:
-        pricing = dataclasses.replace(pricing, cancellation_penalty=args.penalty_factor)
-    return dataclasses.replace(loaded, reservations=reservations, pricing=pricing)
+        pricing = pricing.model_copy(update=dict(cancellation_penalty=args.penalty_factor))
+    return loaded.model_copy(update=dict(reservations=reservations, pricing=pricing))
 
 
 # --------------------------------------------------------------------------- argument types
@@ -179,12 +178,12 @@ def with_listener(section: Listener, listen: Optional[str], port: Optional[int])
     file's values are; a bad one names the option."""
     try:
         if listen is not None:
-            section = dataclasses.replace(section, listen=reading.listen_address(listen))
+            section = section.model_copy(update=dict(listen=reading.listen_address(listen)))
     except reading.Invalid as exc:
         raise BadInput(f"--listen: expected {exc}, got {listen!r}") from None
     try:
         if port is not None:
-            section = dataclasses.replace(section, port=reading.port(port))
+            section = section.model_copy(update=dict(port=reading.port(port)))
     except reading.Invalid as exc:
         raise BadInput(f"--port: expected {exc}, got {port}") from None
     return section

@@ -1,3 +1,3 @@
-"""The agent's configuration: the schema (frozen dataclasses named like the YAML keys), the
-reading toolkit that names every problem by its key path, and loading with defaults.
+"""The agent's configuration: the schema (a pydantic model per section, named like the YAML
+keys), the converters that name every problem by its key path, and loading with defaults.
 """

@@ -1,14 +1,14 @@
-"""The toolkit every YAML file of siteagent is read with: key paths, converters, problems.
+"""The converters every YAML file of siteagent is read with, and the problems they name.
 
-A :class:`Section` validates one mapping key by key, recording every :class:`Problem` (the
-dotted key path and what was expected) instead of stopping at the first, and refusing unknown
-keys with a "did you mean" hint. The configuration, the authorized-clients file and the
-bank's participants file are all read with it, so their errors read alike.
+A converter turns a file's value into the value used, or raises :class:`Invalid` saying what
+was expected; :class:`ConfigError` lists every :class:`Problem` with its dotted key path. Every
+YAML file of siteagent declares its keys with them (:mod:`siteagent.config.fields`): the
+configuration (:mod:`siteagent.config.schema`), the authorized-clients file and the bank's
+participants file, so that their errors read alike.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import enum
 import ipaddress
@@ -18,7 +18,7 @@ import urllib.parse
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable, List, Mapping, Optional, Set, Tuple, TypeVar
+from typing import Any, Callable, List, Mapping, Optional, Tuple, TypeVar
 
 import yaml
 
@@ -87,75 +87,6 @@ class Invalid(SiteagentError, ValueError):
     """Raised by a converter: the value is not what was expected (the message says what)."""
 
     code = INVALID_VALUE
-
-
-class Reading:
-    """What one pass over a document accumulates: its problems and the keys it set."""
-
-    def __init__(self) -> None:
-        self.problems: List[Problem] = []
-        self.explicit: Set[str] = set()
-        self.deprecations: List[str] = []
-
-    def problem(self, path: str, message: str) -> None:
-        self.problems.append(Problem(path, message))
-
-    def deprecated(self, path: str, instead: str) -> None:
-        """``path`` is an old key that still works; say what replaces it."""
-        self.deprecations.append(f"{path} is deprecated: {instead}")
-
-
-class Section:
-    """One mapping of the document. Each accessor validates one key and returns a usable value
-    (the default when the key is absent or wrong), recording problems instead of raising, so
-    that a whole file is checked in one pass."""
-
-    def __init__(self, data: Any, path: str, keys: Tuple[str, ...], reading: Reading) -> None:
-        self.path = path
-        self.reading = reading
-        self.data: Mapping[str, Any] = {}
-        if data is None:
-            return
-        if not isinstance(data, Mapping):
-            reading.problem(path, f"expected a mapping of keys to values, got {show(data)}")
-            return
-        self.data = data
-        for key in data:
-            if key not in keys:
-                reading.problem(self.child(str(key)), unknown_key_message(str(key), keys))
-
-    def child(self, key: str) -> str:
-        return f"{self.path}.{key}" if self.path else key
-
-    def has(self, key: str) -> bool:
-        return key in self.data
-
-    def section(self, key: str, keys: Tuple[str, ...]) -> Section:
-        return Section(self.data.get(key), self.child(key), keys, self.reading)
-
-    def get(self, key: str, default: T, convert: Callable[[Any], T]) -> T:
-        """The value of ``key`` converted, or ``default`` if absent or invalid."""
-        if key not in self.data:
-            return default
-        raw = self.data[key]
-        self.reading.explicit.add(self.child(key))
-        try:
-            return convert(raw)
-        except Invalid as exc:
-            self.reading.problem(self.child(key), f"expected {exc}, got {show(raw)}")
-            return default
-
-    def items(self, key: str, convert: Callable[[Any], T]) -> Tuple[T, ...]:
-        """A list whose items are each converted; a bad item is named by its index."""
-        raw: List[Any] = self.get(key, [], list_of_anything)
-        values: List[T] = []
-        for index, item in enumerate(raw):
-            try:
-                values.append(convert(item))
-            except Invalid as exc:
-                path = f"{self.child(key)}[{index}]"
-                self.reading.problem(path, f"expected {exc}, got {show(item)}")
-        return tuple(values)
 
 
 def unknown_key_message(key: str, keys: Tuple[str, ...]) -> str:
@@ -304,12 +235,6 @@ def qos_levels(raw: Any) -> Tuple[Tuple[str, int], ...]:
     return tuple(levels)
 
 
-def list_of_anything(raw: Any) -> List[Any]:
-    if not isinstance(raw, list):
-        raise Invalid("a list")
-    return raw
-
-
 def command_word(raw: Any) -> str:
     """A word of a command prefix (an argument, never a shell string)."""
     if not isinstance(raw, str) or not raw or any(c in raw for c in "\0\n\r"):
@@ -417,8 +342,3 @@ class Paths:
         if not path.is_file():
             raise Invalid(f"an existing file ({path} does not exist)")
         return path
-
-
-def keys_of(cls: type, *derived: str) -> Tuple[str, ...]:
-    """The YAML keys of a section: its dataclass's fields, less those derived from others."""
-    return tuple(item.name for item in dataclasses.fields(cls) if item.name not in derived)

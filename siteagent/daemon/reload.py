@@ -6,7 +6,6 @@ Invariant: a reload never reopens what was opened at start. The argument: docs/d
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Dict, List, Tuple
 
 from siteagent.config import loading
@@ -43,22 +42,24 @@ def needs_restart(key: str) -> bool:
 
 def keep_restart_settings(old: Config, new: Config) -> Config:
     """``new`` with the settings opened at start kept as they were running."""
-    return dataclasses.replace(
-        new,
-        state_dir=old.state_dir,
-        backend=old.backend,
-        api=old.api,
-        ledger=old.ledger,
-        security=dataclasses.replace(
-            new.security,
-            site_key=old.security.site_key,
-            nonces_per_client=old.security.nonces_per_client,
-        ),
-        reservations=dataclasses.replace(
-            new.reservations, name_prefix=old.reservations.name_prefix
-        ),
-        notifications=old.notifications,
-        explicit=new.explicit,
+    return new.model_copy(
+        update=dict(
+            state_dir=old.state_dir,
+            backend=old.backend,
+            api=old.api,
+            ledger=old.ledger,
+            security=new.security.model_copy(
+                update=dict(
+                    site_key=old.security.site_key,
+                    nonces_per_client=old.security.nonces_per_client,
+                )
+            ),
+            reservations=new.reservations.model_copy(
+                update=dict(name_prefix=old.reservations.name_prefix)
+            ),
+            notifications=old.notifications,
+            explicit=new.explicit,
+        )
     )
 
 

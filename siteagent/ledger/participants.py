@@ -13,14 +13,17 @@ import logging
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from pydantic import ConfigDict, Field
+from pydantic_core import InitErrorDetails
+from typing_extensions import Annotated
 
-from siteagent.config.reading import ConfigError, Reading, Section, amount, read_yaml
+from siteagent.config.fields import Section, check, problem, validated
+from siteagent.config.reading import amount, read_yaml
 from siteagent.ledger.bank import Ledger, LedgerConflict
-from siteagent.protocol.keys import check_key_id
-from siteagent.security.clients import CLIENT_KEYS, ed25519_public_key, mapping
+from siteagent.security.clients import ClientEntry, PublicKey, by_key_id
 
 log = logging.getLogger("siteagent.ledger")
 
@@ -50,41 +53,48 @@ def load_participants(path: Path) -> List[Participant]:
             credit: "100.00"    # optional: alice may go down to -100.00 (default 0)
     """
     data = read_yaml(path, "participants file")
-    reading = Reading()
-    root = Section(data, "", ("sites", "clients"), reading)
-    found: Dict[str, Participant] = {}
-    groups = (("sites", "site", ("public_key",)), ("clients", "user", (*CLIENT_KEYS, "credit")))
-    for group, kind, keys in groups:
-        entries: Mapping[str, Any] = root.get(group, {}, mapping)
-        for key_id, entry in entries.items():
-            section = Section(entry, f"{group}.{key_id}", keys, reading)
-            participant = read_participant(str(key_id), kind, section)
-            if participant is None:
-                continue
-            if participant.key_id in found:
-                reading.problem(
-                    section.path, "expected a key id listed once, as a site or a client"
-                )
-                continue
-            found[participant.key_id] = participant
-    if reading.problems:
-        raise ConfigError(str(path), reading.problems)
-    return list(found.values())
+    read = validated(ParticipantsFile, data, {}, str(path))
+    sites = [Participant(key_id, "site", site.public_key) for key_id, site in read.sites.items()]
+    return sites + [
+        Participant(key_id, "user", client.public_key, client.credit)
+        for key_id, client in read.clients.items()
+    ]
 
 
-def read_participant(key_id: str, kind: str, section: Section) -> Optional[Participant]:
-    """One entry, or None (with the problem recorded) if it is unusable."""
-    try:
-        check_key_id(key_id)
-    except ValueError as exc:
-        section.reading.problem(section.path, str(exc))
-        return None
-    if not section.has("public_key"):
-        section.reading.problem(section.path, "expected public_key")
-        return None
-    public_key = section.get("public_key", None, ed25519_public_key)
-    credit = section.get("credit", Decimal(0), amount)
-    return None if public_key is None else Participant(key_id, kind, public_key, credit)
+class SiteEntry(Section):
+    """A site of the file: the key its ``/v1/info`` shows."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    public_key: PublicKey
+
+    @classmethod
+    def missing(cls, keys: List[str], data: Any) -> List[InitErrorDetails]:
+        return ClientEntry.missing(keys, data)
+
+
+class CreditedClient(SiteEntry):
+    """A client of the file, in the authorized-clients format (its ``user`` and ``account``
+    are for the agents, not read here) with the credit it may use."""
+
+    user: Any = None
+    account: Any = None
+    credit: Annotated[Decimal, check(amount)] = Decimal(0)
+
+
+class ParticipantsFile(Section):
+    """The participants file: each key id listed once, as a site or a client."""
+
+    sites: Annotated[Dict[str, SiteEntry], by_key_id] = Field(default_factory=dict)
+    clients: Annotated[Dict[str, CreditedClient], by_key_id] = Field(default_factory=dict)
+
+    @classmethod
+    def relations(cls, data: Mapping[str, Any]) -> List[InitErrorDetails]:
+        sites, clients = (data.get(key) for key in ("sites", "clients"))
+        if not (isinstance(sites, Mapping) and isinstance(clients, Mapping)):
+            return []
+        twice = "expected a key id listed once, as a site or a client"
+        return [problem(("clients", key), twice, key) for key in clients if key in sites]
 
 
 def register_all(ledger: Ledger, participants: List[Participant]) -> None:

@@ -33,9 +33,8 @@ from typing import Any, Callable, Dict, Tuple, TypeVar
 
 import fastapi
 
-from siteagent.config.loading import default_public_names
 from siteagent.config.reading import ConfigError
-from siteagent.config.schema import Config, LedgerConfig
+from siteagent.config.schema import Config, LedgerConfig, default_public_names
 from siteagent.core.defaults import DEFAULT_MAX_BODY_BYTES
 from siteagent.http import errors
 from siteagent.http.gate import Gate

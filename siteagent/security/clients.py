@@ -7,19 +7,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from pydantic import ConfigDict, Field
+from pydantic_core import InitErrorDetails
+from typing_extensions import Annotated
 
-from siteagent.config.reading import (
-    ConfigError,
-    Invalid,
-    Reading,
-    Section,
-    name,
-    read_yaml,
-    scheduler_user,
-)
+from siteagent.config.fields import Section, check, entries, problem, validated
+from siteagent.config.reading import Invalid, name, read_yaml, scheduler_user
 from siteagent.protocol.keys import check_key_id, parse_public_key
 
 log = logging.getLogger("siteagent.security")
@@ -57,51 +53,46 @@ def load_authorized_clients(path: Path) -> Dict[str, AuthorizedClient]:
             account: proj42      # optional: the scheduler account charged
     """
     data = read_yaml(path, "authorized-clients file")
-    reading = Reading()
-    root = Section(data, "", ("clients",), reading)
-    clients: Dict[str, AuthorizedClient] = {}
-    entries: Mapping[str, Any] = root.get("clients", {}, mapping)
-    for key_id, entry in entries.items():
-        client = read_client(str(key_id), Section(entry, f"clients.{key_id}", CLIENT_KEYS, reading))
-        if client is not None:
-            clients[client.key_id] = client
-    if reading.problems:
-        raise ConfigError(str(path), reading.problems)
-    return clients
-
-
-CLIENT_KEYS = ("public_key", "user", "account")
-
-
-def read_client(key_id: str, section: Section) -> Optional[AuthorizedClient]:
-    """One entry of the file, or None (with the problems recorded) if it is unusable."""
-    try:
-        check_key_id(key_id)
-    except ValueError as exc:
-        section.reading.problem(section.path, str(exc))
-        return None
-    missing = [key for key in ("public_key", "user") if not section.has(key)]
-    if missing:
-        section.reading.problem(section.path, "expected " + " and ".join(missing))
-        return None
-    public_key = section.get("public_key", None, ed25519_public_key)
-    user = section.get("user", "", scheduler_user)
-    account = section.get("account", "", name)
-    if public_key is None or not user:
-        return None
-    return AuthorizedClient(key_id, public_key, user, account)
-
-
-def mapping(raw: Any) -> Mapping[str, Any]:
-    if not isinstance(raw, Mapping):
-        raise Invalid("a mapping of key ids to clients")
-    return raw
+    read = validated(ClientsFile, data, {}, str(path))
+    return {
+        key_id: AuthorizedClient(key_id, entry.public_key, entry.user, entry.account)
+        for key_id, entry in read.clients.items()
+    }
 
 
 def ed25519_public_key(raw: Any) -> Ed25519PublicKey:
+    if isinstance(raw, Ed25519PublicKey):
+        return raw
     try:
         return parse_public_key(raw if isinstance(raw, str) else "")
     except ValueError:
         raise Invalid(
             "an Ed25519 public key (base64 of 32 bytes, as `siteagent keys` prints it)"
         ) from None
+
+
+PublicKey = Annotated[Ed25519PublicKey, check(ed25519_public_key)]
+
+
+class ClientEntry(Section):
+    """One client of the file: its key, and who its reservations are made for."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    public_key: PublicKey
+    user: Annotated[str, check(scheduler_user)]
+    account: Annotated[str, check(name)] = ""
+
+    @classmethod
+    def missing(cls, keys: List[str], data: Any) -> List[InitErrorDetails]:
+        return [problem((), "expected " + " and ".join(keys), data)]
+
+
+#: A mapping of key ids to entries, each key id checked (:func:`check_key_id`).
+by_key_id = entries("a mapping of key ids to clients", check_key_id)
+
+
+class ClientsFile(Section):
+    """The authorized-clients file."""
+
+    clients: Annotated[Dict[str, ClientEntry], by_key_id] = Field(default_factory=dict)

@@ -4,7 +4,6 @@ the signed two-phase commit down to the ledger, and every refusal with its statu
 from __future__ import annotations
 
 import base64
-import dataclasses
 import inspect
 import json
 import threading
@@ -177,8 +176,8 @@ def test_nodes_without_their_size_take_the_sites_cores_per_node_or_are_refused(
     answer = quote(world, world.alice, cores=None, nodes=2)
     assert answer["status"] == "offered" and answer["offers"][0]["cores"] == 32
     config = world.site.config
-    world.site.config = dataclasses.replace(
-        config, site=dataclasses.replace(config.site, cores_per_node=None)
+    world.site.config = config.model_copy(
+        update=dict(site=config.site.model_copy(update=dict(cores_per_node=None)))
     )
     answer = quote(world, world.alice, cores=None, nodes=2)
     assert answer["status"] == "refused", answer

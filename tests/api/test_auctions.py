@@ -9,7 +9,6 @@ The world is 64 cores with 48 busy for two hours and a 48-core job queued behind
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import math
 import time
@@ -279,8 +278,8 @@ def test_an_auction_closing_in_the_past_or_too_far_ahead_is_422(
 
 def test_a_client_takes_the_site_into_a_bounded_number_of_auctions(world: World) -> None:
     config = world.site.config
-    world.site.config = dataclasses.replace(
-        config, auctions=dataclasses.replace(config.auctions, max_open_per_client=2)
+    world.site.config = config.model_copy(
+        update=dict(auctions=config.auctions.model_copy(update=dict(max_open_per_client=2)))
     )
     bid(world, world.alice, cores=1)
     bid(world, world.alice, cores=1)

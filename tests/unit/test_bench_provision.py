@@ -31,8 +31,8 @@ def test_the_workflow_file_reads_back_as_the_thesis_workflow(tmp_path: Path) -> 
 
 def test_the_raised_rate_limits_are_a_section_the_agent_takes() -> None:
     limits = parse({"api": {"rate_limits": RAISED_LIMITS}}).api.rate_limits
-    assert limits.reservations == RateLimit(100, 500)
-    assert limits.quotes == RateLimit(200, 1000)
+    assert limits.reservations == RateLimit(per_second=100, burst=500)
+    assert limits.quotes == RateLimit(per_second=200, burst=1000)
 
 
 def entry(state: str) -> Dict[str, Any]:

@@ -123,12 +123,16 @@ def test_a_full_file_gives_typed_values(tmp_path: Path) -> None:
     assert (slurm.partition, slurm.unit, slurm.timeout) == ("batch", CapacityUnit.NODE, 12.5)
     assert slurm.flags == ("MAINT", "IGNORE_JOBS") and slurm.users == ("market", "alice")
     assert site.slurm_config(loaded).users == ("market", "alice")
-    assert loaded.planner == schema.PlannerConfig(Policy.EASY, 10.0)
+    assert loaded.planner == schema.PlannerConfig(policy=Policy.EASY, poll_interval_s=10.0)
     pricing = loaded.pricing
     assert pricing.policy is PricingPolicy.LOAD
     assert pricing.flat.price == Decimal("1.1")  # through repr, not the binary fraction
-    assert pricing.load == schema.LoadPricing(Decimal("3.00"), Decimal("0.25"), 5)
-    assert pricing.externality == schema.ExternalityPricing(False, Policy.FCFS, Decimal("0.5"))
+    assert pricing.load == schema.LoadPricing(
+        start_price=Decimal("3.00"), min_price=Decimal("0.25"), rounds=5
+    )
+    assert pricing.externality == schema.ExternalityPricing(
+        enabled=False, policy=Policy.FCFS, rate=Decimal("0.5")
+    )
     assert pricing.cancellation_penalty == Decimal("0.2")
     assert loaded.api.port == 9443 and not loaded.api.tls.enabled
     assert loaded.state_dir == tmp_path / "state"
@@ -284,7 +288,7 @@ def test_the_ledger_service_keys(tmp_path: Path, data_home: Path) -> None:
 
 
 def test_the_notices_socket_is_off_unless_named(tmp_path: Path) -> None:
-    assert loading.load(None).notifications == schema.NotificationsConfig(None, ())
+    assert loading.load(None).notifications == schema.NotificationsConfig(socket=None, users=())
     config = loading.load(
         write(tmp_path, "notifications: {socket: run/notify.sock, users: [slurm]}")
     )

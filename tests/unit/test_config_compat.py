@@ -106,6 +106,29 @@ ACCEPTED: List[Tuple[str, Any]] = [
     ),
 ]
 
+#: Added when the reader became pydantic models, recorded with the old reader: null as the
+#: default, both spellings of a renamed key, a Slurm whose commands run elsewhere.
+ACCEPTED += [
+    (
+        "nulls-are-defaults",
+        {
+            "site": None,
+            "backend": {"swf": None, "slurm": {"slurm_conf": None}},
+            "pricing": None,
+            "api": {"tls": {"cert": None, "key": None}, "rate_limits": {"quotes": None}},
+            "security": None,
+            "ledger": {"ca": None},
+            "metrics": {"reference_requests": None},
+            "notifications": {"socket": None},
+        },
+    ),
+    ("both-nonce-keys", {"security": {"nonce_cache_size": 5, "nonces_per_client": 7}}),
+    (
+        "remote-slurm-conf",
+        {"backend": {"type": "slurm", "slurm": {"slurm_conf": "no.conf", "command_prefix": ["x"]}}},
+    ),
+]
+
 #: Documents refused today; several wrong keys at once, to pin that all are reported.
 REFUSED: List[Tuple[str, Any]] = [
     ("not-a-mapping", ["site"]),
@@ -150,6 +173,29 @@ REFUSED: List[Tuple[str, Any]] = [
         },
     ),
     ("names", {"site": {"name": "bad name!"}, "reservations": {"name_prefix": "1x"}}),
+]
+
+#: Added with the pydantic models, recorded with the old reader: no coercion (text for a
+#: number, a float for an integer, true for a count), a relation beside a wrong key, a wrong
+#: value under a renamed key, derived fields that are not keys, null where a path is required.
+REFUSED += [
+    (
+        "no-coercion",
+        {
+            "site": {"cores_per_node": True},
+            "backend": {"swf": {"speed": "5", "cores": 4.0}},
+            "pricing": {"load": {"rounds": 0, "min_price": 9}},
+            "api": {"port": 8443.0, "rate_limits": {"quotes": {"burst": "3"}}},
+            "security": {"nonce_cache_size": "x"},
+        },
+    ),
+    ("derived-are-not-keys", {"api": {"tls": {"self_signed": True}}, "source": "x"}),
+    ("local-slurm-conf-missing", {"backend": {"type": "slurm", "slurm": {"slurm_conf": "n"}}}),
+    ("required-paths-null", {"security": {"authorized_clients": None}, "ledger": {"path": None}}),
+    (
+        "pbs-conf-despite-slurm-prefix",
+        {"backend": {"type": "pbs", "pbs": {"pbs_conf": "n"}, "slurm": {"command_prefix": ["x"]}}},
+    ),
 ]
 
 

@@ -387,7 +387,7 @@ def test_the_ledger_answers_to_its_listen_address_and_the_url_agents_reach_it_by
         {"state_dir": str(tmp_path), "ledger": {"listen": "127.0.0.1", "port": 8444}}
     ).ledger
     assert "127.0.0.1:8444" in ledger_authorities(settings)
-    named = replace(settings, url="https://Bank.Example.org:8444/")
+    named = settings.model_copy(update={"url": "https://Bank.Example.org:8444/"})
     assert ledger_authorities(named)[-1] == "bank.example.org:8444"
     assert "127.0.0.1:8444" in ledger_authorities(named)
 

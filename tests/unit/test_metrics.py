@@ -50,7 +50,10 @@ A_RECEIPT = {"id": "a-receipt"}
 T0 = 1_800_000_000
 NOW = T0 + 100
 CONFIRM_TIMEOUT = 120.0
-SHAPES = (ReferenceRequest("one-core-hour", 1, 3600), ReferenceRequest("too-wide", 64, 3600))
+SHAPES = (
+    ReferenceRequest(name="one-core-hour", cores=1, duration_s=3600),
+    ReferenceRequest(name="too-wide", cores=64, duration_s=3600),
+)
 
 Key = Tuple[str, FrozenSet[Tuple[str, str]]]
 
@@ -199,7 +202,7 @@ def test_reference_requests_are_quoted_again_only_after_their_interval(
     clock.advance(300)
     agent.cycle()
     assert len(quoted) == 2
-    metrics.follow([ReferenceRequest("two-cores", 2, 600)], 300.0)
+    metrics.follow([ReferenceRequest(name="two-cores", cores=2, duration_s=600)], 300.0)
     agent.cycle()
     assert len(quoted) == 3 and quoted[-1] == "2x600"
     assert value(scrape(metrics), "siteagent_reference_quote_available", request="two-cores") == 1

@@ -158,7 +158,7 @@ def _client_entry(args: argparse.Namespace) -> Tuple[str, Dict[str, Any]]:
     """The client's key id and its authorized-clients entry (public key to come), checked as
     the authorized-clients file will check them."""
     user = _checked(scheduler_user, args.user or getpass.getuser(), "--user")
-    key_id = check_key_id(args.key_id or f"{user}@{loading.default_site_name()}")
+    key_id = check_key_id(args.key_id or f"{user}@{schema.default_site_name()}")
     entry: Dict[str, Any] = {"public_key": "", "user": user}
     if args.account:
         entry["account"] = _checked(reading.name, args.account, "--account")

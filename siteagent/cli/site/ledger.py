@@ -12,7 +12,6 @@ one database to another (SQLite to PostgreSQL). docs/ledger.md.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 from typing import Any, Callable, Dict
 
@@ -153,7 +152,7 @@ def _serve(args: argparse.Namespace) -> int:
     loaded = options.load_config(args)
     try:
         ledger = options.with_listener(loaded.ledger, args.listen, args.port)
-        serve(dataclasses.replace(loaded, ledger=ledger))
+        serve(loaded.model_copy(update=dict(ledger=ledger)))
     except (ServiceError, LedgerError) as exc:
         console.error(str(exc))
         return console.EXIT_BAD_INPUT

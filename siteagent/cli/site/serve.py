@@ -7,7 +7,6 @@ The command line overrides the configuration file (``backend.swf.*``, ``planner.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 import time
 from pathlib import Path
@@ -100,28 +99,29 @@ def _serve_config(args: argparse.Namespace) -> Config:
     loaded = options.load_config(args)
     swf, explicit = loaded.backend.swf, set(loaded.explicit)
     if args.trace is not None:
-        swf = dataclasses.replace(swf, trace=Path(args.trace))
+        swf = swf.model_copy(update=dict(trace=Path(args.trace)))
     if args.speed is not None:
-        swf = dataclasses.replace(swf, speed=args.speed)
+        swf = swf.model_copy(update=dict(speed=args.speed))
     if args.offset is not None:
-        swf = dataclasses.replace(swf, offset=args.offset)
+        swf = swf.model_copy(update=dict(offset=args.offset))
     if args.cores is not None:
-        swf = dataclasses.replace(swf, cores=args.cores)
+        swf = swf.model_copy(update=dict(cores=args.cores))
     given = {"trace": args.trace, "speed": args.speed, "offset": args.offset, "cores": args.cores}
     explicit.update(f"backend.swf.{key}" for key, value in given.items() if value is not None)
     planner = loaded.planner
     if args.policy is not None:
-        planner = dataclasses.replace(planner, policy=Policy(args.policy))
+        planner = planner.model_copy(update=dict(policy=Policy(args.policy)))
     if args.poll_interval is not None:
         if not args.poll_interval > 0:
             raise BadInput(f"--poll-interval must be > 0 s, got {args.poll_interval}")
-        planner = dataclasses.replace(planner, poll_interval_s=args.poll_interval)
-    return dataclasses.replace(
-        loaded,
-        backend=dataclasses.replace(loaded.backend, swf=swf),
-        planner=planner,
-        api=options.with_listener(loaded.api, args.listen, args.port),
-        explicit=frozenset(explicit),
+        planner = planner.model_copy(update=dict(poll_interval_s=args.poll_interval))
+    return loaded.model_copy(
+        update=dict(
+            backend=loaded.backend.model_copy(update=dict(swf=swf)),
+            planner=planner,
+            api=options.with_listener(loaded.api, args.listen, args.port),
+            explicit=frozenset(explicit),
+        )
     )
 
 
