@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from siteagent.backends.slurm.hostlist import array_indices, expand_hostlist
 from siteagent.backends.slurm.layout import (
@@ -73,6 +73,14 @@ def _limit_s(rec: Mapping[str, Any]) -> int:
     return minutes * 60 if minutes and minutes > 0 else UNLIMITED_S
 
 
+def _named(rec: Mapping[str, Any], ids: Set[str]) -> bool:
+    """Whether ``ids`` names the job, or a task of its array remainder (``A_I``)."""
+    if _job_id(rec) in ids:
+        return True
+    array_id = number(rec.get("array_job_id")) or 0
+    return bool(array_id) and any(i.startswith(f"{array_id}_") for i in ids)
+
+
 def _is_exclusive(rec: Mapping[str, Any]) -> bool:
     shared = rec.get("shared")
     if isinstance(shared, list):
@@ -80,14 +88,36 @@ def _is_exclusive(rec: Mapping[str, Any]) -> bool:
     return isinstance(shared, str) and shared.lower() == "none"
 
 
-def parse_jobs(doc: Mapping[str, Any], now: int, cores_per_node: int = 1) -> SlurmJobs:
+#: ``squeue -O`` columns of a pending job's exclusivity, which 26.05's JSON no longer says.
+EXCLUSIVE_FORMAT = "JobArrayID:64,Exclusive:16"
+
+
+def parse_exclusive_text(text: str) -> Set[str]:
+    """Ids of the jobs ``squeue -h -r -O JobArrayID,Exclusive`` shows holding whole nodes
+    (``NODE``): from 26.05 ``squeue --json`` drops the job's ``shared`` field (its
+    data_parser v0.0.45 lists it as removed) and leaves ``--exclusive`` nowhere else."""
+    out = set()
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) == 2 and words[1].upper() == "NODE":
+            out.add(words[0])
+    return out
+
+
+def parse_jobs(
+    doc: Mapping[str, Any],
+    now: int,
+    cores_per_node: int = 1,
+    exclusive: Optional[Set[str]] = None,
+) -> SlurmJobs:
     """Running and pending jobs of a ``squeue --json`` document (either layout).
 
     Finished jobs are dropped here because JSON ignores squeue's filters (docs/slurm.md §3). A
     pending array remainder becomes one Job per pending index (``A_I``), each with the per-task
     size, since Slurm starts them as separate jobs; Slurm's expected start goes on the first
     only. Pending ``--exclusive`` jobs report ``cpus`` 1, so they count whole nodes of
-    ``cores_per_node``.
+    ``cores_per_node``. ``exclusive``, when given, names the jobs holding whole nodes
+    (:func:`parse_exclusive_text`, for releases whose JSON does not say).
     """
     check_errors(doc, "squeue")
     out = SlurmJobs()
@@ -101,7 +131,7 @@ def parse_jobs(doc: Mapping[str, Any], now: int, cores_per_node: int = 1) -> Slu
             out.qos_of[job.id] = as_text(rec.get("qos"))
         elif base in PENDING_STATES:
             priority = number(rec.get("priority")) or 0
-            for idx, job in enumerate(_pending_jobs(rec, now, cores_per_node, out)):
+            for idx, job in enumerate(_pending_jobs(rec, now, cores_per_node, out, exclusive)):
                 keyed.append((-priority, job.submit, seq, idx, job))
                 out.qos_of[job.id] = as_text(rec.get("qos"))
         else:
@@ -208,7 +238,11 @@ def parse_running_text(text: str) -> SlurmJobs:
 
 
 def _pending_jobs(
-    rec: Mapping[str, Any], now: int, cores_per_node: int, out: SlurmJobs
+    rec: Mapping[str, Any],
+    now: int,
+    cores_per_node: int,
+    out: SlurmJobs,
+    whole: Optional[Set[str]] = None,
 ) -> List[Job]:
     """One pending record as Jobs: one, or one per index for an array remainder."""
     priority = number(rec.get("priority"))
@@ -217,7 +251,7 @@ def _pending_jobs(
     eligible = not (priority == 0 or reason in BLOCKED_REASONS or reason.startswith("Dependency"))
     nodes = number(rec.get("node_count")) or 1
     cores = number(rec.get("cpus")) or 1
-    exclusive = _is_exclusive(rec)
+    exclusive = _is_exclusive(rec) or (whole is not None and _named(rec, whole))
     if exclusive:
         cores = max(cores, nodes * max(1, cores_per_node))
     start = number(rec.get("start_time")) or 0
