@@ -381,8 +381,9 @@ def report(data: Dict[str, Any]) -> str:
         "two partitions sharing two nodes (testbed.slurm.cluster.MIXED_NODES). "
         f"{data['rounds']} interleaved rounds; medians."
         + (
-            " Only the agreement was measured in this run (--only-agreement), on the releases "
-            f"{', '.join(data['measured'])}; every other figure is the full run's of "
+            " Only the agreement was measured here (--only-agreement runs, on the releases "
+            f"{', '.join(data['measured'])}; a release this run left out keeps the figure "
+            f"of the run before); every other figure is the full run's of "
             f"{data['carried_over']}, carried over."
             if data.get("carried_over")
             else ""
@@ -539,7 +540,7 @@ def main(argv: List[str]) -> int:
         "versions": {},
     }
     previous = carried_over(data) if args.only_agreement else {}
-    data["measured"] = args.versions.split(",")
+    data["measured"] = sorted(set(data.get("measured", [])) | set(args.versions.split(",")))
     for series in args.versions.split(","):
         print(f"== Slurm {series}", flush=True)
         data["versions"][series] = {
@@ -564,6 +565,7 @@ def carried_over(data: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
         raise SystemExit("--only-agreement needs a full run's bench/results/slurm.json first")
     last = json.loads(path.read_text())
     data["carried_over"] = last.get("carried_over") or last["machine"]["date"]
+    data["measured"] = last.get("measured", [])
     versions: Dict[str, Dict[str, Any]] = last["versions"]
     return versions
 

@@ -308,6 +308,31 @@ def test_from_26_05_exclusive_jobs_come_from_squeue_format() -> None:
     assert whole.exclusive and whole.cores == 64
 
 
+@pytest.mark.parametrize("release", ["24.11", "26.05"])
+def test_running_jobs_cores_on_each_node_from_data_parser(release: str) -> None:
+    """data_parser layouts give each node's CPUs in ``job_resources.nodes.allocation``
+    (captured from the real 24.11.5 and 26.05.5): without them the plan guessed every job
+    held all a shared node's allocated cores, and planned 26.05's shared queues late."""
+    jobs = parse_jobs(load(f"squeue-running-{release}.json"), NOW)
+    assert {job.id: job.allocation for job in jobs.running} == {
+        "1": (("n1", 4),),
+        "2": (("n1", 12), ("n2", 8)),
+        "3": (("n3", 16), ("n4", 16)),
+    }
+
+
+@pytest.mark.parametrize("release", ["24.11", "26.05"])
+def test_a_task_count_asks_for_no_most_nodes(release: str) -> None:
+    """26.05 puts the task count of ``-n12`` and ``-n40`` in ``max_nodes`` itself, flagged
+    ``JOB_IMPLICIT_MAX_NODES``; read as asked for, the plan held the jobs to Slurm's guess
+    of their node count (3 for ``-n40``) as a minimum."""
+    jobs = parse_jobs(load(f"squeue-running-{release}.json"), NOW)
+    assert {job.id: (job.max_nodes, job.nodes) for job in jobs.pending} == {
+        "4": (0, 1),
+        "5": (0, 3),
+    }
+
+
 def test_the_backfill_rules_follow_the_release() -> None:
     """24.11 changed how the backfill rounds and searches (docs/slurm.md §11); the settings
     carry the release's rules from SLURM_VERSION, 22.05's when it is not said."""

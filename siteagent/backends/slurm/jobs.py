@@ -73,6 +73,16 @@ def _limit_s(rec: Mapping[str, Any]) -> int:
     return minutes * 60 if minutes and minutes > 0 else UNLIMITED_S
 
 
+def _max_nodes(rec: Mapping[str, Any]) -> int:
+    """The most nodes the job asked for; 0 if it named none. From 26.05 slurmctld sets the
+    task count there itself, flagged ``JOB_IMPLICIT_MAX_NODES`` ("scheduled as min_nodes
+    only", job_mgr.c): that is no request."""
+    flags = rec.get("flags")
+    if isinstance(flags, list) and "JOB_IMPLICIT_MAX_NODES" in flags:
+        return 0
+    return number(rec.get("max_nodes")) or 0
+
+
 def _named(rec: Mapping[str, Any], ids: Set[str]) -> bool:
     """Whether ``ids`` names the job, or a task of its array remainder (``A_I``)."""
     if _job_id(rec) in ids:
@@ -169,7 +179,7 @@ def _allocation(rec: Mapping[str, Any], cpus: int) -> Allocation:
     resources = rec.get("job_resources")
     nodes = resources.get("allocated_nodes") if isinstance(resources, Mapping) else None
     if not isinstance(nodes, list):
-        return ()
+        return _node_allocation(resources)
     counted: List[Tuple[str, int]] = []
     for node in nodes:
         sockets = node.get("sockets") if isinstance(node, Mapping) else None
@@ -182,6 +192,24 @@ def _allocation(rec: Mapping[str, Any], cpus: int) -> Allocation:
         return ()
     threads = max(1, cpus // total) if cpus > total else 1
     return tuple((name, cores * threads) for name, cores in counted)
+
+
+def _node_allocation(resources: Any) -> Allocation:
+    """data_parser's ``job_resources.nodes.allocation`` (23.02 on): each node with the CPUs
+    the job holds there (``cpus.count``; its ``sockets`` list every core, held or not)."""
+    nodes = resources.get("nodes") if isinstance(resources, Mapping) else None
+    listed = nodes.get("allocation") if isinstance(nodes, Mapping) else None
+    if not isinstance(listed, list):
+        return ()
+    counted = []
+    for node in listed:
+        cpus = node.get("cpus") if isinstance(node, Mapping) else None
+        count = number(cpus.get("count")) if isinstance(cpus, Mapping) else None
+        name = as_text(node.get("name")) if isinstance(node, Mapping) else ""
+        if not name or not count:
+            return ()
+        counted.append((name, count))
+    return tuple(counted)
 
 
 def _running_job(rec: Mapping[str, Any]) -> Job:
@@ -284,7 +312,7 @@ def _pending_jobs(
                 not_before=not_before,
                 reservation=resv,
                 exclusive=exclusive,
-                max_nodes=number(rec.get("max_nodes")) or 0,
+                max_nodes=_max_nodes(rec),
                 priority=priority or 0,
             )
         )
