@@ -552,8 +552,14 @@ def main(argv: List[str]) -> int:
             print(f"the Slurm {series} test cluster failed: {exc}")
             return 1
     data["versions"].update(previous)  # releases not measured this time, as they were
+    data["versions"] = dict(sorted(data["versions"].items(), key=lambda kv: release(kv[0])))
     write_results("slurm", data, report(data))
     return 0
+
+
+def release(series: str) -> Tuple[int, int]:
+    major, minor = series.split(".")
+    return int(major), int(minor)
 
 
 def carried_over(data: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
