@@ -45,9 +45,10 @@ SHRINKS_NODE_COUNT = frozenset({"22.05"})
 #: refuses it as busy; whole nodes still can): docs/slurm.md §11.
 CORES_IGNORE_JOBS = frozenset({"22.05", "24.11"})
 #: Releases whose backfill the node-aware plan follows to the target (siteagent.core.nodes,
-#: docs/slurm.md §10, and §11 for what 24.11 and 26.05 changed). A release added later stays
-#: out until its agreement is measured.
-BACKFILL_FOLLOWED = frozenset({"22.05", "24.11", "26.05"})
+#: docs/slurm.md §10, and §11 for what 24.11 and 26.05 changed). On 26.05 one queue of the
+#: tests stays below the target: a core reservation's cores, taken meanwhile by running jobs
+#: ending before it, are not the cores free now, which core counts cannot tell (§11).
+BACKFILL_FOLLOWED = frozenset({"22.05", "24.11"})
 
 
 def known_gap(series: str, what: str, measured: float, target: float) -> None:
