@@ -31,8 +31,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
+import pickle
 import random
+import re
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -45,7 +49,13 @@ from siteagent.backends.slurm.arguments import reservation_args
 from siteagent.config import loading
 from siteagent.core.estimates import DEFAULT_TOLERANCE_S, compare_starts
 from siteagent.core.prediction import plan
-from siteagent.core.values import CapacityUnit, Placement, ReservationSpec
+from siteagent.core.values import (
+    Backfill,
+    CapacityUnit,
+    ClusterSnapshot,
+    Placement,
+    ReservationSpec,
+)
 from siteagent.market.lifecycle import OfferRefused, ReservationFailed
 from siteagent.market.site import Site, open_site
 from testbed.inprocess.offers import record_offer
@@ -69,6 +79,9 @@ TARGET_ACCEPT_MEDIAN_S = 0.050
 TARGET_ACCEPT_RATIO = 10.0
 TARGET_AGREEMENT = 0.8
 WORK = Path(__file__).resolve().parent / ".work" / "slurm"
+SNAPSHOTS = WORK / "snapshots"
+RESULTS = Path(__file__).resolve().parent / "results"
+DEBUG_BACKFILL = ("DebugFlags=Backfill,BackfillMap", "SlurmctldDebug=verbose")
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -199,13 +212,18 @@ def pyslurm_snapshot_cost(site: Site, repeats: int) -> Dict[str, Any]:
     }
 
 
-def agreement(site: Site, label: str, jobs: int) -> Dict[str, Any]:
+def agreement(cluster: SlurmTestCluster, site: Site, label: str, jobs: int) -> Dict[str, Any]:
     """The node-aware plan's agreement with Slurm's published starts, and the pooled plan's on
     the same snapshot. Jobs Slurm publishes no start for (its search left its one-day window)
     are counted, not compared; so are jobs in a reservation (unplanned)."""
     snapshot = site.backend.snapshot()
-    ours = compare_starts(snapshot).summary()
+    compared = compare_starts(snapshot)
+    ours = compared.summary()
     pooled = compare_starts(dataclasses.replace(snapshot, placement=Placement.POOLED)).summary()
+    name = keep_snapshot(snapshot, f"{cluster.install.series} {label}")
+    log = cluster.dir / "log" / "slurmctld.log"
+    if log.exists():
+        shutil.copyfile(log, SNAPSHOTS / f"{name}.slurmctld.log")
     return {
         "queue": label,
         "jobs": jobs,
@@ -216,7 +234,18 @@ def agreement(site: Site, label: str, jobs: int) -> Dict[str, Any]:
         "median |diff| s": ours["median_abs_difference_s"],
         "pooled within 1 min": pooled["fraction_within_1_min"],
         "pooled median |diff| s": pooled["median_abs_difference_s"],
+        "pairs": [[p.job_id, p.published, p.predicted] for p in compared.pairs],
     }
+
+
+def keep_snapshot(snapshot: ClusterSnapshot, label: str) -> str:
+    """The snapshot an agreement row was measured on, pickled under bench/.work/slurm, so a
+    change to the plan can be checked against the very same queue (python -m bench slurm
+    --replay)."""
+    name = re.sub(r"[^a-z0-9]+", "-", label.lower()).strip("-")
+    SNAPSHOTS.mkdir(parents=True, exist_ok=True)
+    (SNAPSHOTS / f"{name}.pickle").write_bytes(pickle.dumps(snapshot))
+    return name
 
 
 def old_queue(cluster: SlurmTestCluster, site: Site, seed: int, pending: int) -> Dict[str, Any]:
@@ -226,7 +255,7 @@ def old_queue(cluster: SlurmTestCluster, site: Site, seed: int, pending: int) ->
     for cores, minutes in running + queued:
         cluster.submit(f"-n{cores}", "-t", str(minutes))
     time.sleep(3 * BACKFILL_PASS_S)
-    return agreement(site, f"cores only, seed {seed}", len(running) + pending)
+    return agreement(cluster, site, f"cores only, seed {seed}", len(running) + pending)
 
 
 def new_queue(
@@ -240,7 +269,7 @@ def new_queue(
     queue = mixed_queue(seed, jobs, cores, max_nodes, partitions)
     submit_into(cluster, queue, "later")
     label = f"mixed, seed {seed}, reservations" + (", two partitions" if partitions else "")
-    return agreement(site, label, jobs)
+    return agreement(cluster, site, label, jobs)
 
 
 def overlapping_accepts(
@@ -350,11 +379,20 @@ def report(data: Dict[str, Any]) -> str:
         "ones in chroots: testbed/slurm/install.py). Four 16-core nodes (64 cores), and for "
         "the second shape nodes of 8, 24, 16, 8 and 32 cores of weights 10, 1, 5, 1 and 20 in "
         "two partitions sharing two nodes (testbed.slurm.cluster.MIXED_NODES). "
-        f"{data['rounds']} interleaved rounds; medians.\n\n"
+        f"{data['rounds']} interleaved rounds; medians."
+        + (
+            " Only the agreement was measured here (--only-agreement runs, on the releases "
+            f"{', '.join(data['measured'])}; a release this run left out keeps the figure "
+            f"of the run before); every other figure is the full run's of "
+            f"{data['carried_over']}, carried over."
+            if data.get("carried_over")
+            else ""
+        )
+        + "\n\n"
         + md_table(rows, list(rows[0]))
         + "\nTargets: agreement >= 80 % within 60 s, 0 refused after admission, accept "
-        "median < 50 ms with 2,000 queued. The node-aware plan follows Slurm 22.05's backfill "
-        "(docs/slurm.md §10); later releases place differently (docs/slurm.md §11).\n\n"
+        "median < 50 ms with 2,000 queued. The node-aware plan follows each release's backfill "
+        "(docs/slurm.md §10, and §11 for what changed in 24.11).\n\n"
         + "\n".join(
             f"# Slurm {series} ({v['release']})\n\n" + version_report(v)
             for series, v in versions.items()
@@ -424,7 +462,7 @@ def version_report(data: Mapping[str, Any]) -> str:
         f"{DEFAULT_TOLERANCE_S} s ({within / compared:.0%}) by the node-aware plan, "
         f"{pooled:.0f} ({pooled / compared:.0%}) by the pooled plan on the same snapshots. "
         f"Target >= {TARGET_AGREEMENT:.0%}: {'met' if agreed else 'NOT met'}.\n\n"
-        "The node-aware plan places each pending job as Slurm 22.05's backfill with "
+        "The node-aware plan places each pending job as this release's backfill with "
         "select/cons_tres does (siteagent.core.nodes): best fit over weight-ordered nodes, "
         "running jobs core by core, planned jobs holding their nodes whole, reservations. The "
         "pooled plan counts the partition's cores as one pool; Slurm's fragmentation then "
@@ -473,7 +511,27 @@ def main(argv: List[str]) -> int:
         help="Slurm releases to measure, comma-separated (default: SLURM_VERSIONS, else every "
         "one: the host's and those of the chroots tests/setup/build-slurm-chroots makes)",
     )
+    parser.add_argument(
+        "--only-agreement",
+        action="store_true",
+        help="measure only the agreement with Slurm's starts (a few minutes a release; "
+        "the report then has only those rows)",
+    )
+    parser.add_argument(
+        "--debug-backfill",
+        action="store_true",
+        help="run slurmctld with DebugFlags=Backfill,BackfillMap and keep its log beside each "
+        "kept snapshot (bench/.work/slurm/snapshots), to see why Slurm planned a job where it did",
+    )
+    parser.add_argument(
+        "--replay",
+        action="store_true",
+        help="start no cluster: compare the plan again on the snapshots the last runs kept "
+        "under bench/.work/slurm/snapshots (after changing the plan), print the agreement",
+    )
     args = parser.parse_args(argv)
+    if args.replay:
+        return replay()
     WORK.mkdir(parents=True, exist_ok=True)
     data: Dict[str, Any] = {
         "machine": machine(),
@@ -481,22 +539,48 @@ def main(argv: List[str]) -> int:
         "seed": args.seed,
         "versions": {},
     }
+    previous = carried_over(data) if args.only_agreement else {}
+    data["measured"] = sorted(set(data.get("measured", [])) | set(args.versions.split(",")))
     for series in args.versions.split(","):
         print(f"== Slurm {series}", flush=True)
-        data["versions"][series] = {}
+        data["versions"][series] = {
+            k: v for k, v in previous.pop(series, {}).items() if k != "agreement"
+        }
         try:
             measure(args, data["versions"][series], install_for(series))
         except (ClusterError, LookupError) as exc:
             print(f"the Slurm {series} test cluster failed: {exc}")
             return 1
+    data["versions"].update(previous)  # releases not measured this time, as they were
+    data["versions"] = dict(sorted(data["versions"].items(), key=lambda kv: release(kv[0])))
     write_results("slurm", data, report(data))
     return 0
+
+
+def release(series: str) -> Tuple[int, int]:
+    major, minor = series.split(".")
+    return int(major), int(minor)
+
+
+def carried_over(data: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
+    """With --only-agreement, the last full run's figures (bench/results/slurm.json) per
+    release: all but the agreement are kept for the releases measured now, everything for
+    the others; the report says so."""
+    path = RESULTS / "slurm.json"
+    if not path.exists():
+        raise SystemExit("--only-agreement needs a full run's bench/results/slurm.json first")
+    last = json.loads(path.read_text())
+    data["carried_over"] = last.get("carried_over") or last["machine"]["date"]
+    data["measured"] = last.get("measured", [])
+    versions: Dict[str, Dict[str, Any]] = last["versions"]
+    return versions
 
 
 def measure(args: argparse.Namespace, data: Dict[str, Any], install: SlurmInstall) -> None:
     state = WORK / f"state-{install.series}-{int(time.time())}"
     data["release"] = install.release()
-    with SlurmTestCluster(install=install) as cluster:
+    debug = DEBUG_BACKFILL if args.debug_backfill else ()
+    with SlurmTestCluster(install=install, extra_config=debug) as cluster:
         site = open_slurm_site(cluster, state / "site")
         try:
             print("agreement on the four-node cluster ...", flush=True)
@@ -505,29 +589,64 @@ def measure(args: argparse.Namespace, data: Dict[str, Any], install: SlurmInstal
                 new_queue(cluster, site, args.seed, 40),
                 new_queue(cluster, site, args.seed + 1, 200),
             ]
-            print("overlapping accepts ...", flush=True)
-            data["overlapping"] = [
-                overlapping_accepts(cluster, state / "nodes", CapacityUnit.NODE, (1, 2)),
-                overlapping_accepts(cluster, state / "cores", CapacityUnit.CORE, (8, 24)),
-                boundary_accepts(cluster, state / "boundary"),
-            ]
-            cluster.reset()
-            data["accept"] = [accept_rounds(cluster, site, args.rounds, "idle")]
-            print(f"submitting {args.queued} jobs ...", flush=True)
-            submit_many(cluster, args.queued, ["-n64", "-t", "60"])
-            data["snapshot"] = snapshot_cost(cluster, site, repeats=7)
-            data["pyslurm_snapshot"] = pyslurm_snapshot_cost(site, repeats=7)
-            data["accept"].append(accept_rounds(cluster, site, args.rounds, "full"))
-            data["accept"].append(
-                accept_rounds(cluster, site, args.rounds, "full-squeue-each-time", reread=True)
-            )
+            if not args.only_agreement:
+                measure_accepts(args, data, cluster, site, state)
         finally:
             site.close()
     print("agreement on the mixed cluster ...", flush=True)
-    with SlurmTestCluster(install=install, shape=(MIXED_NODES, MIXED_PARTITIONS)) as mixed:
+    shape = (MIXED_NODES, MIXED_PARTITIONS)
+    with SlurmTestCluster(install=install, shape=shape, extra_config=debug) as mixed:
         site = open_slurm_site(mixed, state / "mixed")
         try:
             for seed, jobs in ((args.seed, 60), (args.seed + 1, 150)):
                 data["agreement"].append(new_queue(mixed, site, seed, jobs, ("batch", "wide")))
         finally:
             site.close()
+
+
+def measure_accepts(
+    args: argparse.Namespace,
+    data: Dict[str, Any],
+    cluster: SlurmTestCluster,
+    site: Site,
+    state: Path,
+) -> None:
+    """The overlapping accepts, accept latency and snapshot cost on the four-node cluster."""
+    print("overlapping accepts ...", flush=True)
+    data["overlapping"] = [
+        overlapping_accepts(cluster, state / "nodes", CapacityUnit.NODE, (1, 2)),
+        overlapping_accepts(cluster, state / "cores", CapacityUnit.CORE, (8, 24)),
+        boundary_accepts(cluster, state / "boundary"),
+    ]
+    cluster.reset()
+    data["accept"] = [accept_rounds(cluster, site, args.rounds, "idle")]
+    print(f"submitting {args.queued} jobs ...", flush=True)
+    submit_many(cluster, args.queued, ["-n64", "-t", "60"])
+    data["snapshot"] = snapshot_cost(cluster, site, repeats=7)
+    data["pyslurm_snapshot"] = pyslurm_snapshot_cost(site, repeats=7)
+    data["accept"].append(accept_rounds(cluster, site, args.rounds, "full"))
+    data["accept"].append(
+        accept_rounds(cluster, site, args.rounds, "full-squeue-each-time", reread=True)
+    )
+
+
+def replay() -> int:
+    """The plan's agreement again on every kept snapshot (see keep_snapshot)."""
+    paths = sorted(SNAPSHOTS.glob("*.pickle"))
+    if not paths:
+        print(f"no snapshots under {SNAPSHOTS}: run python -m bench slurm first")
+        return 1
+    for path in paths:
+        snapshot: ClusterSnapshot = pickle.loads(path.read_bytes())
+        major, minor = path.stem.split("-")[:2]
+        old = snapshot.backfill
+        backfill = Backfill.of_release(
+            (int(major), int(minor)),
+            resolution=old.resolution,
+            window=old.window,
+            kill_wait=old.kill_wait,
+        )
+        snapshot = dataclasses.replace(snapshot, backfill=backfill)
+        summary = compare_starts(snapshot).summary()
+        print(f"{path.stem:60s} {summary['fraction_within_1_min']:6.1%} of {summary['compared']}")
+    return 0

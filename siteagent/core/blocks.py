@@ -29,21 +29,26 @@ class BlockMap:
     def horizon(self) -> int:
         return self.ends[-1]
 
-    def window(self, avail: int, start: int, end: int) -> Tuple[int, int]:
+    def window(self, avail: int, start: int, end: int, past_end: bool = False) -> Tuple[int, int]:
         """The nodes of ``avail`` free in every record overlapping [start, end] (Slurm counts
         a record that begins at ``end`` too), and where to try again if that is not enough:
         the end of the first record, from the one holding ``start`` on, after which a node
-        of ``avail`` comes free that the records so far kept (0: none)."""
+        of ``avail`` comes free that the records so far kept (0: none). With ``past_end``
+        (Slurm 24.11 on), when none did by ``end``, the end of the record after the first one
+        beginning past ``end``, unless that is the last record."""
         wanted = avail
         later = 0
-        for index in range(self._first_after(start), len(self.begins)):
+        count = len(self.begins)
+        for index in range(self._first_after(start), count):
             if (
                 later == 0
-                and index + 1 < len(self.begins)
+                and index + 1 < count
                 and wanted & self.free[index + 1] & ~(avail & self.free[index])
             ):
                 later = self.ends[index]
             if self.begins[index] > end:
+                if past_end and later == 0 and index + 2 < count:
+                    later = self.ends[index + 1]
                 break
             avail &= self.free[index]
         return avail, later

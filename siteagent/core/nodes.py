@@ -93,8 +93,10 @@ class NodeMachine(Machine):
     ``usable`` are the nodes new work may use. ``whole_nodes``: capacity is counted in nodes
     and every task takes whole nodes (a node-exclusive partition); else in cores.
     ``resolution``, ``window`` and ``kill_wait`` are Slurm's bf_resolution, bf_window and
-    KillWait (seconds). ``profile`` counts free units over the whole machine. ``rule`` is
-    the batch system whose rule places new advance reservations (SLURM or PBS).
+    KillWait (seconds); ``ends_up`` and ``from_start`` the rules of Slurm 24.11 on
+    (:class:`siteagent.core.values.Backfill`). ``profile`` counts free units over the whole
+    machine. ``rule`` is the batch system whose rule places new advance reservations (SLURM
+    or PBS).
     """
 
     def __init__(
@@ -108,6 +110,8 @@ class NodeMachine(Machine):
         resolution: int = 60,
         window: int = 86400,
         kill_wait: int = 30,
+        ends_up: bool = False,
+        from_start: bool = False,
         rule: Placement = Placement.SLURM,
     ) -> None:
         self.rule = rule
@@ -122,6 +126,8 @@ class NodeMachine(Machine):
         self.resolution = max(1, resolution)
         self.window = window
         self.kill_wait = kill_wait
+        self.ends_up = ends_up
+        self.from_start = from_start
         self.profile = Profile(capacity, now)
         self.blocks = BlockMap(
             self._step(now), self._step(now + window), (1 << len(self.cores)) - 1
@@ -278,11 +284,13 @@ class NodeMachine(Machine):
                 return self._beyond_window(shape, start_res)
             end = max(start_res, self.now) + limit
             reserved, exc = self._reserved(shape, start_res, start_res + limit)
-            avail, later = self.blocks.window(self._allowed(shape) & ~reserved, start_res, end)
+            avail, later = self.blocks.window(
+                self._allowed(shape) & ~reserved, start_res, end, self.from_start
+            )
             after_resv = self._reservation_end_after(start_res, start_res + limit)
             if after_resv and after_resv < window_end and (later == 0 or after_resv < later):
                 later = after_resv
-            found = self._will_run(shape, avail, exc)
+            found = self._will_run(shape, avail, exc, start_res, later)
             if found is None:
                 if later:
                     continue
@@ -303,10 +311,12 @@ class NodeMachine(Machine):
             return start, found[1]
 
     def _promise_window(self, start: int, end: int) -> Tuple[int, int]:
-        """The records a job starting at ``start`` promises its nodes in: from the start to
-        the end, both cut down to the resolution, at least one step."""
+        """The records a job starting at ``start`` promises its nodes in: from the start cut
+        down to the resolution to the end cut down (22.05) or rounded up (``ends_up``), at
+        least one step (backfill.c ``_set_slot_time``)."""
         first = self._step(start)
-        return first, max(self._step(end), first + self.resolution)
+        last = self._up(end) if self.ends_up else self._step(end)
+        return first, max(last, first + self.resolution)
 
     def _beyond_window(self, shape: Shape, start: int) -> Optional[Tuple[int, NodeCores]]:
         """Past the window no job promises anything: when the running jobs leave room."""
@@ -316,15 +326,27 @@ class NodeMachine(Machine):
         return max(found[0], start), found[1]
 
     def _will_run(
-        self, shape: Shape, avail: int, exc: List[int]
+        self, shape: Shape, avail: int, exc: List[int], start: int = 0, later: int = 0
     ) -> Optional[Tuple[int, NodeCores]]:
         """The select plugin's answer on the nodes of ``avail``: now, or the end of the last
-        running job of the group whose end made room (see the module's description)."""
+        running job of the group whose end made room (see the module's description). With
+        ``from_start`` (24.11 on, cons_tres ``_future_run_test``), running jobs ending before
+        ``start`` are gone first, and jobs ending after ``later`` (where the backfill tries
+        next) are not waited for."""
         used = list(self.used)
+        running = self.running
+        if self.from_start:
+            kept = []
+            for held in running:
+                if held.end < start:
+                    for node, cores in held.placement:
+                        used[node] -= cores
+                else:
+                    kept.append(held)
+            running = kept
         placement = choose_nodes(self._usable(avail, used, exc, shape), self.weights, shape)
         if placement is not None:
             return self.now, placement
-        running = self.running
         group_s = END_GROUP_S
         barrier = 0
         index = 0
@@ -338,6 +360,9 @@ class NodeMachine(Machine):
                     break
                 held = running[index]
                 index += 1
+                if self.from_start and later and held.end > later:
+                    more = False
+                    break
                 if not held.mask & avail:
                     continue
                 if barrier == 0:
@@ -374,6 +399,10 @@ class NodeMachine(Machine):
     def _step(self, t: int) -> int:
         """``t`` cut down to the backfill resolution."""
         return t - t % self.resolution
+
+    def _up(self, t: int) -> int:
+        """``t`` rounded up to the backfill resolution."""
+        return self._step(t + self.resolution - 1)
 
     def _allowed(self, shape: Shape) -> int:
         return self.usable & shape.nodes if shape.nodes else self.usable
@@ -479,6 +508,8 @@ class NodeTable:
             resolution=backfill.resolution,
             window=backfill.window,
             kill_wait=backfill.kill_wait,
+            ends_up=backfill.ends_up,
+            from_start=backfill.from_start,
             rule=snapshot.placement,
         )
 

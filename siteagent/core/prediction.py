@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import re
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
@@ -314,11 +315,18 @@ def _with_margin(running: Tuple[Job, ...], margin: int) -> Tuple[Job, ...]:
 
 
 def _queue_order(pending: Sequence[Job], neighbours: Sequence[Job]) -> List[Job]:
-    """This partition's queue with the neighbours' jobs merged in by priority (then submit
-    time); among equals, this partition's first."""
+    """This partition's queue with the neighbours' jobs merged in by priority, then submit
+    time, then job number, as Slurm sorts its queue (job_scheduler.c ``sort_job_queue2``:
+    equal priorities are the rule from 24.11, whose default priority/multifactor gives every
+    job 1); among equals, this partition's first."""
     if not neighbours:
         return list(pending)
-    return list(heapq.merge(pending, neighbours, key=lambda job: (-job.priority, job.submit)))
+    return list(heapq.merge(pending, neighbours, key=_queue_key))
+
+
+def _queue_key(job: Job) -> Tuple[int, int, int]:
+    number = re.match(r"\d+", job.id)
+    return -job.priority, job.submit, int(number.group()) if number else 0
 
 
 def _pin(engine: Engine, task: Task, expected_start: Optional[int]) -> bool:

@@ -46,11 +46,24 @@ class Placement(str, enum.Enum):
 @dataclass(frozen=True)
 class Backfill:
     """The parameters of Slurm's backfill pass the node-aware plan follows (seconds):
-    ``bf_resolution``, ``bf_window``, and ``KillWait`` (the grace after a time limit)."""
+    ``bf_resolution``, ``bf_window``, and ``KillWait`` (the grace after a time limit); and
+    the rules that changed with the release (docs/slurm.md §11), 22.05's by default:
+    ``ends_up``, a planned job's promise ends rounded up to the resolution (24.11 on; 22.05
+    cuts it down); ``from_start``, the select plugin's
+    will-run test starting at the start tried, running jobs ending before it gone, and giving
+    up at the next place to try (24.11 on; 22.05 tests now, then every running job)."""
 
     resolution: int = 60
     window: int = 86400
     kill_wait: int = 30
+    ends_up: bool = False
+    from_start: bool = False
+
+    @classmethod
+    def of_release(cls, release: Tuple[int, int], **parameters: int) -> Backfill:
+        """The parameters with the rules of Slurm ``release`` (major, minor)."""
+        later = release >= (24, 11)
+        return cls(ends_up=later, from_start=later, **parameters)
 
 
 #: Cores held on each node (name, cores), in the batch system's node order.

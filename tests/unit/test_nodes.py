@@ -108,8 +108,7 @@ def snap(
         running=tuple(running),
         pending=tuple(pending),
         nodes=nodes,
-        backfill=Backfill(60, 86400, 5),
-        **kw,  # type: ignore[arg-type]
+        **{"backfill": Backfill(60, 86400, 5), **kw},  # type: ignore[arg-type]
     )
 
 
@@ -276,3 +275,108 @@ def test_every_policy_plans_on_nodes(policy: Policy) -> None:
         assert starts.starts["4"] >= starts.starts["3"]
     else:
         assert starts.starts["4"] == NOW  # eight cores free on n2 until the head starts
+
+
+# ----------------------------------------------------------------------------- Slurm 24.11 on
+
+RULES_22_05 = Backfill.of_release((22, 5), resolution=60, window=86400, kill_wait=5)
+RULES_24_11 = Backfill.of_release((24, 11), resolution=60, window=86400, kill_wait=5)
+
+
+def one_node_machine(backfill: Backfill, nodes: int = 1) -> NodeMachine:
+    return NodeMachine(
+        [16] * nodes,
+        [1] * nodes,
+        [True] * nodes,
+        NOW,
+        16 * nodes,
+        resolution=backfill.resolution,
+        window=backfill.window,
+        kill_wait=backfill.kill_wait,
+        ends_up=backfill.ends_up,
+        from_start=backfill.from_start,
+    )
+
+
+def run_on(machine: NodeMachine, key: str, cores: int, end: int, node: int = 0) -> None:
+    task = Task(key, cores, end - NOW, NOW)
+    task.placement = ((node, cores),)
+    machine.take(task, NOW - 7, end)
+
+
+def first_start(machine: NodeMachine, cores: int, after: int = NOW) -> int | None:
+    task = Task("pending", cores, 600, NOW)
+    task.shape = Shape(cores)
+    return machine.earliest_fit(task, 600, after)
+
+
+def test_the_release_says_which_rules_apply() -> None:
+    assert not RULES_22_05.ends_up and not RULES_22_05.from_start
+    assert RULES_24_11.ends_up and RULES_24_11.from_start
+    assert Backfill.of_release((26, 5)).from_start
+
+
+def test_from_24_11_a_promise_ends_rounded_up() -> None:
+    """Slurm 24.11's ``_set_slot_time`` rounds a planned job's end *up* to bf_resolution
+    (22.05 cut it down): the 16-core job after the one-core job's promise starts at the next
+    whole minute, not the last one (docs/slurm.md §11)."""
+    busy = [running("1", 600, ("n1", 16)), running("2", 6000, ("n2", 16))]
+    small = queued("3", 1, 1200, max_nodes=1)
+    full = queued("4", 16, 600, max_nodes=1)
+    end = NOW - 7 + 600 + 1200
+    for rules, expected in ((RULES_22_05, end - end % 60), (RULES_24_11, end - end % 60 + 60)):
+        queue = snap(busy, [small, full], nodes=nodes_of(16, 16), backfill=rules)
+        assert plan(queue, batch_estimates=False).starts["4"] == expected
+
+
+def test_from_24_11_running_jobs_ending_before_the_start_tried_are_gone() -> None:
+    """24.11's will-run test from a later start drops the running jobs that end before it
+    first (cons_tres ``_build_cr_job_list``): a job tried from NOW + 110 fits there. 22.05 let
+    the jobs end in groups, and the group of the job ending at NOW + 95 reaches NOW + 115."""
+    for rules, expected in ((RULES_22_05, NOW + 115), (RULES_24_11, NOW + 110)):
+        machine = one_node_machine(rules)
+        run_on(machine, "a", 8, NOW + 95)
+        run_on(machine, "b", 8, NOW + 115)
+        assert first_start(machine, 8, after=NOW + 110) == expected
+
+
+def test_from_24_11_no_running_job_past_the_next_try_is_waited_for() -> None:
+    """24.11's will-run test stops at running jobs ending after where the backfill tries next
+    (``will_run_data.end``): the job ending at NOW + 95 makes room on n1 then. 22.05 waited for
+    its whole group (to NOW + 115), past the next try at NOW + 100, and tried there, on n2."""
+    for rules, expected in ((RULES_22_05, NOW + 100), (RULES_24_11, NOW + 95)):
+        machine = one_node_machine(rules, nodes=2)
+        run_on(machine, "a", 8, NOW + 95)
+        run_on(machine, "b", 8, NOW + 115)
+        machine.blocks.promise(0b10, NOW - 20, NOW + 100)  # n2 promised until NOW + 100
+        assert first_start(machine, 8) == expected
+
+
+def test_from_24_11_the_next_try_may_lie_past_the_jobs_window() -> None:
+    """When no node comes free within the job's window, 24.11 tries next at the end of the
+    record after the first one beginning past it (backfill.c, ``_attempt_backfill``); 22.05
+    gave up (no estimate within bf_window)."""
+    blocks = BlockMap(0, 1000, 0b11)
+    blocks.promise(0b10, 100, 300)
+    blocks.promise(0b01, 200, 300)  # records: [0, 100) 11, [100, 200) 01, [200, 300) 00, ...
+    assert blocks.window(0b11, 0, 50) == (0b11, 0)
+    assert blocks.window(0b11, 0, 50, past_end=True) == (0b11, 300)
+    assert blocks.window(0b11, 0, 250, past_end=True) == (0b00, 300)  # found inside
+
+
+def test_equal_priorities_go_by_submit_time_then_job_number() -> None:
+    """From 24.11 every job has priority 1 (priority/multifactor, no weights): Slurm's queue
+    then goes by submit time, then job number, across partitions (``sort_job_queue2``). The
+    neighbour's job 1 takes the shared node before this partition's job 2."""
+    ours = (NodeState("n1", 16, partitions=("batch", "wide")),)
+    theirs = (NodeState("n2", 16, partitions=("wide",)),)
+    for mine, wide, start in (("2", "1", NOW + 1200), ("1", "2", NOW)):
+        queue = snap(
+            pending=[queued(mine, 16, 600, priority=1)],
+            nodes=ours,
+            neighbours=Neighbours(
+                nodes=theirs,
+                pending=(Job(wide, 32, 0, 1200, partition="wide", nodes=2, priority=1),),
+            ),
+        )
+        assert plan(queue, batch_estimates=False).starts[mine] == start

@@ -21,7 +21,12 @@ from siteagent.backends.slurm.arguments import reservation_args
 from siteagent.backends.slurm.config import SlurmConfig
 from siteagent.backends.slurm.errors import is_unavailable
 from siteagent.backends.slurm.hostlist import array_indices, expand_hostlist
-from siteagent.backends.slurm.jobs import SlurmJobs, parse_jobs, parse_running_text
+from siteagent.backends.slurm.jobs import (
+    SlurmJobs,
+    parse_exclusive_text,
+    parse_jobs,
+    parse_running_text,
+)
 from siteagent.backends.slurm.layout import detect_layout, number, state_words
 from siteagent.backends.slurm.nodes import parse_nodes
 from siteagent.backends.slurm.reservations import parse_reservations
@@ -275,6 +280,67 @@ def test_pending_exclusive_job_counts_whole_nodes() -> None:
     rec["shared"] = ["none"]
     jobs = parse_jobs({"meta": doc["meta"], "errors": [], "jobs": [rec]}, NOW, cores_per_node=16)
     assert jobs.pending[0].cores == 64
+
+
+#: ``squeue -h -r -t PD -O JobArrayID:64,Exclusive:16`` as Slurm 26.05.5 printed it for
+#: ``-N2 --exclusive``, ``-n4`` and an array of ``-N1 --exclusive`` (columns shortened).
+EXCLUSIVE_26_05 = (
+    "7                   NO                  \n"
+    "6_1                 NODE                \n"
+    "6_2                 NODE                \n"
+    "4                   NO                  \n"
+    "2                   NODE                \n"
+)
+
+
+def test_from_26_05_exclusive_jobs_come_from_squeue_format() -> None:
+    """26.05's squeue --json (data_parser v0.0.45) has ``"shared": []`` for every job, with
+    or without --exclusive (the field is listed as removed): the backend reads the jobs
+    holding whole nodes from ``squeue -O ...,Exclusive`` beside it (docs/slurm.md §11)."""
+    assert parse_exclusive_text(EXCLUSIVE_26_05) == {"6_1", "6_2", "2"}
+    doc = load("squeue-v0.0.40-constructed.json")
+    rec = dict(doc["jobs"][2])  # pend4nodes
+    rec["shared"] = []
+    one = {"meta": doc["meta"], "errors": [], "jobs": [rec]}
+    job_id = str(number(rec["job_id"]))
+    assert not parse_jobs(one, NOW, cores_per_node=16).pending[0].exclusive
+    whole = parse_jobs(one, NOW, cores_per_node=16, exclusive={job_id}).pending[0]
+    assert whole.exclusive and whole.cores == 64
+
+
+@pytest.mark.parametrize("release", ["24.11", "26.05"])
+def test_running_jobs_cores_on_each_node_from_data_parser(release: str) -> None:
+    """data_parser layouts give each node's CPUs in ``job_resources.nodes.allocation``
+    (captured from the real 24.11.5 and 26.05.5): without them the plan guessed every job
+    held all a shared node's allocated cores, and planned 26.05's shared queues late."""
+    jobs = parse_jobs(load(f"squeue-running-{release}.json"), NOW)
+    assert {job.id: job.allocation for job in jobs.running} == {
+        "1": (("n1", 4),),
+        "2": (("n1", 12), ("n2", 8)),
+        "3": (("n3", 16), ("n4", 16)),
+    }
+
+
+@pytest.mark.parametrize("release", ["24.11", "26.05"])
+def test_a_task_count_asks_for_no_most_nodes(release: str) -> None:
+    """26.05 puts the task count of ``-n12`` and ``-n40`` in ``max_nodes`` itself, flagged
+    ``JOB_IMPLICIT_MAX_NODES``; read as asked for, the plan held the jobs to Slurm's guess
+    of their node count (3 for ``-n40``) as a minimum."""
+    jobs = parse_jobs(load(f"squeue-running-{release}.json"), NOW)
+    assert {job.id: (job.max_nodes, job.nodes) for job in jobs.pending} == {
+        "4": (0, 1),
+        "5": (0, 3),
+    }
+
+
+def test_the_backfill_rules_follow_the_release() -> None:
+    """24.11 changed how the backfill rounds and searches (docs/slurm.md §11); the settings
+    carry the release's rules from SLURM_VERSION, 22.05's when it is not said."""
+    config = "SelectType = select/cons_tres\nSchedulerType = sched/backfill\n"
+    for version, later in (("22.05.8", False), ("24.11.5", True), ("26.05.5", True), ("", False)):
+        settings = parse_scheduler_config(config + f"SLURM_VERSION = {version}\n")
+        assert settings.backfill.ends_up is later and settings.backfill.from_start is later
+    assert parse_scheduler_config(config + "SLURM_VERSION = 26.05.5\n").release == (26, 5)
 
 
 # ----------------------------------------------------------------------------- nodes

@@ -32,9 +32,11 @@ from siteagent.backends.slurm.errors import (
     with_hint,
 )
 from siteagent.backends.slurm.jobs import (
+    EXCLUSIVE_FORMAT,
     RUNNING_FORMAT,
     RUNNING_STATE_FILTER,
     SlurmJobs,
+    parse_exclusive_text,
     parse_jobs,
     parse_running_text,
     with_levels,
@@ -52,6 +54,8 @@ from siteagent.core.values import BatchReservation, ClusterSnapshot, NodeState, 
 
 #: What sacct says on a cluster without slurmdbd (``accounting_storage/none``).
 ACCOUNTING_DISABLED = "accounting storage is disabled"
+#: The pending jobs' exclusivity, read beside ``squeue --json`` from 26.05 (jobs.py).
+WHOLE_NODE_JOBS = ["squeue", "-h", "-r", "-t", "PD", "-O", EXCLUSIVE_FORMAT]
 
 
 class SlurmBackend(CommandBackend):
@@ -120,15 +124,21 @@ class SlurmBackend(CommandBackend):
         against a fresh snapshot, so its latency is the slowest command's, not their sum."""
         settings = self.scheduler_settings()
         now = int(time.time())
-        with ThreadPoolExecutor(max_workers=3, thread_name_prefix="slurm-snapshot") as pool:
+        with ThreadPoolExecutor(max_workers=4, thread_name_prefix="slurm-snapshot") as pool:
             asked_nodes = pool.submit(self.nodes)
             asked_queue = pool.submit(self._json, ["squeue", "--json"])
             asked_reservations = pool.submit(self.list_reservations)
+            asked_whole = (
+                pool.submit(self._output, WHOLE_NODE_JOBS, "squeue")
+                if settings.release >= (26, 5)
+                else None
+            )
             nodes, doc = asked_nodes.result(), asked_queue.result()
             reservations = asked_reservations.result()
+            whole = parse_exclusive_text(asked_whole.result()) if asked_whole else None
         layout = detect_layout(doc)
         try:
-            jobs = parse_jobs(doc, now, node_cores(nodes, self.config.partition))
+            jobs = parse_jobs(doc, now, node_cores(nodes, self.config.partition), whole)
             jobs = with_levels(jobs, dict(self.config.qos_levels))
         except MALFORMED as exc:
             raise malformed("squeue --json", exc) from exc

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 from siteagent.backends.slurm.hostlist import array_indices, expand_hostlist
 from siteagent.backends.slurm.layout import (
@@ -73,6 +73,24 @@ def _limit_s(rec: Mapping[str, Any]) -> int:
     return minutes * 60 if minutes and minutes > 0 else UNLIMITED_S
 
 
+def _max_nodes(rec: Mapping[str, Any]) -> int:
+    """The most nodes the job asked for; 0 if it named none. From 26.05 slurmctld sets the
+    task count there itself, flagged ``JOB_IMPLICIT_MAX_NODES`` ("scheduled as min_nodes
+    only", job_mgr.c): that is no request."""
+    flags = rec.get("flags")
+    if isinstance(flags, list) and "JOB_IMPLICIT_MAX_NODES" in flags:
+        return 0
+    return number(rec.get("max_nodes")) or 0
+
+
+def _named(rec: Mapping[str, Any], ids: Set[str]) -> bool:
+    """Whether ``ids`` names the job, or a task of its array remainder (``A_I``)."""
+    if _job_id(rec) in ids:
+        return True
+    array_id = number(rec.get("array_job_id")) or 0
+    return bool(array_id) and any(i.startswith(f"{array_id}_") for i in ids)
+
+
 def _is_exclusive(rec: Mapping[str, Any]) -> bool:
     shared = rec.get("shared")
     if isinstance(shared, list):
@@ -80,14 +98,36 @@ def _is_exclusive(rec: Mapping[str, Any]) -> bool:
     return isinstance(shared, str) and shared.lower() == "none"
 
 
-def parse_jobs(doc: Mapping[str, Any], now: int, cores_per_node: int = 1) -> SlurmJobs:
+#: ``squeue -O`` columns of a pending job's exclusivity, which 26.05's JSON no longer says.
+EXCLUSIVE_FORMAT = "JobArrayID:64,Exclusive:16"
+
+
+def parse_exclusive_text(text: str) -> Set[str]:
+    """Ids of the jobs ``squeue -h -r -O JobArrayID,Exclusive`` shows holding whole nodes
+    (``NODE``): from 26.05 ``squeue --json`` drops the job's ``shared`` field (its
+    data_parser v0.0.45 lists it as removed) and leaves ``--exclusive`` nowhere else."""
+    out = set()
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) == 2 and words[1].upper() == "NODE":
+            out.add(words[0])
+    return out
+
+
+def parse_jobs(
+    doc: Mapping[str, Any],
+    now: int,
+    cores_per_node: int = 1,
+    exclusive: Optional[Set[str]] = None,
+) -> SlurmJobs:
     """Running and pending jobs of a ``squeue --json`` document (either layout).
 
     Finished jobs are dropped here because JSON ignores squeue's filters (docs/slurm.md §3). A
     pending array remainder becomes one Job per pending index (``A_I``), each with the per-task
     size, since Slurm starts them as separate jobs; Slurm's expected start goes on the first
     only. Pending ``--exclusive`` jobs report ``cpus`` 1, so they count whole nodes of
-    ``cores_per_node``.
+    ``cores_per_node``. ``exclusive``, when given, names the jobs holding whole nodes
+    (:func:`parse_exclusive_text`, for releases whose JSON does not say).
     """
     check_errors(doc, "squeue")
     out = SlurmJobs()
@@ -101,7 +141,7 @@ def parse_jobs(doc: Mapping[str, Any], now: int, cores_per_node: int = 1) -> Slu
             out.qos_of[job.id] = as_text(rec.get("qos"))
         elif base in PENDING_STATES:
             priority = number(rec.get("priority")) or 0
-            for idx, job in enumerate(_pending_jobs(rec, now, cores_per_node, out)):
+            for idx, job in enumerate(_pending_jobs(rec, now, cores_per_node, out, exclusive)):
                 keyed.append((-priority, job.submit, seq, idx, job))
                 out.qos_of[job.id] = as_text(rec.get("qos"))
         else:
@@ -139,7 +179,7 @@ def _allocation(rec: Mapping[str, Any], cpus: int) -> Allocation:
     resources = rec.get("job_resources")
     nodes = resources.get("allocated_nodes") if isinstance(resources, Mapping) else None
     if not isinstance(nodes, list):
-        return ()
+        return _node_allocation(resources)
     counted: List[Tuple[str, int]] = []
     for node in nodes:
         sockets = node.get("sockets") if isinstance(node, Mapping) else None
@@ -152,6 +192,24 @@ def _allocation(rec: Mapping[str, Any], cpus: int) -> Allocation:
         return ()
     threads = max(1, cpus // total) if cpus > total else 1
     return tuple((name, cores * threads) for name, cores in counted)
+
+
+def _node_allocation(resources: Any) -> Allocation:
+    """data_parser's ``job_resources.nodes.allocation`` (23.02 on): each node with the CPUs
+    the job holds there (``cpus.count``; its ``sockets`` list every core, held or not)."""
+    nodes = resources.get("nodes") if isinstance(resources, Mapping) else None
+    listed = nodes.get("allocation") if isinstance(nodes, Mapping) else None
+    if not isinstance(listed, list):
+        return ()
+    counted = []
+    for node in listed:
+        cpus = node.get("cpus") if isinstance(node, Mapping) else None
+        count = number(cpus.get("count")) if isinstance(cpus, Mapping) else None
+        name = as_text(node.get("name")) if isinstance(node, Mapping) else ""
+        if not name or not count:
+            return ()
+        counted.append((name, count))
+    return tuple(counted)
 
 
 def _running_job(rec: Mapping[str, Any]) -> Job:
@@ -208,7 +266,11 @@ def parse_running_text(text: str) -> SlurmJobs:
 
 
 def _pending_jobs(
-    rec: Mapping[str, Any], now: int, cores_per_node: int, out: SlurmJobs
+    rec: Mapping[str, Any],
+    now: int,
+    cores_per_node: int,
+    out: SlurmJobs,
+    whole: Optional[Set[str]] = None,
 ) -> List[Job]:
     """One pending record as Jobs: one, or one per index for an array remainder."""
     priority = number(rec.get("priority"))
@@ -217,7 +279,7 @@ def _pending_jobs(
     eligible = not (priority == 0 or reason in BLOCKED_REASONS or reason.startswith("Dependency"))
     nodes = number(rec.get("node_count")) or 1
     cores = number(rec.get("cpus")) or 1
-    exclusive = _is_exclusive(rec)
+    exclusive = _is_exclusive(rec) or (whole is not None and _named(rec, whole))
     if exclusive:
         cores = max(cores, nodes * max(1, cores_per_node))
     start = number(rec.get("start_time")) or 0
@@ -250,7 +312,7 @@ def _pending_jobs(
                 not_before=not_before,
                 reservation=resv,
                 exclusive=exclusive,
-                max_nodes=number(rec.get("max_nodes")) or 0,
+                max_nodes=_max_nodes(rec),
                 priority=priority or 0,
             )
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Mapping
+from typing import Dict, Mapping, Tuple
 
 from siteagent.core.values import Backfill, Placement
 
@@ -32,8 +32,18 @@ class SchedulerSettings:
         """Whether ``scontrol create reservation`` takes a core count for each node
         (``CoreCnt=4,8``): up to 23.02; 23.11 and later take one total and place it on the
         named nodes themselves (docs/slurm.md §11)."""
-        found = re.match(r"(\d+)\.(\d+)", self.version)
-        return found is None or (int(found.group(1)), int(found.group(2))) < (23, 11)
+        return self.release < (23, 11)
+
+    @property
+    def release(self) -> Tuple[int, int]:
+        """(major, minor) of the controller's release (22.05 when not said)."""
+        return release_of(self.version)
+
+
+def release_of(version: str) -> Tuple[int, int]:
+    """(major, minor) of ``SLURM_VERSION``; 22.05 (the oldest followed) when not said."""
+    found = re.match(r"(\d+)\.(\d+)", version)
+    return (int(found.group(1)), int(found.group(2))) if found else (22, 5)
 
 
 def _settings(text: str) -> Dict[str, str]:
@@ -69,7 +79,8 @@ def scheduler_settings(settings: Mapping[str, str]) -> SchedulerSettings:
     )
     parameters = settings.get("SchedulerParameters", "")
     kill_wait = re.match(r"(\d+)", settings.get("KillWait", ""))
-    backfill = Backfill(
+    backfill = Backfill.of_release(
+        release_of(settings.get("SLURM_VERSION", "")),
         resolution=_parameter(parameters, "bf_resolution") or default.resolution,
         window=(_parameter(parameters, "bf_window") * 60) or default.window,
         kill_wait=int(kill_wait.group(1)) if kill_wait else default.kill_wait,
