@@ -73,9 +73,12 @@ def under_load(args: argparse.Namespace, queue: Mapping[str, Any]) -> Dict[str, 
 
 def where_it_goes(rounds: int) -> Dict[str, float]:
     """ms of CPU per quote for each part of a signed quote's path (see the module's doc)."""
+    from siteagent.config.schema import RateLimit
     from siteagent.market import quoting
-    from siteagent.protocol import signing
+    from siteagent.protocol import httpsig, signing
     from siteagent.protocol.models import QuoteRequest
+    from siteagent.security.admission import RateLimiter
+    from siteagent.security.authentication import NonceCache
     from testbed.inprocess.api_harness import BASE, make_world
 
     limits = {"quotes": {"per_second": 10**6, "burst": 10**7}}
@@ -103,10 +106,44 @@ def where_it_goes(rounds: int) -> Dict[str, float]:
 
     view, site = world.context.view(), world.site.config.site
     authenticator = world.context.authenticator
+    public_key = authenticator.clients[party.key_id].public_key
+    url = BASE + "/v1/quotes"
 
     def authenticate(item: Any) -> None:
         body, headers = item
-        authenticator.authenticate("POST", BASE + "/v1/quotes", list(headers.items()), body)
+        authenticator.authenticate("POST", url, list(headers.items()), body)
+
+    def read_fields(item: Any) -> None:
+        httpsig.parse_signatures(httpsig.normalize_headers(list(item[1].items())))
+
+    def verify_only(item: Any) -> None:
+        fields = httpsig.normalize_headers(list(item[1].items()))
+        entry = httpsig.parse_signatures(fields)[0]
+        began = time.process_time()
+        httpsig.verify("POST", url, fields, entry, public_key)
+        verified.append(time.process_time() - began)
+
+    def digest(item: Any) -> None:
+        httpsig.check_content_digest(item[1]["Content-Digest"], item[0])
+
+    nonces = NonceCache(10**7)
+
+    def nonce(item: Any) -> None:
+        nonces.remember(party.key_id, item[1]["Signature-Input"], time.time() + 330)
+
+    limiter = RateLimiter({"quotes": RateLimit(per_second=10**6, burst=10**7)})
+
+    def admit(item: Any) -> None:
+        limiter.admit(party.key_id, "quotes")
+
+    def validate(item: Any) -> None:
+        QuoteRequest.model_validate(json.loads(item[0]))
+
+    metrics = world.context.metrics
+    assert metrics is not None
+
+    def observe(item: Any) -> None:
+        metrics.observe_request("/v1/quotes", "POST", 200, 0.001)
 
     def use_case(item: Any) -> None:
         rfq = QuoteRequest.model_validate(json.loads(item[0]))
@@ -120,10 +157,12 @@ def where_it_goes(rounds: int) -> Dict[str, float]:
         stored.append(offers)
 
     async def through_app(items: List[Any]) -> float:
+        """25 quotes in flight at a time, as under load: their offers share commits."""
         began = time.process_time()
-        for body, headers in items:
-            status = await _call(world.app, body, headers)
-            assert status == 200, status
+        for k in range(0, len(items), 25):
+            calls = (_call(world.app, body, headers) for body, headers in items[k : k + 25])
+            statuses = await asyncio.gather(*calls)
+            assert set(statuses) == {200}, statuses
         return (time.process_time() - began) / len(items) * 1000
 
     parts: Dict[str, List[float]] = {}
@@ -131,11 +170,25 @@ def where_it_goes(rounds: int) -> Dict[str, float]:
         for _ in range(rounds):
             stored: List[Any] = []
             world.context.agent.cycle()
-            parts.setdefault("whole path (ASGI, no TLS)", []).append(
+            parts.setdefault("whole path (ASGI, no TLS; 25 in flight)", []).append(
                 asyncio.run(through_app(signed()))
             )
-            parts.setdefault("signature check", []).append(per_quote(authenticate, signed()))
-            parts.setdefault("use case (price, answer)", []).append(per_quote(use_case, signed()))
+            for name, work in (
+                ("signature check (all of it)", authenticate),
+                ("- header fields parsed (Signature-Input, Signature)", read_fields),
+                ("- Content-Digest", digest),
+                ("- nonce (replay) check", nonce),
+                ("rate limiter", admit),
+                ("body parsed and validated (JSON, QuoteRequest)", validate),
+                ("use case (validate, price, answer as JSON)", use_case),
+                ("metrics (request latency)", observe),
+            ):
+                parts.setdefault(name, []).append(per_quote(work, signed()))
+            verified: List[float] = []
+            per_quote(verify_only, signed())
+            parts.setdefault("- signature base built and verified (Ed25519)", []).append(
+                sum(verified) / len(verified) * 1000
+            )
             batches = [stored[k : k + 25] for k in range(0, len(stored), 25)]
             began = time.process_time()
             for batch in batches:
@@ -253,13 +306,35 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--cores", type=int, default=10_000)
     parser.add_argument("--pending", type=int, default=10_000)
     parser.add_argument("--overload", type=float, default=2.5)
+    parser.add_argument(
+        "--parts-only",
+        metavar="PATH",
+        help="only measure where a quote's CPU goes, in this tree; write it to PATH (JSON)",
+    )
+    parser.add_argument(
+        "--parts-before",
+        metavar="PATH",
+        help="a --parts-only file of an earlier tree, shown beside this tree's parts",
+    )
     args = parser.parse_args(argv)
+    if args.parts_only:
+        parts = {"commit": commit_of("HEAD"), "machine": machine(), "parts": where_it_goes(5)}
+        Path(args.parts_only).write_text(json.dumps(parts, indent=1) + "\n")
+        print(
+            md_table(
+                [{"part": k, "CPU ms per quote": v} for k, v in parts["parts"].items()],
+                ["part", "CPU ms per quote"],
+            )
+        )
+        return 0
     results: Dict[str, Any] = {
         "machine": machine(),
         "rounds": args.rounds,
         "reference": {"revision": args.reference, "commit": commit_of(args.reference)},
     }
     results["parts"] = where_it_goes(5)
+    if args.parts_before:
+        results["parts_before"] = json.loads(Path(args.parts_before).read_text())
     results["part_rounds"] = 5
     queue = derived_trace(args)
     results["queue"] = queue
