@@ -30,7 +30,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Tuple
 
 import psutil
 
@@ -212,11 +212,13 @@ def start_market(root: Path, sites: int, buyers: int) -> Market:
     return market
 
 
-def agents_rss_mb(market: Market) -> List[float]:
-    return [
-        psutil.Process(agent.service.process.pid).memory_info().rss / 2**20
-        for agent in market.agents.values()
+def agents_memory_mb(market: Market) -> Tuple[List[float], List[float]]:
+    """Each agent's resident set, and its unique set: what it alone holds, without the
+    shared libraries every agent maps (what one more agent costs the machine)."""
+    full = [
+        psutil.Process(a.service.process.pid).memory_full_info() for a in market.agents.values()
     ]
+    return [m.rss / 2**20 for m in full], [m.uss / 2**20 for m in full]
 
 
 def measure(market: Market, args: argparse.Namespace) -> Dict[str, Any]:
@@ -255,7 +257,9 @@ def markdown(data: Dict[str, Any]) -> str:
         f"{data['machine']['load_average_1m_at_start']} at start "
         f"({data['machine'].get('load_average_1m_at_end', '?')} at the end), "
         f"{data['machine']['date']}; agents' RSS median "
-        f"{data['agent_rss_mb_median']:.0f} MB, market up in {data['startup_s']:.0f} s.",
+        f"{data['agent_rss_mb_median']:.0f} MB (unique to each: "
+        f"{data.get('agent_uss_mb_median', float('nan')):.0f} MB), "
+        f"market up in {data['startup_s']:.0f} s.",
         "",
         "## One buyer, a quote across every site",
         "",
@@ -354,7 +358,7 @@ def main(argv: Sequence[str]) -> int:
     market = start_market(root, sites, max(args.buyers))
     startup = time.perf_counter() - began
     try:
-        rss = agents_rss_mb(market)
+        rss, uss = agents_memory_mb(market)
         figures = measure(market, args)
     finally:
         market.stop()
@@ -366,6 +370,7 @@ def main(argv: Sequence[str]) -> int:
         "startup_s": startup,
         "agent_rss_mb_median": median(rss),
         "agent_rss_mb_max": max(rss),
+        "agent_uss_mb_median": median(uss),
         "paper_five_rounds_s": PAPER_FIVE_ROUNDS_S,
         "figures": figures,
     }

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Union
 
-from bench.common import machine, running_compiled
+from bench.common import ended, machine, running_compiled
 from bench.repro.options import Options
 from bench.repro.paper_values import paper_value, seed_ids
 from bench.repro.stats import Estimate
@@ -78,6 +78,8 @@ class Report:
     sections: List[str] = field(default_factory=list)
     figures: List[str] = field(default_factory=list)
     began: float = field(default_factory=time.perf_counter)
+    #: the machine and its load when the run began (the report is written at its end)
+    started: Dict[str, Any] = field(default_factory=machine)
     #: a re-analysis (``--reanalyse``): the original run's machine, seconds and engines, which
     #: the report keeps instead of the re-analysis's own
     ran: Dict[str, Any] = field(default_factory=dict)
@@ -182,7 +184,7 @@ class Report:
 
     def to_dict(self) -> Dict[str, Any]:
         own = {
-            "machine": machine(),
+            "machine": ended(self.started),
             "compiled": running_compiled(),
             "seconds": round(time.perf_counter() - self.began, 1),
         }
@@ -207,7 +209,13 @@ class Report:
             f"# {self.title}",
             "",
             f"`python -m bench repro-{self.name}`, run {where['date']} on {where['cpus']} CPUs "
-            f"(load average {where['load_average_1m_at_start']} at start), "
+            f"(load average {where['load_average_1m_at_start']} at start"
+            + (
+                f", {where['load_average_1m_at_end']} at the end"
+                if "load_average_1m_at_end" in where
+                else ""
+            )
+            + "), "
             f"{'compiled' if document['compiled'] else 'pure Python'} engines, "
             f"{options.seeds} paired seeds{' (--quick)' if options.quick else ''}, "
             f"{document['seconds']:.0f} s. Every per-seed value is in repro-{self.name}.json."

@@ -1,37 +1,10 @@
 """A simulated cluster replaying an SWF trace in real time (or N times faster): the "fake qstat".
 
-This is the agent's embedded default, so ``siteagent serve`` works with no batch system: the
-queue is a real workload (a bundled slice of SDSC-SP2) advancing with the clock, scheduled by
-the simulator with the same engines the agent plans with, and reservations created through it
-are rectangles the simulated scheduler honours.
-
-Times: the simulated cluster lives in trace time. The backend shows it shifted so that at
-start-up the snapshot's ``now`` is the wall clock; with ``speed`` N it then runs N times faster
-than the wall clock (simulated now = (wall now - start) x speed + offset, the offset counted
-from the trace's first submit). When the trace runs out it starts over, shifted past its own
-end, so an agent never idles. The cluster has the trace header's MaxProcs cores unless
-``cores`` says otherwise; jobs wider than the cluster are skipped, like lines that are not
-jobs, and reported in one warning per pass over the trace (the first at start).
-
-**A state file makes it behave like a real batch system** (``state_file``, kept in the agent's
-state directory): the cluster outlives the processes that look at it, and several processes
-(``siteagent serve`` and the admin commands) see the same cluster and the same reservations.
-The file holds, in JSON Lines, a header with the clock anchor (trace, speed, offset, the wall
-time of origin), then the log of reservation changes, one a line, each with the simulated
-instant it happened at. Every process rebuilds the same simulated cluster from it: the replay
-is deterministic, so replaying the trace from its origin and applying each change at its
-instant reproduces exactly the schedule the process that made the change saw. (Re-injecting
-only the current reservation table at start would not: jobs that the reservations pushed back
-would have run into their windows in the rebuilt past, and the reservations would no longer
-fit.)
-
-Each operation takes an ``flock`` on ``<state_file>.lock``, reads the changes other processes
-appended since, applies them, advances to now, acts, and appends its own change as one line
-(one write, one fsync: a change costs the same after a month as after a minute). So changes
-are applied in one order everywhere, at instants no process has passed yet, and a process
-killed at any point leaves the file with or without its change, like a batch system that did
-or did not get the request: a line the kill cut short lacks its newline, and counts as never
-written.
+The agent's embedded default, scheduled by the simulator with the agent's own engines. Its
+invariant: every process rebuilds the same cluster from the trace and the state file's log of
+reservation changes (appended under an ``flock``, one line each), so the cluster outlives its
+processes and a killed one leaves its change whole or absent. The clock, the state file and why
+it logs changes rather than the reservation table: docs/simulation.md, "The replay backend".
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """The batch system's notices to the agent: a local Unix socket, and who may write to it.
 
-Slurm's ResvProlog/ResvEpilog programs and PBS's reservation hook (contrib/slurm, contrib/pbs)
-tell the agent at once that one of its reservations started or ended, rather than leaving it to
-the next poll. They run as the batch system's own user (Slurm's SlurmUser, root for PBS) on the
-controller's host, so the channel is a Unix socket there: the kernel says who connected
-(``SO_PEERCRED``), and only root and the configured users are heard; anybody else is refused and
-logged. The socket itself is writable by all (0666), since the peer's uid is what decides, and
-the batch system's user must be able to connect.
-
-The exchange is one line of JSON each way: ``{"event": "begin" | "end", "reservation": NAME}``,
-answered ``{"ok": true, "state": STATE}`` or ``{"ok": false, "error": WHY}``. A notice is a hint
-to act now, never the only way: the agent's polls reconcile whatever a lost notice missed. So
-the programs give up after a second or two. Any local user may connect, so a connection costs
-the agent as little as it can: the peer's uid is checked as the connection is accepted (anyone
-else is answered and hung up on at once, before a thread or a read), at most
-:data:`MAX_CONNECTIONS` are served at once (more are refused as they come), and each has
-:data:`READ_TIMEOUT_S` in all to send its line, however it drips it.
+Slurm's ResvProlog/ResvEpilog and PBS's hook say at once that a reservation started or ended;
+the caller's uid (``SO_PEERCRED``) decides who is heard, checked as the connection is accepted,
+and each connection is bounded (:data:`MAX_CONNECTIONS`, :data:`READ_TIMEOUT_S`) since any
+local user may connect. A notice is only a hint: the polls reconcile what a lost one missed.
+The one-line JSON exchange and the reasoning: docs/admin.md, "The notice socket".
 """
 
 from __future__ import annotations

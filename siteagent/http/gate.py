@@ -1,18 +1,11 @@
 """The gate every request of a service passes before its route runs: the body read within its
 limit, the signature checked, the caller admitted.
 
-Why before the route: a framework parses and validates a body before any dependency of the
-route runs, so authentication in a dependency lets an unauthenticated client make the server
-decode whatever it sends (a 24 MB JSON array of empty objects peaked at 761 MB of memory) and
-tells it how its JSON is wrong (422) before it has proved who it is (401). Here a request that
-must be signed is refused before a byte of its body is decoded, and a request's body is never
-held beyond the limit.
-
-Which requests must be signed is the service's policy (``must_sign``); a request that carries
-a signature anyway is authenticated too (a buyer reading its own reservation). The client the
-signature proves is ``request.state.client`` for the route; ``admit`` may then refuse it (a
-rate limit) before the route runs.
-"""
+Before the route, because a framework decodes a body before a route's dependencies run: a
+request that must be signed is refused before a byte of its body is decoded. Which requests
+must be signed is the service's policy (``must_sign``); the client proved is
+``request.state.client``. Why, and what it cost otherwise: docs/admin.md, "What a site can
+rely on"."""
 
 from __future__ import annotations
 

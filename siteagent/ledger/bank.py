@@ -58,6 +58,7 @@ from typing import (
 )
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from pydantic import ValidationError
 
 from siteagent.core.money import BadMoney, from_cents, to_cents, written_amount
 from siteagent.ledger.errors import (
@@ -73,6 +74,7 @@ from siteagent.ledger.schema import migrate
 from siteagent.ledger.storage import Database, Tx, open_database
 from siteagent.protocol.documents import Cancellation, Receipt, signature_valid
 from siteagent.protocol.keys import check_key_id, parse_public_key, public_key_text
+from siteagent.protocol.models import LedgerTransaction, StatementLine
 
 __all__ = [
     "BANK",
@@ -117,36 +119,19 @@ class Transaction:
     receipt_id: Optional[str] = None
 
     def to_json(self) -> Dict[str, Any]:
-        return {
-            "id": self.id,
-            "kind": self.kind,
-            "at": self.at,
-            "memo": self.memo,
-            "receipt_id": self.receipt_id,
-            "entries": [
-                {"account": entry.account, "amount": str(entry.amount)} for entry in self.entries
-            ],
-        }
+        """Its JSON, as :class:`~siteagent.protocol.models.LedgerTransaction` defines it."""
+        entries = [{"account": one.account, "amount": str(one.amount)} for one in self.entries]
+        return LedgerTransaction.model_validate({**vars(self), "entries": entries}).model_dump()
 
     @classmethod
     def from_json(cls, data: Any) -> Transaction:
         """The transaction a ledger service answered with; ValueError if it is not one."""
         try:
-            entries = tuple(
-                Posting(str(entry["account"]), Decimal(str(entry["amount"])))
-                for entry in data["entries"]
-            )
-            receipt_id = data.get("receipt_id")
-            return cls(
-                int(data["id"]),
-                str(data["kind"]),
-                int(data["at"]),
-                str(data["memo"]),
-                entries,
-                None if receipt_id is None else str(receipt_id),
-            )
-        except (KeyError, TypeError, ArithmeticError, AttributeError, ValueError) as exc:
-            raise ValueError(f"not a ledger transaction ({exc!r})") from None
+            wire = LedgerTransaction.model_validate(data)
+            entries = tuple(Posting(one.account, Decimal(one.amount)) for one in wire.entries)
+        except (ValidationError, ArithmeticError) as exc:
+            raise ValueError(f"not a ledger transaction ({exc})") from None
+        return cls(wire.id, wire.kind, wire.at, wire.memo, entries, wire.receipt_id)
 
 
 @dataclass(frozen=True)
@@ -162,15 +147,9 @@ class StatementRow:
     receipt_id: Optional[str] = None
 
     def to_json(self) -> Dict[str, Any]:
-        return {
-            "transaction_id": self.transaction_id,
-            "at": self.at,
-            "kind": self.kind,
-            "receipt_id": self.receipt_id,
-            "memo": self.memo,
-            "amount": str(self.amount),
-            "balance": str(self.balance),
-        }
+        """Its JSON, as :class:`~siteagent.protocol.models.StatementLine` defines it."""
+        money = {"amount": str(self.amount), "balance": str(self.balance)}
+        return StatementLine.model_validate({**vars(self), **money}).model_dump()
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,6 @@ from siteagent.ledger.bank import (
     LedgerError,
     LedgerUnavailable,
 )
-from siteagent.ledger.client import RemoteLedger
 from siteagent.ledger.participants import Participant, register_all
 from siteagent.market import bookkeeping
 from siteagent.market.lifecycle import (
@@ -526,6 +525,8 @@ def open_ledger(config: Config, site_key: Ed25519PrivateKey) -> Bookkeeper:
     if config.ledger.url is not None:
         log.info("ledger: receipts are booked by the ledger service at %s", config.ledger.url)
         signer = (site_key, config.site.name)
+        from siteagent.ledger.client import RemoteLedger  # requests: only for a remote bank
+
         return RemoteLedger(config.ledger.url, config.ledger.ca, signer=signer)
     return Ledger(config.ledger.location)
 

@@ -15,7 +15,7 @@ import json
 import os
 import sqlite3
 import threading
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import (
     Any,
@@ -44,6 +44,7 @@ from siteagent.market.lifecycle import (
     ReservationState,
     Transition,
 )
+from siteagent.protocol import documents
 from siteagent.protocol.errors import STALE_STATE, STORE_UNAVAILABLE
 
 #: Seconds a writer waits for another process's transaction before giving up.
@@ -281,7 +282,7 @@ class Store:
         oid, site, request, start, duration, size, unit_price, fee, expires, client = rows[0]
         return Offer(
             id=oid,
-            request=request_from_dict(json.loads(request)),
+            request=documents.request_from_document(json.loads(request)),
             start=start,
             duration=duration,
             size=size,
@@ -956,7 +957,7 @@ def _insert_offers(db: sqlite3.Connection, offers: Sequence[Offer], at: float) -
     def request_json(request: Request) -> str:
         """The offers of a quote share one request: it is encoded once."""
         if id(request) not in encoded:
-            encoded[id(request)] = json.dumps(request_to_dict(request), sort_keys=True)
+            encoded[id(request)] = json.dumps(documents.request_document(request), sort_keys=True)
         return encoded[id(request)]
 
     rows = [
@@ -1187,28 +1188,3 @@ def _record(row: Sequence[Any]) -> ReservationRecord:
         message=message,
         allocation=tuple((str(name), int(cores)) for name, cores in json.loads(allocation)),
     )
-
-
-_REQUEST_MONEY = ("max_price", "best_price")
-
-
-#: The fields of a request, in order (all plain values: no need for asdict's deep copies).
-_REQUEST_FIELDS = tuple(item.name for item in fields(Request))
-
-
-def request_to_dict(request: Request) -> Dict[str, Any]:
-    """A request for quotes as JSON-ready data (money as decimal strings, never floats)."""
-    out = {name: getattr(request, name) for name in _REQUEST_FIELDS}
-    for key in _REQUEST_MONEY:
-        if out[key] is not None:
-            out[key] = str(out[key])
-    return out
-
-
-def request_from_dict(data: Mapping[str, Any]) -> Request:
-    known = {item.name for item in fields(Request)}
-    values = {key: value for key, value in data.items() if key in known}
-    for key in _REQUEST_MONEY:
-        if values.get(key) is not None:
-            values[key] = Decimal(values[key])
-    return Request(**values)

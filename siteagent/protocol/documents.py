@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from decimal import Decimal
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -27,6 +27,9 @@ from siteagent.core.values import Offer, Request
 from siteagent.protocol import httpsig
 from siteagent.protocol.errors import INVALID_REQUEST
 from siteagent.protocol.keys import check_key_id
+
+#: The fields of a request, the names its document uses.
+_REQUEST_FIELDS = frozenset(item.name for item in fields(Request))
 
 
 class MalformedDocument(SiteagentError, ValueError):
@@ -56,12 +59,27 @@ def decimal_text(value: Decimal) -> str:
 
 
 def request_document(request: Request) -> Dict[str, Any]:
-    """A request for quotes as JSON: absent (None) fields are left out ("don't care")."""
+    """A request for quotes as JSON (:class:`~siteagent.protocol.models.RequestDocument`):
+    absent (None) fields are left out ("don't care"), money written exactly."""
     document: Dict[str, Any] = {}
     for key, value in vars(request).items():
         if value is not None:
             document[key] = decimal_text(value) if isinstance(value, Decimal) else value
     return document
+
+
+#: The request's fields that are money: decimal strings in JSON, Decimal in the core.
+_REQUEST_MONEY = ("max_price", "best_price")
+
+
+def request_from_document(data: Mapping[str, Any]) -> Request:
+    """The request a :func:`request_document` (or a key of None, as stores of before wrote it)
+    stands for; keys the core does not know are ignored."""
+    known = {key: value for key, value in data.items() if key in _REQUEST_FIELDS}
+    for key in _REQUEST_MONEY:
+        if known.get(key) is not None:
+            known[key] = Decimal(known[key])
+    return Request(**known)
 
 
 def offer_document(offer: Offer) -> Dict[str, Any]:

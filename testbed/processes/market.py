@@ -3,9 +3,9 @@
 A market on loopback for the client's integration tests: several ``siteagent serve`` agents
 (replay backends on different traces and time offsets), the one bank they all book at
 (``siteagent ledger serve``), and a buyer with its key, sites file and journal, who runs
-``siteagent-client`` as a real process (through :mod:`testbed.processes.clientrun`, so that a test
-can
-interrupt, kill or pause it at any journal write).
+``siteagent-client`` as a real process (through :mod:`testbed.processes.clientrun`, so that a
+test can interrupt, kill or pause it at any journal write). A buyer whose key the test does not
+hold (made by ``siteagent-client keys``) is admitted by its authorized-clients entry.
 
 The test looks at each site through the agent's own state database (every reservation it
 holds, whoever asked) and at the bank through the buyer's signed statement.
@@ -21,6 +21,7 @@ import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
@@ -212,6 +213,9 @@ class Market:
     bob: Party = field(default_factory=lambda: Party("bob@lab"))
     #: More buyers every site and the bank admit (a benchmark's concurrent buyers).
     buyers: Sequence[Party] = ()
+    #: Authorized-clients entries (key id -> public_key, user) every site and the bank admit
+    #: too: a buyer whose key the test does not hold (the one `siteagent-client keys` made).
+    authorized: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     #: How often the agents poll their batch system (a test's 0.5 s sees changes at once).
     poll_interval_s: float = 0.5
     #: How long an agent may take to answer /healthz (replaying far into a long trace).
@@ -399,15 +403,16 @@ class Market:
         return keys.public_key_text(key.public_key())
 
     def _clients(self, user: str = "") -> Dict[str, Dict[str, str]]:
-        """Alice and bob as authorized clients, their reservations made for ``user`` (else
-        for their own names)."""
-        return {
+        """Alice, bob and the other buyers as authorized clients, their reservations made for
+        ``user`` (else for their own names); then the ``authorized`` entries as given."""
+        parties = {
             party.key_id: {
                 "public_key": keys.public_key_text(party.key.public_key()),
                 "user": user or name,
             }
             for party, name in self._parties()
         }
+        return {**parties, **{key: dict(entry) for key, entry in self.authorized.items()}}
 
     def _parties(self) -> List[Tuple[Party, str]]:
         """Every buyer admitted, with the name its reservations are made for by default."""
@@ -440,13 +445,14 @@ class Market:
         state = self.root / spec.name
         settings = dict(spec.settings)
         api = dict(settings.pop("api", {}))
+        attributes = dict(settings.pop("site", {}))
         port = api.pop("port", None) or free_port()
         backend = spec.backend or self._replay(spec)
         config = self._write(
             f"{spec.name}.yaml",
             {
                 "state_dir": str(state),
-                "site": {"name": spec.name, "cores_per_node": 16},
+                "site": {"name": spec.name, "cores_per_node": 16, **attributes},
                 "backend": dict(backend),
                 "planner": {"poll_interval_s": self.poll_interval_s},
                 "security": {"authorized_clients": str(clients)},
@@ -489,22 +495,42 @@ class Market:
         ``name``.key (alice's is sites.yaml, another buyer's ``name``-sites.yaml)."""
         key = self.root / f"{name}.key"
         keys.write_private(key, keys.private_key_pem(party.key))
+        file = "sites.yaml" if party is self.alice else f"{name}-sites.yaml"
+        return self.sites_file_for(party.key_id, key, file)
+
+    def sites_file_for(
+        self, key_id: str, private_key: Path, file: str, names: Sequence[str] = ()
+    ) -> Path:
+        """A sites file ``file`` naming the bank and every agent (or those of ``names``), for
+        the buyer ``key_id`` whose private key is the file ``private_key``."""
+        chosen = names or list(self.agents)
         sites = [
             {
                 "name": name,
-                "url": agent.url,
-                "ca": str(agent.state_dir / "tls" / "server.crt"),
+                "url": self.agents[name].url,
+                "ca": str(self.agents[name].state_dir / "tls" / "server.crt"),
             }
-            for name, agent in self.agents.items()
+            for name in chosen
         ]
         return self._write(
-            "sites.yaml" if party is self.alice else f"{name}-sites.yaml",
+            file,
             {
-                "buyer": {"key_id": party.key_id, "private_key": str(key)},
+                "buyer": {"key_id": key_id, "private_key": str(private_key)},
                 "ledger": {"url": self.bank_url, "ca": str(self.bank_cert)},
                 "timeouts": {"connect": 2, "read": 15},
                 "sites": sites,
             },
+        )
+
+    def deposit(self, account: str, amount: Decimal) -> None:
+        """Fund ``account`` at the bank, as its administrator does (`siteagent ledger
+        deposit`)."""
+        config = str(self.root / "bank.yaml")
+        subprocess.run(
+            [str(SITEAGENT), "ledger", "deposit", account, str(amount), "--config", config],
+            check=True,
+            capture_output=True,
+            timeout=60,
         )
 
     def _write(self, name: str, document: Mapping[str, Any]) -> Path:

@@ -24,7 +24,8 @@ import yaml
 from siteagent.client.connection import SiteConnection
 from siteagent.client.sites import load_registry
 from siteagent.protocol.models import QuoteRequest
-from testbed.processes.marketplace import Marketplace
+from testbed.processes.agents import BUSY_JOBS
+from testbed.processes.market import Market, SiteSpec
 
 CLIENT = Path(sys.executable).parent / "siteagent-client"
 BUYER = "alice@laptop"
@@ -69,7 +70,7 @@ def buyer(tmp_path_factory: pytest.TempPathFactory) -> Client:
 
 
 @pytest.fixture(scope="module")
-def market(buyer: Client, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Marketplace]:
+def market(buyer: Client, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Market]:
     """Three agents and the bank, each admitting the buyer by the entry `keys` printed (the
     text an administrator pastes into the authorized-clients file, as it was printed)."""
     printed = buyer.run("keys", "--key-id", BUYER, "--user", "alice")
@@ -78,16 +79,21 @@ def market(buyer: Client, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     entry = printed.stdout.split("with a credit):")[1].split("Your sites file")[0]
     clients = yaml.safe_load(entry)["clients"]
     assert list(clients) == [BUYER]
-    made = Marketplace(tmp_path_factory.mktemp("market"), clients, ATTRIBUTES)
+    specs = [
+        SiteSpec(name, seed=0, offset=600, pricing={}, jobs=BUSY_JOBS, settings={"site": site})
+        for name, site in ATTRIBUTES.items()
+    ]
+    made = Market(tmp_path_factory.mktemp("market"), specs, credit="100.00", authorized=clients)
+    made.start()
     try:
         yield made
     finally:
-        made.close()
+        made.stop()
 
 
 @pytest.fixture(scope="module")
-def sites_file(buyer: Client, market: Marketplace) -> Path:
-    return market.sites_file(BUYER, buyer.key)
+def sites_file(buyer: Client, market: Market) -> Path:
+    return market.sites_file_for(BUYER, buyer.key, "buyer-sites.yaml")
 
 
 def statuses(answer: Dict[str, Any]) -> Dict[str, str]:
@@ -144,7 +150,7 @@ def test_a_refusal_is_shown_with_its_reason(buyer: Client, sites_file: Path) -> 
 
 
 def test_balance_and_statement_show_a_confirmed_deal(
-    buyer: Client, market: Marketplace, sites_file: Path
+    buyer: Client, market: Market, sites_file: Path
 ) -> None:
     market.deposit(BUYER, Decimal("500.00"))
     before = Decimal(buyer.json("balance", "--sites", str(sites_file))["balance"])
@@ -166,10 +172,10 @@ def test_balance_and_statement_show_a_confirmed_deal(
 
 
 def test_a_stopped_site_is_shown_failed_and_the_quote_still_succeeds(
-    buyer: Client, market: Marketplace, sites_file: Path
+    buyer: Client, market: Market, sites_file: Path
 ) -> None:
     """Stops hpc3 for good: this module's last test."""
-    market.sites["hpc3"].service.stop()
+    market.agents["hpc3"].service.stop()
     args = ["--sites", str(sites_file), "--cores", "8", "--walltime", "1h"]
     quoted = buyer.json("quote", *args)
     assert statuses(quoted) == {"hpc1": "offered", "hpc2": "offered", "hpc3": "failed"}
