@@ -302,6 +302,7 @@ def markdown(results: Dict[str, Any]) -> str:
             f"{top['agent CPU ms/quote']:.3f} ms against the reference's "
             f"{top['ref agent CPU ms/quote']:.3f} ms "
             f"({top['agent CPU ms/quote'] / top['ref agent CPU ms/quote']:.2f}x).",
+            *([] if p99_met and speed_met else [cause(top)]),
             "- agent cores busy: the agent's CPU seconds per second of the level (its CPU per "
             "quote times quotes/s; 1.0 is one core). The agent answers on one event loop, so "
             "well below 1 with quotes queued means it was waiting for a CPU (the 50 buyers' "
@@ -309,6 +310,20 @@ def markdown(results: Dict[str, Any]) -> str:
             "",
             *parts_section(results),
         ]
+    )
+
+
+def cause(top: Mapping[str, Any]) -> str:
+    """What the 50-client level measured of why a target was missed: how much of a CPU the
+    agent got, and how far apart its one event loop answers 50 queued quotes at that share."""
+    busy, cpu = top["agent cores busy"], top["agent CPU ms/quote"]
+    return (
+        f"- Measured cause: at 50 clients the agent used {busy:.2f} of a core, so each quote "
+        f"took {cpu:.2f} ms / {busy:.2f} = {cpu / busy:.1f} ms of the event loop's wall time "
+        f"and waited behind the 49 others: about {50 * cpu / busy:,.0f} ms in all (the mean "
+        f"latency 50 / {top['quotes/s']:,.0f} quotes/s is {50000 / top['quotes/s']:,.0f} ms). "
+        "The agent was waiting for a CPU, not working; its CPU per quote sets the quotes/s "
+        "ratio when both agents are starved alike."
     )
 
 
