@@ -403,7 +403,7 @@ reloaded with a new key for the same key id is verified against the new key at o
 
 
 def report_only(name: str) -> int:
-    """bench/results/NAME.md again from bench/results/NAME.json (no measuring)."""
+    """The report of the results named ``name`` written again from their JSON (no runs)."""
     results = json.loads((RESULTS / f"{name}.json").read_text())
     write_results(name, results, markdown(results))
     return 0
