@@ -6,9 +6,10 @@ hardware: does this task fit at this instant, where is its earliest fit, take it
 it back. Two answer them:
 
 * :class:`PooledMachine`: free units are one count over time (a :class:`Profile`): the
-  simulator, the replayed trace and PBS;
+  simulator, the replayed trace and PBS's queue;
 * ``NodeMachine`` (:mod:`siteagent.core.nodes`): free cores per node, tasks placed on
-  particular nodes as Slurm's select/cons_tres with its backfill scheduler places them.
+  particular nodes as Slurm's select/cons_tres with its backfill scheduler places them, and
+  advance reservations as Slurm or PBS places them.
 
 A pooled machine of N units is the node machine's special case of one node of N cores, so one
 set of backfilling rules serves both.

@@ -1,4 +1,5 @@
-"""Which nodes a job gets, and how many cores on each: Slurm's select/cons_tres choice.
+"""Which nodes a job gets, and how many cores on each: Slurm's select/cons_tres choice
+(and PBS's ``place=free`` for reservations, :func:`free_placement`).
 
 Slurm (22.05, ``_eval_nodes`` of select/cons_tres, no topology plugin) cuts the nodes the job
 may use into sets of consecutive nodes (in the node table's order) of equal scheduling weight;
@@ -147,3 +148,19 @@ def _lay_out(chosen: List[int], usable: List[int], cpus: int) -> NodeCores:
         laid.append((node, take))
         left -= take
     return tuple(laid)
+
+
+def free_placement(usable: List[int], chunks: int) -> Optional[NodeCores]:
+    """PBS's ``place=free`` for ``chunks`` one-CPU chunks: the vnodes in order, each taking as
+    many chunks as it has CPUs free (pbs_sched's ``eval_selspec``, docs/pbs.md §11.5), or None
+    if ``usable`` does not hold them all."""
+    laid: List[Tuple[int, int]] = []
+    left = chunks
+    for node in range(len(usable)):
+        if left <= 0:
+            break
+        take = min(usable[node], left)
+        if take > 0:
+            laid.append((node, take))
+            left -= take
+    return tuple(laid) if left <= 0 else None

@@ -26,7 +26,11 @@ task:
 Slurm publishes no start for a job whose search runs out of records within the window; the
 machine still predicts one there: the window's end, or later if the running jobs say so.
 Advance reservations (:meth:`NodeMachine.hold`) go on nodes with enough free cores all over
-their window, as ``scontrol create reservation`` requires, pending jobs aside.
+their window, as ``scontrol create reservation`` requires, pending jobs aside. The machine's
+``rule`` says how that is counted and chosen where the batch systems differ: Slurm's (every
+reservation overlapping the window counted whole, nodes chosen as for a job) or PBS's
+(each vnode's least free CPUs over the window, 1-CPU chunks on the vnodes in order:
+docs/pbs.md §11.5).
 """
 
 from __future__ import annotations
@@ -35,9 +39,16 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from siteagent.core.blocks import BlockMap
 from siteagent.core.machine import Machine, NodeCores, Shape, Task
-from siteagent.core.node_selection import choose_nodes
+from siteagent.core.node_selection import choose_nodes, free_placement
 from siteagent.core.profile import Profile
-from siteagent.core.values import Allocation, CapacityUnit, ClusterSnapshot, Job, NodeState
+from siteagent.core.values import (
+    Allocation,
+    CapacityUnit,
+    ClusterSnapshot,
+    Job,
+    NodeState,
+    Placement,
+)
 
 #: The select plugin's first window for grouping running jobs by end time, doubled at every
 #: group.
@@ -82,7 +93,8 @@ class NodeMachine(Machine):
     ``usable`` are the nodes new work may use. ``whole_nodes``: capacity is counted in nodes
     and every task takes whole nodes (a node-exclusive partition); else in cores.
     ``resolution``, ``window`` and ``kill_wait`` are Slurm's bf_resolution, bf_window and
-    KillWait (seconds). ``profile`` counts free units over the whole machine.
+    KillWait (seconds). ``profile`` counts free units over the whole machine. ``rule`` is
+    the batch system whose rule places new advance reservations (SLURM or PBS).
     """
 
     def __init__(
@@ -96,7 +108,9 @@ class NodeMachine(Machine):
         resolution: int = 60,
         window: int = 86400,
         kill_wait: int = 30,
+        rule: Placement = Placement.SLURM,
     ) -> None:
+        self.rule = rule
         self.cores = list(cores)
         self.weights = list(weights)
         self.usable = 0
@@ -204,11 +218,20 @@ class NodeMachine(Machine):
 
     # -- placing advance reservations -------------------------------------------------------
 
+    def reservable_units(self, start: int, end: int) -> int:
+        """How many units one new reservation over [start, end) could have: cores free all
+        over it, or whole nodes in a node unit (what an advertised slot may promise)."""
+        free = self._reservable(start, end)
+        if self.whole_nodes:
+            return sum(1 for n in range(len(free)) if free[n] == self.cores[n] > 0)
+        return sum(free)
+
     def _reservable(self, start: int, end: int) -> List[int]:
         """Cores of each node free all over [start, end) for a reservation: less running
-        work ending after ``start`` and every reservation overlapping the window (Slurm may
+        work ending after ``start`` and the reservations overlapping the window. Slurm may
         give two reservations that do not overlap each other the same cores, or not: counting
-        both never admits what it refuses)."""
+        every one never admits what it refuses. PBS counts, on each vnode, the most its
+        reservations hold at one instant of the window (docs/pbs.md §11.5)."""
         free = [0] * len(self.cores)
         for node in range(len(self.cores)):
             if self.usable >> node & 1:
@@ -217,18 +240,27 @@ class NodeMachine(Machine):
             if held.end > start:
                 for node, cores in held.placement:
                     free[node] -= cores
-        for res in self.reserved:
-            if res.start < end and start < res.end:
-                for node, cores in res.placement:
-                    free[node] -= cores
+        overlapping = [res for res in self.reserved if res.start < end and start < res.end]
+        if self.rule is Placement.PBS:
+            held_most = _most_held(overlapping, start, len(self.cores))
+            return [max(0, free[n] - held_most[n]) for n in range(len(free))]
+        for res in overlapping:
+            for node, cores in res.placement:
+                free[node] -= cores
         return [max(0, cores) for cores in free]
 
     def _reservation_placement(self, size: int, start: int, end: int) -> NodeCores:
-        """Where a new reservation of ``size`` units goes: chosen as Slurm would place a job
-        of that size on the cores free all over its window (whole nodes in a node unit)."""
+        """Where a new reservation of ``size`` units goes on the cores free all over its
+        window (whole nodes in a node unit): where Slurm would place a job of that size, or
+        PBS's ``place=free`` (``scatter:excl`` for whole vnodes) on the vnodes in order."""
         free = self._reservable(start, end)
+        whole = [free[n] if free[n] == self.cores[n] else 0 for n in range(len(free))]
+        if self.rule is Placement.PBS:
+            if not self.whole_nodes:
+                return free_placement(free, size) or ()
+            one_each = free_placement([min(1, cores) for cores in whole], size) or ()
+            return tuple((node, self.cores[node]) for node, _ in one_each)
         if self.whole_nodes:
-            whole = [free[n] if free[n] == self.cores[n] else 0 for n in range(len(free))]
             shape = Shape(size, size, size, exclusive=True)
             return choose_nodes(whole, self.weights, shape) or ()
         return choose_nodes(free, self.weights, Shape(size)) or ()
@@ -409,6 +441,22 @@ class NodeMachine(Machine):
         return usable
 
 
+def _most_held(reservations: Sequence[Reserved], start: int, count: int) -> List[int]:
+    """The most cores ``reservations`` hold on each of ``count`` nodes at one instant from
+    ``start`` on: PBS's walk of its calendar's run and end events over a reservation's window,
+    an end before a start at the same second (``check_resources_for_node``)."""
+    most = [0] * count
+    instants = {start} | {res.start for res in reservations if res.start > start}
+    for t in instants:
+        now = [0] * count
+        for res in reservations:
+            if res.start <= t < res.end:
+                for node, cores in res.placement:
+                    now[node] += cores
+        most = [max(most[n], now[n]) for n in range(count)]
+    return most
+
+
 class NodeTable:
     """A snapshot's nodes (its partition's, then its neighbours') as a node machine numbers
     them, and the way back from numbers to names."""
@@ -431,6 +479,7 @@ class NodeTable:
             resolution=backfill.resolution,
             window=backfill.window,
             kill_wait=backfill.kill_wait,
+            rule=snapshot.placement,
         )
 
     def shape(self, job: Job) -> Shape:

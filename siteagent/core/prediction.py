@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from siteagent.core.engines import (
     ConservativeEngine,
@@ -23,7 +23,7 @@ from siteagent.core.engines import (
     make_engine,
 )
 from siteagent.core.machine import Task, planned_hold
-from siteagent.core.nodes import NodeTable
+from siteagent.core.nodes import NodeMachine, NodeTable
 from siteagent.core.profile import Profile
 from siteagent.core.values import (
     UNLIMITED_S,
@@ -100,8 +100,8 @@ def plan(
     reservation, larger than the machine) are listed in ``unplanned``. ``extra_reservations``
     (key, start, end, size) are added as if they existed: pricing asks "and with this
     reservation in place?". Raises ReservationConflict if one of them collides with running
-    work or an existing reservation; on a node-aware snapshot the nodes each one got are in
-    ``reservation_nodes``.
+    work or an existing reservation; on a Slurm snapshot the nodes each one got are in
+    ``reservation_nodes`` (pbs_sched chooses its own).
 
     With ``batch_estimates``, a job whose batch system published an expected start (Slurm's
     backfill does) is held at that start, if it fits there after the reservations, and its
@@ -110,7 +110,8 @@ def plan(
 
     On a snapshot whose ``placement`` is SLURM, jobs go on particular nodes as Slurm's backfill
     places them (:mod:`siteagent.core.nodes`), the jobs of partitions sharing nodes with this
-    one (``neighbours``) among them; those are placed, not reported.
+    one (``neighbours``) among them; those are placed, not reported. On PBS, reservations go
+    on vnodes where nothing is queued (:func:`on_nodes`).
 
     ``preemptive``: the batch system suspends running jobs for pending jobs of higher absolute
     priority (``Job.absolute_priority``, docs/design.md §4.6), and keeps its queue in that
@@ -125,7 +126,7 @@ def plan(
     )
     for key, start, end, size in extra_reservations:
         got = engine.add_reservation(key, start, end, size)
-        if nodes is not None:
+        if nodes is not None and snapshot.placement is Placement.SLURM:
             result.reservation_nodes[key] = nodes.names(got.placement)
     ours = {job.id for job in snapshot.pending}
     pending, pinned = _queued(
@@ -174,7 +175,7 @@ def groundwork(
     """The running work and the reservations of ``snapshot`` on a fresh engine of ``policy``
     (preempting as :func:`plan` says)."""
     now = snapshot.now
-    nodes = NodeTable(snapshot) if snapshot.placement is Placement.SLURM else None
+    nodes = NodeTable(snapshot) if on_nodes(snapshot) else None
     machine = nodes.machine(snapshot) if nodes is not None else None
     engine = make_engine(
         policy, snapshot.capacity, now, machine, preemptive=preemptive, requeue=requeue
@@ -197,6 +198,28 @@ def groundwork(
                 holder.key, res.start, res.end, res.demand(snapshot.unit), holder
             )
     return Groundwork(engine, running, held, nodes)
+
+
+def on_nodes(snapshot: ClusterSnapshot) -> bool:
+    """Whether a plan of ``snapshot`` places work on particular nodes: always on Slurm; on
+    PBS only where nothing is queued (the snapshot of the admission checks,
+    :func:`without_queue`), since its reservations follow pbs_sched's placement but its
+    queue is planned pooled."""
+    if snapshot.placement is Placement.PBS:
+        return not snapshot.pending and not snapshot.neighbours.pending
+    return snapshot.placement is Placement.SLURM
+
+
+def reservable_units(snapshot: ClusterSnapshot) -> Optional[Callable[[int, int], int]]:
+    """How many units one new reservation over [start, end) could have beside the running
+    work and reservations of a snapshot whose batch system places reservations on nodes;
+    None on a pooled one (its profile says it)."""
+    if snapshot.placement is Placement.POOLED:
+        return None
+    machine = groundwork(without_queue(snapshot), Policy.CONSERVATIVE).engine.machine
+    if not isinstance(machine, NodeMachine):
+        return None
+    return machine.reservable_units
 
 
 def starts_with_reservation(
@@ -256,8 +279,9 @@ def reservation_nodes(
     policy: Policy = Policy.CONSERVATIVE,
 ) -> Allocation:
     """Where a new reservation of ``size`` units over [start, end) goes beside the snapshot's
-    running work and reservations: its nodes (and cores on each) on a node-aware snapshot,
-    nothing on a pooled one (the batch system chooses there). Queued jobs do not count: they
+    running work and reservations: its nodes (and cores on each) on a Slurm snapshot,
+    nothing on a pooled or PBS one (the batch system chooses there, PBS by the rule the
+    check follows). Queued jobs do not count: they
     are planned around it. Raises ReservationConflict when there is no room; a running job
     ending less than ``snapshot.end_margin`` seconds before ``start`` is in the way too."""
     key = ("reservation", start, end, size)

@@ -25,12 +25,13 @@ from siteagent.core.prediction import (
     Groundwork,
     Plan,
     groundwork,
+    on_nodes,
     plan,
     replan_from,
     starts_with_reservation,
 )
 from siteagent.core.profile import Profile
-from siteagent.core.values import ClusterSnapshot, Placement
+from siteagent.core.values import ClusterSnapshot
 
 #: Checkpoints per plan at most: each is a copy of the profile's lists (the times themselves
 #: are shared), so a 100,000-job plan keeps a few tens of MB while fees are asked of it.
@@ -62,7 +63,7 @@ class Replanner:
             profile, bound = self._placed(first)
             return replan_from(base, profile, bound, first, start, end, size)
         key = ("quote", start, size, end - start)
-        if self.snapshot.placement is Placement.POOLED:
+        if not on_nodes(self.snapshot):
             with self._lock:
                 if self._ground is None:
                     self._ground = groundwork(self.snapshot, base.policy)

@@ -15,7 +15,7 @@ import functools
 import math
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from siteagent.core.money import CENT, core_hours
 from siteagent.core.prediction import Plan
@@ -23,15 +23,30 @@ from siteagent.core.values import Slot
 
 
 def advertise(
-    plan: Plan, unit_price: Decimal = Decimal(1), fee: Decimal = Decimal(0)
+    plan: Plan,
+    unit_price: Decimal = Decimal(1),
+    fee: Decimal = Decimal(0),
+    reservable: Optional[Callable[[int, int], int]] = None,
 ) -> List[Slot]:
-    """The slots of a plan over [now, horizon), by start time then by level."""
+    """The slots of a plan over [now, horizon), by start time then by level.
+
+    ``reservable(start, end)``, where the batch system places reservations on nodes, is how
+    many units one reservation over the window could have (:func:`~siteagent.core.prediction.
+    reservable_units`): a band is cut down to it, so no slot, nor the bands under it (which
+    last at least as long), promises a window the batch system would refuse.
+    """
     horizon = plan.horizon
     slots: List[Slot] = []
     open_bands: List[Tuple[int, int, int]] = []  # (low, high, start), levels bottom-up
     level = 0
+    # what any window within the horizon can have: a band no higher needs no asking
+    floor = reservable(plan.now, horizon) if reservable is not None else 0
 
     def close(low: int, high: int, start: int, end: int, bounded: bool) -> None:
+        if reservable is not None and high > floor:
+            high = min(high, reservable(start, end))
+            if high <= low:
+                return
         slots.append(
             Slot(start, end - start, high - low, unit_price, fee, not bounded, not bounded)
         )

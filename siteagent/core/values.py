@@ -30,14 +30,17 @@ class CapacityUnit(str, enum.Enum):
 class Placement(str, enum.Enum):
     """How the batch system puts work on its nodes, which the planner then follows.
 
-    POOLED: any free unit will do (the replay, PBS): capacity is one count. SLURM: each job on
+    POOLED: any free unit will do (the replay): capacity is one count. SLURM: each job on
     particular nodes as Slurm's select/cons_tres with the backfill scheduler chooses them
     (:mod:`siteagent.core.nodes`); the snapshot then carries its nodes, their weights, and the
-    cores every running job and reservation holds on each.
+    cores every running job and reservation holds on each. PBS: reservations on vnodes with
+    CPUs free all through their window, as pbs_sched confirms them (docs/pbs.md §11.5); the
+    queue is planned pooled.
     """
 
     POOLED = "pooled"
     SLURM = "slurm"
+    PBS = "pbs"
 
 
 @dataclass(frozen=True)

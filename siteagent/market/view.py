@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Tuple
 
 from siteagent.core.engines import Policy
-from siteagent.core.prediction import Plan, plan
+from siteagent.core.prediction import Plan, plan, reservable_units
 from siteagent.core.slots import advertise
 from siteagent.core.values import ClusterSnapshot, Slot
 from siteagent.pricing import Context, Pricing
@@ -51,5 +51,6 @@ def market_view(snapshot: ClusterSnapshot, predicted: Plan, pricing: Pricing) ->
     )
     if conservative is None:
         conservative = plan(snapshot, Policy.CONSERVATIVE)
-    slots = pricing.price_slots(context, advertise(conservative))
+    advertised = advertise(conservative, reservable=reservable_units(snapshot))
+    slots = pricing.price_slots(context, advertised)
     return MarketView(snapshot, predicted, context, tuple(slots), pricing)

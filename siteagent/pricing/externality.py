@@ -14,7 +14,7 @@ from typing import Dict
 
 from siteagent.core.engines import Policy, ReservationConflict
 from siteagent.core.money import CENT, HOUR
-from siteagent.core.values import Placement
+from siteagent.core.prediction import on_nodes
 from siteagent.pricing.base import Context, FeePolicy, Refused, Window
 
 
@@ -31,7 +31,7 @@ class ExternalityFee(FeePolicy):
     def fee(self, context: Context, window: Window) -> Decimal:
         if (
             context.policy is Policy.CONSERVATIVE
-            and context.snapshot.placement is Placement.POOLED
+            and not on_nodes(context.snapshot)
             and context.plan.profile.fits(window.size, window.start, window.duration)
         ):
             # Conservative plans place pooled units in order at their earliest fit; capacity

@@ -20,6 +20,7 @@ from siteagent.backends.pbs.nodes import parse_nodes
 from siteagent.backends.pbs.reservations import parse_reservations
 from siteagent.backends.pbs.snapshot import build_snapshot
 from siteagent.backends.pbs.values import parse_pbs_time
+from siteagent.core.values import Placement
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "pbs"
 
@@ -94,3 +95,12 @@ def test_snapshot() -> None:
     inside = next(j for j in snap.running if j.id == "7.pbshead")
     assert inside.reservation == "sa-capture0001"  # named as the snapshot names it
     assert {r.name for r in snap.reservations} == {"sa-capture0001", "R6.pbshead"}
+    # where things are, for placing new reservations as pbs_sched does (docs/pbs.md §11.5)
+    assert snap.placement is Placement.PBS
+    by_id = {j.id: j.allocation for j in snap.running}
+    assert by_id["0.pbshead"] == (("n1", 16),)
+    assert by_id["1.pbshead"] == (("n2", 8), ("n3", 8))
+    assert by_id["4[0].pbshead"] == (("n2", 2),)
+    held = {r.name: r.allocation for r in snap.reservations}
+    assert held["sa-capture0001"] == (("n3", 4),)  # four one-CPU chunks, all on n3
+    assert held["R6.pbshead"] == (("n1", 16), ("n2", 16))

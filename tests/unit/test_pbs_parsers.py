@@ -22,10 +22,11 @@ from siteagent.backends.pbs.backend import PbsBackend
 from siteagent.backends.pbs.config import PbsConfig
 from siteagent.backends.pbs.jobs import PbsJobs, parse_jobs
 from siteagent.backends.pbs.nodes import parse_nodes
-from siteagent.backends.pbs.reservations import parse_reservations
+from siteagent.backends.pbs.reservations import PbsReservation, parse_reservations
 from siteagent.backends.pbs.snapshot import build_snapshot
 from siteagent.backends.pbs.values import (
     array_indices,
+    exec_allocation,
     exec_vnodes,
     number,
     parse_duration,
@@ -35,7 +36,14 @@ from siteagent.backends.pbs.values import (
     select_totals,
 )
 from siteagent.core.names import PBS_NAME_MAX
-from siteagent.core.values import UNLIMITED_S, CapacityUnit, Job, ReservationSpec
+from siteagent.core.values import (
+    UNLIMITED_S,
+    BatchReservation,
+    CapacityUnit,
+    Job,
+    Placement,
+    ReservationSpec,
+)
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "pbs"
 #: 2023-11-15 14:00:00 UTC: docs/pbs.md's examples are taken at this instant.
@@ -115,6 +123,17 @@ def test_exec_vnode_names() -> None:
     # a chunk split over vnodes, and a vnode allocated but unused (§2.1)
     assert exec_vnodes("(vA:ncpus=4+vB:ncpus=4)+(vC)+(vA:ncpus=1)") == ["vA", "vB", "vC"]
     assert exec_vnodes(None) == []
+
+
+def test_exec_vnode_cpus() -> None:
+    """The CPUs held on each vnode, chunks on one vnode added up (pbs_rsub's one-CPU chunks
+    list it once per chunk), bare vnodes left out."""
+    assert exec_allocation("(vA:ncpus=4:mem=4gb+vB:ncpus=4)+(vC)+(vA:ncpus=1)") == (
+        ("vA", 5),
+        ("vB", 4),
+    )
+    assert exec_allocation("(n3:ncpus=1)+(n3:ncpus=1)") == (("n3", 2),)
+    assert exec_allocation(None) == ()
 
 
 def test_array_ranges() -> None:
@@ -361,6 +380,7 @@ def test_snapshot_capacity_and_exclusive_jobs() -> None:
     running = by_id(list(snap.running))
     # one CPU asked, place=excl: the whole of node05
     assert running["109.pbs-head"].cores == 16
+    assert running["109.pbs-head"].allocation == (("node05", 16),)
     pending = by_id(list(snap.pending))
     assert pending["102.pbs-head"].cores == 4 * 32  # nodect x cores per node, at least 64
     assert snapshot_of(PbsConfig(unit=CapacityUnit.NODE)).capacity == 5
@@ -380,6 +400,25 @@ def test_snapshot_reservations_hold_only_when_confirmed() -> None:
     # the job in queue R210 names the reservation as the snapshot does
     assert by_id(list(snap.running))["106.pbs-head"].reservation == "R210.pbs-head"
     assert snap.extra["reservation_ids"]["sa-offer1"] == "R124.pbs-head"
+
+
+def test_an_exclusive_reservation_holds_its_vnodes_whole() -> None:
+    """``place=excl`` keeps every other reservation off its vnodes whatever CPUs it asked
+    (pbs_sched's ``is_excl`` in ``check_resources_for_node``): whole vnodes in the snapshot."""
+    nodes = parse_nodes(load("pbsnodes-constructed.json"))
+    small = BatchReservation(
+        "R300.pbs-head",
+        NOW + 600,
+        NOW + 1200,
+        2,
+        flags=("excl",),
+        node_names=("node01",),
+        allocation=(("node01", 2),),
+    )
+    held = PbsReservation("R300.pbs-head", "R300", "", "CONFIRMED", small)
+    snap = build_snapshot(NOW, nodes, PbsJobs(), [held], PbsConfig())
+    assert snap.placement is Placement.PBS
+    assert snap.reservations[0].allocation == (("node01", 16),)
 
 
 def test_snapshot_limited_to_a_queue() -> None:
@@ -411,6 +450,7 @@ def test_forced_exclusive_vnodes_make_every_job_whole_nodes() -> None:
     jobs = PbsJobs(running=[job], pending=[queued], nodes_of={"201.pbs-head": ["n1"]})
     snap = build_snapshot(NOW, nodes, jobs, [], PbsConfig())
     assert snap.running[0].cores == 64 and snap.pending[0].cores == 64
+    assert snap.running[0].allocation == (("n1", 64),)
     assert {n.name: n.alloc_cores for n in snap.nodes} == {"n1": 64, "n2": 0}
 
 

@@ -12,6 +12,7 @@ from siteagent.backends.pbs.values import (
     array_indices,
     as_text,
     check_header,
+    exec_allocation,
     exec_vnodes,
     number,
     owner,
@@ -85,6 +86,7 @@ def _job(job_id: str, rec: Mapping[str, Any], tz: tzinfo, now: int, start: Optio
     in_reservation = names.is_valid(names.PBS_RESERVATION_ID, queue)
     if isinstance(estimated, dict) and not held and not in_reservation:
         expected = parse_pbs_time(estimated.get("start_time"), tz)
+    allocation = exec_allocation(rec.get("exec_vnode")) if start is not None else ()
     if start is not None:
         nodes = len(exec_vnodes(rec.get("exec_vnode"))) or nodes
     return Job(
@@ -101,6 +103,7 @@ def _job(job_id: str, rec: Mapping[str, Any], tz: tzinfo, now: int, start: Optio
         eligible=not held,
         not_before=execution if execution is not None and execution > now else None,
         reservation=queue if in_reservation else "",
+        allocation=allocation,
     )
 
 

@@ -15,6 +15,7 @@ from datetime import UTC, tzinfo
 from typing import Dict, List, Set, Tuple
 
 from siteagent.backends.pbs.values import (
+    exec_allocation,
     exec_vnodes,
     number,
     owner,
@@ -114,6 +115,8 @@ def parse_reservations(
             accounts=words(rec.get("Authorized_Groups")),
             flags=tuple(w for w in re.split(r"[:,]", rec.get("Resource_List.place", "")) if w),
             state=state,
+            node_names=tuple(exec_vnodes(node_list)),
+            allocation=exec_allocation(node_list),
         )
         queue = rec.get("queue") or _queue_of(resv_id)
         out.append(PbsReservation(resv_id, queue, reserve_name, state, record))

@@ -6,12 +6,12 @@ from dataclasses import replace
 from typing import Any, Dict, Iterable, List, Sequence
 
 from siteagent.backends.pbs.config import PbsConfig
-from siteagent.backends.pbs.jobs import PbsJobs
+from siteagent.backends.pbs.jobs import EXCLUSIVE_PLACE, PbsJobs
 from siteagent.backends.pbs.nodes import FORCED_EXCLUSIVE, PbsNode
 from siteagent.backends.pbs.reservations import HOLDING_STATES, PbsReservation
 from siteagent.backends.pbs.values import exec_vnodes
 from siteagent.backends.scope import Scope
-from siteagent.core.values import ClusterSnapshot, Job
+from siteagent.core.values import Allocation, BatchReservation, ClusterSnapshot, Job, Placement
 
 
 def vnodes_in_queue(nodes: Iterable[PbsNode], queue: str) -> List[PbsNode]:
@@ -34,6 +34,9 @@ def build_snapshot(
     a running one the cores of its vnodes, a pending one at least ``nodect`` x cores per node.
     Reservations count while they hold vnodes (confirmed or running; not unconfirmed or being
     deleted), and jobs in a reservation queue name the reservation as the snapshot names it.
+    Running jobs and reservations carry the CPUs they hold on each vnode (whole vnodes where
+    placed ``excl``): new reservations are placed beside them as pbs_sched places them
+    (placement PBS, docs/pbs.md §11.5).
     """
     served = vnodes_in_queue(nodes, config.queue)
     scope = Scope(tuple(n.node for n in served), config.unit)
@@ -51,14 +54,23 @@ def build_snapshot(
     ]
     names = {r.queue: r.record.name for r in reservations}
 
+    def whole_vnodes(on: Sequence[str]) -> Allocation:
+        return tuple((v, by_name[v].cores) for v in on if v in by_name)
+
     def settle(job: Job) -> Job:
         if job.reservation:
             job = replace(job, reservation=names.get(job.reservation, job.reservation))
         if job.id in jobs.exclusive or forced:
             on = [by_name[v] for v in jobs.nodes_of.get(job.id, []) if v in by_name]
             whole = sum(n.cores for n in on) if on else job.nodes * cores_per_node
-            job = replace(job, cores=max(job.cores, whole))
+            allocation = whole_vnodes(jobs.nodes_of.get(job.id, [])) or job.allocation
+            job = replace(job, cores=max(job.cores, whole), allocation=allocation)
         return job
+
+    def settle_reservation(res: BatchReservation) -> BatchReservation:
+        if forced or EXCLUSIVE_PLACE & set(res.flags):
+            return replace(res, allocation=whole_vnodes(res.node_names) or res.allocation)
+        return res
 
     def in_queue(job: Job) -> bool:
         return not config.queue or job.partition == config.queue or job.reservation in names
@@ -73,4 +85,6 @@ def build_snapshot(
         "finished_jobs_ignored": jobs.finished,
     }
     running = [settle(j) for j in running]
-    return scope.snapshot(now, running, pending, [r.record for r in held], "pbs", extra)
+    records = [settle_reservation(r.record) for r in held]
+    snapshot = scope.snapshot(now, running, pending, records, "pbs", extra)
+    return replace(snapshot, placement=Placement.PBS)

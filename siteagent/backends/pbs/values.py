@@ -122,6 +122,29 @@ def exec_vnodes(text: Any) -> List[str]:
     return names
 
 
+def exec_allocation(text: Any) -> Tuple[Tuple[str, int], ...]:
+    """The CPUs held on each vnode of ``exec_vnode``/``resv_nodes``, in order of appearance.
+
+    ``(n1:ncpus=8)+(n2:ncpus=4+n3:ncpus=4)+(n1:ncpus=2)`` → (n1, 10), (n2, 4), (n3, 4); a bare
+    vnode (allocated, unused) holds none and is left out.
+    """
+    held: Dict[str, int] = {}
+    if not isinstance(text, str):
+        return ()
+    for item in re.split(r"[()+]", text):
+        name, _, resources = item.strip().partition(":")
+        if not name:
+            continue
+        cpus = 0
+        for resource in resources.split(":"):
+            key, _, value = resource.partition("=")
+            if key.strip() == "ncpus":
+                cpus += number(value) or 0
+        if cpus > 0:
+            held[name] = held.get(name, 0) + cpus
+    return tuple(held.items())
+
+
 def as_text(value: Any) -> str:
     return "" if value is None else str(value)
 

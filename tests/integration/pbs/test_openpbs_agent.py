@@ -17,6 +17,7 @@ from typing import Dict, Iterator, Tuple
 import pytest
 
 from siteagent.config import loading
+from siteagent.core.prediction import plan
 from siteagent.market.lifecycle import (
     OfferRefused,
     ReservationFailed,
@@ -24,6 +25,7 @@ from siteagent.market.lifecycle import (
     ReservationState,
 )
 from siteagent.market.site import Site, open_site
+from siteagent.market.view import market_view
 from testbed.inprocess.offers import record_offer
 from testbed.pbs.cluster import PbsTestCluster, text_blocks
 from testbed.processes.programs import wait_until
@@ -145,22 +147,21 @@ def test_pbs_refusal_is_carried_into_the_failed_record(openpbs: PbsTestCluster, 
     assert reservations(openpbs) == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the agent admits PBS reservations by pooled CPU count; PBS's scheduler places "
-    "a reservation's CPUs on vnodes free for its whole window and denies it otherwise "
-    "(docs/pbs.md §11)",
-)
 def test_admission_follows_pbs_placement_over_the_window(
     openpbs: PbsTestCluster, site: Site
 ) -> None:
     """n1 is reserved for the first minute, n2 for the second: at every instant 48 CPUs
     are free, but only the 32 of n3 and n4 for both minutes. A 40-CPU accept must be refused
-    by the agent (its capacity is gone), never admitted and then denied by PBS."""
+    by the agent (its capacity is gone), never admitted and then denied by PBS; the slots
+    advertised promise no more than 32 CPUs for both minutes."""
     start = (int(time.time()) // 60 + 15) * 60
     rsub(openpbs, "by-hand-1", start, start + 60, "1:ncpus=16:vnode=n1")
     rsub(openpbs, "by-hand-2", start + 60, start + 120, "1:ncpus=16:vnode=n2")
+    snapshot = site.backend.snapshot()
+    slots = market_view(snapshot, plan(snapshot), site.pricing).slots
+    spanning = [s for s in slots if s.start <= start and start + 120 <= s.end]
+    assert sum(s.cores for s in spanning) == 32  # pooled, the bands said 48
     with pytest.raises(OfferRefused) as refused:
-        accept(site, 40, start, 120)  # today: admitted, then "PBS denied R.." (FAILED)
+        accept(site, 40, start, 120)  # pooled: admitted, then "PBS denied R.." (FAILED)
     assert refused.value.reason == "capacity_gone"
     assert accept(site, 32, start, 120).state is ReservationState.TENTATIVE
