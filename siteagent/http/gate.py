@@ -59,12 +59,10 @@ class Gate:
             return
         request = Request(scope)
         method, path = request.method, request.url.path
-        signed = "signature" in request.headers or "signature-input" in request.headers
+        signed = any(name in _SIGNATURE_FIELDS for name, _ in scope["headers"])
         if signed or self.must_sign(method, path):
             try:
-                client = self.authenticate(
-                    method, str(request.url), list(request.headers.items()), body
-                )
+                client = self.authenticate(method, str(request.url), _fields(scope), body)
                 if self.admit is not None:
                     self.admit(client, method, path)
             except SiteagentError as error:
@@ -73,6 +71,15 @@ class Gate:
             scope.setdefault("state", {})["client"] = client
         await self.app(scope, replay(body, receive), send)
 
+
+def _fields(scope: Scope) -> List[Tuple[str, str]]:
+    """The request's header fields as (name, value) text, as Starlette's ``Headers.items()``
+    gives them, without building its ``Headers`` (a signed request's every field is read)."""
+    return [(name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]]
+
+
+#: The header fields that say a request is signed (ASGI gives names in lower case).
+_SIGNATURE_FIELDS = (b"signature", b"signature-input")
 
 #: A refused body is left unread: the connection cannot be reused.
 CLOSE = {"connection": "close"}

@@ -281,6 +281,32 @@ def test_a_signature_by_the_wrong_key_is_401(auth: Authenticator, alice: Party) 
     refused(auth, "bad_signature", "POST", URL, signed(mallory), BODY)
 
 
+def test_a_replaced_key_verifies_and_the_key_it_replaced_no_longer_does(
+    auth: Authenticator, alice: Party
+) -> None:
+    """Verification keeps each public key in libsodium's form (httpsig._verify_key, cached by
+    the key's bytes): a clients file reloaded with a new key for the same key id must be
+    checked against the new key at once, and the old key's signatures refused."""
+    assert auth.authenticate("POST", URL, signed(alice), BODY).key_id == alice.key_id
+    rotated = Party(alice.key_id)
+    auth.clients = {**auth.clients, alice.key_id: rotated.client("alice")}
+    refused(auth, "bad_signature", "POST", URL, signed(alice), BODY)
+    assert auth.authenticate("POST", URL, signed(rotated), BODY).key_id == alice.key_id
+    auth.clients = {**auth.clients, alice.key_id: alice.client("alice")}  # and back again
+    refused(auth, "bad_signature", "POST", URL, signed(rotated), BODY)
+    assert auth.authenticate("POST", URL, signed(alice), BODY).key_id == alice.key_id
+
+
+@pytest.mark.parametrize("length", [0, 63, 65])
+def test_a_signature_of_the_wrong_length_is_401(
+    auth: Authenticator, alice: Party, length: int
+) -> None:
+    headers = signed(alice)
+    label, _, _ = headers["Signature"].partition("=")
+    headers["Signature"] = f"{label}=:{base64.b64encode(bytes(length)).decode()}:"
+    refused(auth, "bad_signature", "POST", URL, headers, BODY)
+
+
 def test_an_unknown_key_is_401(auth: Authenticator) -> None:
     error = refused(auth, "unknown_key", "POST", URL, signed(Party("eve")), BODY)
     assert "'eve'" in str(error)
