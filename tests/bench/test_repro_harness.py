@@ -466,3 +466,24 @@ def test_repro_all_runs_every_command_and_sums_up_verdicts(
         ]
     }
     assert json.loads((tmp_path / "repro-toy.json").read_text())["options"]["seeds"] == 2
+
+
+def test_a_part_rerun_replaces_its_values_by_seed_and_says_where_from(tmp_path: Path) -> None:
+    """repro-ramp ``--reanalyse BASE --replace users=LATER``: users from LATER, the rest kept."""
+    from bench.repro.ramp import replace_part
+
+    found = [{"seed": s, "users": ["old"], "prices": [s]} for s in range(4)]
+    later = {
+        "machine": {"date": "2026-11-29 04:45:00 UTC", "load_average_1m_at_start": 16.1},
+        "compiled": False,
+        "seconds": 2900.0,
+        "data": {"seeds": [{"seed": s, "users": [f"new {s}"]} for s in range(3)]},
+    }
+    path = tmp_path / "repro-ramp.json"
+    path.write_text(json.dumps(later))
+    text = replace_part(found, "users", path)
+    assert [f["users"] for f in found] == [["new 0"], ["new 1"], ["new 2"], ["old"]]
+    assert [f["prices"] for f in found] == [[0], [1], [2], [3]]
+    assert "seeds 0, 1, 2" in text and "load average 16.1" in text and "pure Python" in text
+    with pytest.raises(SystemExit, match="no network values"):
+        replace_part(found, "network", path)
