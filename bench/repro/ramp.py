@@ -41,6 +41,7 @@ from bench.repro.common import (
     DIFFERS,
     MATCH,
     NOT_RUN,
+    TREND,
     Estimate,
     Options,
     Report,
@@ -182,9 +183,10 @@ def run_seed(setup: Setup, seed: int, perf: bool) -> Dict[str, Any]:
 
 
 def _judge(report: Report, result_id: str, ours: Optional[Estimate] = None, **given: Any) -> None:
-    """``report.judge``, the why kept only where the verdict needs one (not for a match)."""
+    """``report.judge``, the why kept only where the verdict needs one (a differs: a match or
+    a trend's paired interval already says why, and a why written for a differs is false)."""
     row = report.judge(result_id, ours, **given)
-    if row.verdict == MATCH:
+    if row.verdict in (MATCH, TREND):
         row.why = ""
 
 
