@@ -21,7 +21,7 @@ from bench.repro.stats import (
     paired_change,
     ratio_ci,
 )
-from bench.repro.sweep import SweepError, run_sweep
+from bench.repro.sweep import ResultCache, SweepError, run_sweep
 from bench.repro.verdicts import DIFFERS, MATCH, NOT_AVAILABLE, NOT_RUN, TREND, Verdict, judge
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "Options",
     "PaperValue",
     "Report",
+    "ResultCache",
     "SweepError",
     "Verdict",
     "add_options",

@@ -23,9 +23,6 @@ against T_a by priority), Fig. 5 (share of sites taking part against T_a for mea
 from __future__ import annotations
 
 import argparse
-import functools
-import hashlib
-import json
 import statistics
 import tempfile
 import time
@@ -46,6 +43,7 @@ from bench.repro.common import (
     paired_change,
     rng,
 )
+from bench.repro.sweep import ResultCache
 from siteagent.config.schema import BidMode
 from siteagent.core.machine import Task
 from testbed.sims.english import (
@@ -140,45 +138,16 @@ def global_stream(count: int, mean_s: float, unit_s: float, seed: int) -> List[G
 
 
 #: Where runs already made are kept, by configuration and code (``--part fig4`` then ``all``
-#: runs the first part once).
-CACHE = ROOT / "bench" / ".work" / "repro-english"
-#: The code a run's result depends on: the package, the simulated auctions, this module.
-CODE = (
-    "siteagent",
-    "testbed/sims/english.py",
-    "testbed/inprocess/sellers.py",
-    "bench/repro/english.py",
+#: runs the first part once; an interrupted run resumes): the sweep's ResultCache.
+CACHE = ResultCache(
+    ROOT / "bench" / ".work" / "repro-english",
+    (
+        "siteagent",
+        "testbed/sims/english.py",
+        "testbed/inprocess/sellers.py",
+        "bench/repro/english.py",
+    ),
 )
-
-
-def one_run(config: Mapping[str, Any]) -> Dict[str, Any]:
-    """:func:`simulate` ``config``, or its result kept from an earlier run of the same code."""
-    key = hashlib.sha256(
-        json.dumps([dict(config), code_version()], sort_keys=True).encode()
-    ).hexdigest()[:24]
-    kept = CACHE / f"{key}.json"
-    if kept.exists():
-        result: Dict[str, Any] = json.loads(kept.read_text())
-        return result
-    result = simulate(config)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    partial = kept.with_suffix(".part")
-    partial.write_text(json.dumps(result))
-    partial.replace(kept)
-    return result
-
-
-@functools.lru_cache(maxsize=1)
-def code_version() -> str:
-    """A digest of every source file :data:`CODE` names."""
-    digest = hashlib.sha256()
-    for entry in CODE:
-        path = ROOT / entry
-        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
-        for file in files:
-            digest.update(str(file.relative_to(ROOT)).encode())
-            digest.update(file.read_bytes())
-    return digest.hexdigest()
 
 
 def simulate(config: Mapping[str, Any]) -> Dict[str, Any]:
@@ -318,7 +287,7 @@ def main(argv: List[str]) -> int:
     whole = args.part == "all" and not options.quick
     began = time.monotonic()
     configs = configurations(options.quick, options.seed_list, whole)
-    results = options.sweep(one_run, configs, "english")
+    results = options.sweep(simulate, configs, "english", cache=CACHE)
     runs = by_setup(configs, results)
     report = Report(
         "english", "English auction with absolute priorities, reproduced", options, seed="003"

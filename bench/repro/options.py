@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, List, Optional, Sequence, Tuple
 
 from bench.common import RESULTS
-from bench.repro.sweep import Config, Function, run_sweep
+from bench.repro.sweep import Config, Function, ResultCache, run_sweep
 
 QUICK_SEEDS = 2
 
@@ -38,11 +38,23 @@ class Options:
         """Seeds 0 ... N-1: every arm of every comparison runs on each."""
         return list(range(self.seeds))
 
-    def sweep(self, function: Function, configs: Sequence[Config], label: str) -> List[Any]:
+    def sweep(
+        self,
+        function: Function,
+        configs: Sequence[Config],
+        label: str,
+        cache: Optional[ResultCache] = None,
+    ) -> List[Any]:
         """``[function(c) for c in configs]`` on the pool or the Slurm array these options
-        name, in configuration order (sweep.py)."""
+        name, in configuration order; ``cache`` keeps finished ones (sweep.py)."""
         return run_sweep(
-            function, configs, self.jobs, self.slurm, label, sbatch_args=self.sbatch_args
+            function,
+            configs,
+            self.jobs,
+            self.slurm,
+            label,
+            sbatch_args=self.sbatch_args,
+            cache=cache,
         )
 
     def to_dict(self) -> dict:  # type: ignore[type-arg]

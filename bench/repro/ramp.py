@@ -41,6 +41,7 @@ from bench.repro.common import (
     DIFFERS,
     MATCH,
     NOT_RUN,
+    TREND,
     Estimate,
     Options,
     Report,
@@ -182,9 +183,10 @@ def run_seed(setup: Setup, seed: int, perf: bool) -> Dict[str, Any]:
 
 
 def _judge(report: Report, result_id: str, ours: Optional[Estimate] = None, **given: Any) -> None:
-    """``report.judge``, the why kept only where the verdict needs one (not for a match)."""
+    """``report.judge``, the why kept only where the verdict needs one (a differs: a match or
+    a trend's paired interval already says why, and a why written for a differs is false)."""
     row = report.judge(result_id, ours, **given)
-    if row.verdict == MATCH:
+    if row.verdict in (MATCH, TREND):
         row.why = ""
 
 
@@ -1407,6 +1409,40 @@ def _part_list(text: str) -> List[str]:
     return parts
 
 
+def _replacement(text: str) -> Tuple[str, Path]:
+    part, _, path = text.partition("=")
+    if part not in PARTS or not path:
+        raise argparse.ArgumentTypeError(f"{text!r}: give PART=JSON, PART one of {PARTS}")
+    return part, Path(path)
+
+
+def replace_part(found: List[Dict[str, Any]], part: str, path: Path) -> str:
+    """Put ``part``'s per-seed values from the run in ``path`` into ``found`` (by seed); the
+    report's text saying which run they came from (its date, load and engines)."""
+    later = json.loads(path.read_text(encoding="utf-8"))
+    by_seed = {seed["seed"]: seed for seed in later["data"]["seeds"] if part in seed}
+    missing = [seed for seed in by_seed if seed >= len(found)]
+    if not by_seed or missing:
+        raise SystemExit(f"repro-ramp: {path} has no {part} values for seeds of this run")
+    for seed, values in by_seed.items():
+        found[seed][part] = values[part]
+        found[seed].setdefault("replaced", {})[part] = later["machine"]["date"]
+    machine = later["machine"]
+    return (
+        f"The {part} values of seeds {', '.join(map(str, sorted(by_seed)))} come from a later "
+        f"run of `--part {part}` alone ({path.name}, {machine['date']}, load average "
+        f"{machine['load_average_1m_at_start']} at start"
+        + (
+            f", {machine['load_average_1m_at_end']} at end"
+            if "load_average_1m_at_end" in machine
+            else ""
+        )
+        + f", {'compiled' if later['compiled'] else 'pure Python'} engines, "
+        f"{later['seconds']:.0f} s), on a market of its own (without the prices, rounds and "
+        "units parts' reservations before it); the other values are the run above's."
+    )
+
+
 def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench repro-ramp", description=__doc__)
     parser.add_argument(
@@ -1437,6 +1473,15 @@ def main(argv: Sequence[str]) -> int:
         "instead of running: for a fix to the analysis, not to the experiments; give the "
         "same --part and --seeds as that run",
     )
+    parser.add_argument(
+        "--replace",
+        type=_replacement,
+        action="append",
+        default=[],
+        metavar="PART=JSON",
+        help="with --reanalyse: take PART's values, on the seeds it ran, from this later "
+        "run's repro-ramp.json (a part re-run after a fix), the rest from the --reanalyse run",
+    )
     add_options(parser, seeds=10)
     args = parser.parse_args(argv)
     if args.quick and args.seeds is None:
@@ -1454,10 +1499,14 @@ def main(argv: Sequence[str]) -> int:
     report = Report("ramp", "Zasada & Coveney: the RAMP marketplace (paper 000)", options, "000")
     on_market = set(PARTS) & set(setup.parts)
     seeds = options.seed_list if on_market else []
+    if args.replace and not args.reanalyse:
+        raise SystemExit("repro-ramp: --replace merges into a --reanalyse run: give both")
     if args.reanalyse:
         earlier = json.loads(args.reanalyse.read_text(encoding="utf-8"))
         report.ran = {key: earlier[key] for key in ("machine", "seconds", "compiled")}
         found = earlier["data"]["seeds"]
+        for part, path in args.replace:
+            report.section(f"Re-run: the {part} part", replace_part(found, part, path))
     else:
         found = [run_seed(setup, seed, seed < setup.perf_seeds) for seed in seeds]
     measured: Dict[str, Any] = {}

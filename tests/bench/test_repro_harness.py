@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any, Dict, Mapping
 
@@ -22,7 +23,7 @@ from bench.repro.plots import replica
 from bench.repro.report import Report
 from bench.repro.seeds import rng, seed_int, uniform
 from bench.repro.stats import bootstrap_ci, mean_ci, paired_change, ratio_ci
-from bench.repro.sweep import SweepError, run_sweep
+from bench.repro.sweep import ResultCache, SweepError, code_version, run_sweep
 from bench.repro.verdicts import DIFFERS, MATCH, NOT_RUN, TREND, judge
 from siteagent.sim.calibration import calibrate_load
 from siteagent.sim.window import TraceReplay, Window, window_utilization
@@ -273,6 +274,61 @@ def test_a_failing_configuration_is_named() -> None:
         run_sweep(draws_of, [{"arm": object(), "seed": 0}], jobs=1)
 
 
+def counted(config: Mapping[str, Any]) -> Dict[str, Any]:
+    """draws_of, leaving a file per call in ``config["calls"]``; fails on seed 2 while a
+    ``stop`` file is there (an interrupted run)."""
+    calls = Path(config["calls"])
+    (calls / f"{config['arm']}-{config['seed']}-{uuid.uuid4().hex}").touch()
+    if config["seed"] == 2 and (calls / "stop").exists():
+        raise RuntimeError("interrupted")
+    return draws_of(config)
+
+
+def test_a_resumed_sweep_skips_finished_configurations_and_gives_the_same_report(
+    tmp_path: Path,
+) -> None:
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    configs = [{**config, "calls": str(calls)} for config in CONFIGS]
+    cache = ResultCache(tmp_path / "kept", ("bench/repro/seeds.py",))
+    (calls / "stop").touch()
+    with pytest.raises(SweepError, match="interrupted"):
+        run_sweep(counted, configs, jobs=1, cache=cache)  # stops at ("a", 2)
+    (calls / "stop").unlink()
+    assert sorted(p.name.rsplit("-", 1)[0] for p in calls.iterdir()) == ["a-0", "a-1", "a-2"]
+    resumed = run_sweep(counted, configs, jobs=2, cache=cache)
+    ran_again = sorted(p.name.rsplit("-", 1)[0] for p in calls.iterdir())
+    assert ran_again == ["a-0", "a-1", "a-2", "a-2", "b-0", "b-1", "b-2"]  # a-0, a-1 kept
+    assert resumed == run_sweep(draws_of, CONFIGS, jobs=1)
+    assert run_sweep(counted, configs, jobs=1, cache=cache) == resumed
+    assert len(list(calls.iterdir())) == len(ran_again)  # all kept: nothing ran
+    assert not list((tmp_path / "kept").rglob("*.part"))
+    reports = []
+    for name in ("fresh", "resumed"):
+        runs = resumed if name == "resumed" else run_sweep(draws_of, CONFIGS, jobs=1)
+        report = Report("demo", "Demo", _options(tmp_path / name), seed="003")
+        report.judge("003-1", mean_ci([run["draws"][0] for run in runs]), why="a demo")
+        report.not_run(["003-2", "003-3"], "a demo")
+        report.data["runs"] = runs
+        report.finish()
+        reports.append(json.loads((tmp_path / name / "repro-demo.json").read_text()))
+    assert reports[0]["rows"] == reports[1]["rows"] and reports[0]["data"] == reports[1]["data"]
+
+
+def test_kept_results_are_keyed_by_the_code_they_ran_with(tmp_path: Path) -> None:
+    calls = tmp_path / "calls"
+    calls.mkdir()
+    configs = [{"arm": "a", "seed": 0, "calls": str(calls)}]
+    run_sweep(counted, configs, jobs=1, cache=ResultCache(tmp_path, ("bench/repro/seeds.py",)))
+    other = ResultCache(tmp_path, ("bench/repro/stats.py",))  # another code version
+    assert code_version(other.code) != code_version(("bench/repro/seeds.py",))
+    run_sweep(counted, configs, jobs=1, cache=other)
+    assert len(list(calls.iterdir())) == 2
+    newest = ResultCache(tmp_path, ("bench/repro/verdicts.py",), any_version=True)
+    run_sweep(counted, configs, jobs=1, cache=newest)  # --reuse-runs: any code's result
+    assert len(list(calls.iterdir())) == 2
+
+
 # On the host's release only: the sweep submits with the host's sbatch and its tasks run this
 # tree's Python, which the chroot releases' nodes do not have.
 @pytest.mark.slurm
@@ -410,3 +466,24 @@ def test_repro_all_runs_every_command_and_sums_up_verdicts(
         ]
     }
     assert json.loads((tmp_path / "repro-toy.json").read_text())["options"]["seeds"] == 2
+
+
+def test_a_part_rerun_replaces_its_values_by_seed_and_says_where_from(tmp_path: Path) -> None:
+    """repro-ramp ``--reanalyse BASE --replace users=LATER``: users from LATER, the rest kept."""
+    from bench.repro.ramp import replace_part
+
+    found = [{"seed": s, "users": ["old"], "prices": [s]} for s in range(4)]
+    later = {
+        "machine": {"date": "2026-11-29 04:45:00 UTC", "load_average_1m_at_start": 16.1},
+        "compiled": False,
+        "seconds": 2900.0,
+        "data": {"seeds": [{"seed": s, "users": [f"new {s}"]} for s in range(3)]},
+    }
+    path = tmp_path / "repro-ramp.json"
+    path.write_text(json.dumps(later))
+    text = replace_part(found, "users", path)
+    assert [f["users"] for f in found] == [["new 0"], ["new 1"], ["new 2"], ["old"]]
+    assert [f["prices"] for f in found] == [[0], [1], [2], [3]]
+    assert "seeds 0, 1, 2" in text and "load average 16.1" in text and "pure Python" in text
+    with pytest.raises(SystemExit, match="no network values"):
+        replace_part(found, "network", path)

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import hashlib
-import json
 import logging
 import math
 import statistics
@@ -28,6 +26,7 @@ from bench.repro.paper_values import paper_value
 from bench.repro.report import Report
 from bench.repro.seeds import uniform
 from bench.repro.stats import Estimate
+from bench.repro.sweep import ResultCache
 from bench.repro.verdicts import DIFFERS, Verdict, judge
 from siteagent.core.engines import Policy
 from siteagent.core.machine import Task
@@ -218,9 +217,18 @@ def save_figure(report: Report, figure: Any, name: str) -> None:
     plt.close(figure)
 
 
-#: Where each sweep's runs are kept, so that ``--reuse-runs`` can rebuild a report without
-#: running them again (after a change to the report's code only).
+#: Where each configuration's run is kept as it finishes (by configuration and code), so that
+#: an interrupted run resumes and ``--reuse-runs`` rebuilds a report without running again.
 RUNS = ROOT / "bench" / ".work" / "repro-singh"
+#: The code a run's result depends on: the package, the test sites, the thesis' modules.
+CODE = (
+    "siteagent",
+    "testbed",
+    "bench/common.py",
+    "bench/repro/singh",
+    "bench/repro/calibrate.py",
+    "bench/repro/seeds.py",
+)
 
 
 def sweep(
@@ -230,13 +238,8 @@ def sweep(
     configs: List[Dict[str, Any]],
     label: str,
 ) -> List[Any]:
-    """``options.sweep``, keeping the runs under bench/.work/repro-singh; with
-    ``--reuse-runs`` the kept runs of the same configurations are read back instead."""
-    key = hashlib.sha256(json.dumps([label, configs], sort_keys=True).encode()).hexdigest()[:16]
-    path = RUNS / f"{label.replace(' ', '_').replace(':', '')}-{key}.json"
-    if getattr(args, "reuse_runs", False) and path.exists():
-        return list(json.loads(path.read_text())["runs"])
-    runs = options.sweep(function, configs, label)
-    RUNS.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"label": label, "configs": configs, "runs": runs}))
-    return runs
+    """``options.sweep``, keeping each run under bench/.work/repro-singh; with
+    ``--reuse-runs`` a kept run of the same configuration is read back whatever code made it
+    (after a change to the report's code only)."""
+    cache = ResultCache(RUNS, CODE, any_version=getattr(args, "reuse_runs", False))
+    return options.sweep(function, configs, label, cache=cache)
