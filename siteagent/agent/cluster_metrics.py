@@ -62,8 +62,9 @@ class ClusterCollector:
         self._failures = 0
         self._load_offer: Optional[LoadOffer] = None
 
-    def observe(self, state: CycleState) -> None:
-        """Take the figures of a new cycle's state."""
+    def observe(self, state: CycleState, up: bool = True) -> None:
+        """Take the figures of a new cycle's state; ``up`` False when the batch system failed
+        later in the cycle (its housekeeping), as /healthz then says."""
         snapshot = state.snapshot
         families = cluster_families(snapshot, state.plan.profile.free_at(snapshot.now))
         families += plan_families(state)
@@ -71,7 +72,7 @@ class ClusterCollector:
         with self._lock:
             self._families = families
             self._taken_at = state.taken_at
-            self._up = 1.0
+            self._up = 1.0 if up else 0.0
             self._backend = snapshot.backend
 
     def follow(self, requests: Sequence[ReferenceRequest], interval_s: float) -> None:
@@ -85,6 +86,11 @@ class ClusterCollector:
         with self._lock:
             self._up = 0.0
             self._failures += 1
+
+    def observe_down(self) -> None:
+        """The batch system failed after the cycle's refresh (not a refresh failure)."""
+        with self._lock:
+            self._up = 0.0
 
     def observe_load_offer(self, figures: LoadOffer) -> None:
         """The latest quote priced by load (the paper's attractiveness and offer curves)."""

@@ -180,6 +180,7 @@ class Agent:
             return None
         log.info(describe(state))
         self._beat(describe(state))
+        reached = True  # the batch system answered every call of this cycle
         try:
             if self.store is not None:
                 self.store.record_waits(self._waits.observe(state.snapshot))
@@ -193,6 +194,9 @@ class Agent:
                 if caught_up.booked or caught_up.problems:
                     log.info(caught_up.describe())
         except (BackendError, StoreError) as exc:
+            reached = not isinstance(exc, BackendError)
+            if not reached and self.metrics is not None:
+                self.metrics.observe_down()  # first, as in _poll_failed
             self.last_error = str(exc)
             log.error("recording waits or reservation housekeeping failed: %s", exc)
         except Exception as exc:  # a bug here must not end the polls either; say so each cycle
@@ -201,7 +205,7 @@ class Agent:
         self._beat()
         if self.metrics is not None:
             try:
-                self.metrics.observe_state(state)
+                self.metrics.observe_state(state, up=reached)
             except StoreError as exc:
                 log.error("reading the reservations for the metrics failed: %s", exc)
         for listener in self.listeners:

@@ -124,15 +124,19 @@ class Metrics:
 
     # ---- what the agent, the API and the backend wrapper report
 
-    def observe_state(self, state: CycleState) -> None:
+    def observe_state(self, state: CycleState, up: bool = True) -> None:
         """Take the figures of a new cycle's state (and the store's reservations)."""
-        self.cluster.observe(state)
+        self.cluster.observe(state, up)
         if self.stored is not None:
             self.stored.observe(state.snapshot)
 
     def observe_failure(self) -> None:
         """A cycle's refresh failed: the backend is down; the last state's figures stay."""
         self.cluster.observe_failure()
+
+    def observe_down(self) -> None:
+        """The batch system failed in the cycle's housekeeping, after its refresh."""
+        self.cluster.observe_down()
 
     def observe_reservations(self) -> None:
         """Re-read reservation counts, new transitions and the bids' figures from the store."""

@@ -288,6 +288,37 @@ def test_backend_calls_are_timed_and_failures_counted(
     assert value(samples, "siteagent_jobs", state="running") == 2
 
 
+def test_a_batch_system_failing_after_the_snapshot_shows_down_as_healthz_does(
+    backend: FaultyBackend,
+    metrics: Metrics,
+    clock: FakeClock,
+    store: Store,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The snapshot answered, then the cycle's reconciliation did not: /healthz says the
+    backend is unreachable, so the metrics say down too (CI once read up = 1 there), without
+    counting a failed refresh."""
+    replay = backend.inner
+    assert isinstance(replay, SwfReplayBackend)
+    manager = ReservationManager(store, backend, clock=replay.now, confirm_timeout=CONFIRM_TIMEOUT)
+    agent = Agent(backend, PRICING, clock=clock, metrics=metrics, manager=manager, store=store)
+    assert agent.cycle() is not None and value(scrape(metrics), "siteagent_backend_up") == 1
+
+    def down() -> None:
+        raise BackendUnavailable("controller down (test)")
+
+    monkeypatch.setattr(backend, "list_reservations", down)
+    clock.advance(30)
+    assert agent.cycle() is not None and agent.last_error is not None
+    samples = scrape(metrics)
+    assert value(samples, "siteagent_backend_up") == 0
+    assert value(samples, "siteagent_refresh_failures_total") == 0
+    monkeypatch.undo()
+    clock.advance(30)
+    assert agent.cycle() is not None and agent.last_error is None
+    assert value(scrape(metrics), "siteagent_backend_up") == 1
+
+
 def test_before_the_first_snapshot_its_age_is_infinite(metrics: Metrics) -> None:
     samples = scrape(metrics)
     assert value(samples, "siteagent_snapshot_age_seconds") == float("inf")
