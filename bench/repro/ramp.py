@@ -815,6 +815,18 @@ def _why_units(commit: float, bidding: float) -> str:
 # ---- (d), (e) users and network -----------------------------------------------------------
 
 
+def same_run_loopback(found: Sequence[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """The seeds with the users part of the run their network part came from: a users part
+    re-run alone (``--replace``), at another load or with other engines, is no baseline for
+    an earlier network part."""
+    return [
+        {**seed, "users": seed["before_replace"]["users"]}
+        if "users" in seed.get("before_replace", {}) and "network" not in seed.get("replaced", {})
+        else seed
+        for seed in found
+    ]
+
+
 def levels_of(found: Sequence[Dict[str, Any]], part: str) -> Dict[int, Dict[str, List[float]]]:
     """Per number of buyers: the agents' mean quote time, each round's duration, each
     auction's, and the machine's busy share, over every repetition and seed."""
@@ -882,7 +894,7 @@ def users_rows(
         )
         _concave_row(report, levels)
         return {"levels": levels, "response_fit": response}
-    loopback = levels_of(found, "users")
+    loopback = levels_of(same_run_loopback(found), "users")
     same = _shape(levels) == _shape(loopback) if loopback else False
     ratio, p = _variance_ratio(levels, loopback)
     report.row(
@@ -1425,6 +1437,7 @@ def replace_part(found: List[Dict[str, Any]], part: str, path: Path) -> str:
     if not by_seed or missing:
         raise SystemExit(f"repro-ramp: {path} has no {part} values for seeds of this run")
     for seed, values in by_seed.items():
+        found[seed].setdefault("before_replace", {})[part] = found[seed].get(part)
         found[seed][part] = values[part]
         found[seed].setdefault("replaced", {})[part] = later["machine"]["date"]
     machine = later["machine"]

@@ -487,3 +487,22 @@ def test_a_part_rerun_replaces_its_values_by_seed_and_says_where_from(tmp_path: 
     assert "seeds 0, 1, 2" in text and "load average 16.1" in text and "pure Python" in text
     with pytest.raises(SystemExit, match="no network values"):
         replace_part(found, "network", path)
+
+
+def test_a_network_part_is_compared_with_the_users_part_of_its_own_run(tmp_path: Path) -> None:
+    """000-11 compares the proxied rounds with loopback's: after ``--replace users=LATER`` the
+    loopback baseline stays the users part of the run the network part came from."""
+    from bench.repro.ramp import replace_part, same_run_loopback
+
+    found = [{"seed": s, "users": ["same run"], "network": ["proxied"]} for s in range(2)]
+    later = {
+        "machine": {"date": "2026-11-29 04:45:00 UTC", "load_average_1m_at_start": 16.1},
+        "compiled": False,
+        "seconds": 600.0,
+        "data": {"seeds": [{"seed": s, "users": ["later"]} for s in range(2)]},
+    }
+    path = tmp_path / "repro-ramp.json"
+    path.write_text(json.dumps(later))
+    replace_part(found, "users", path)
+    assert [f["users"] for f in found] == [["later"], ["later"]]
+    assert [f["users"] for f in same_run_loopback(found)] == [["same run"], ["same run"]]
