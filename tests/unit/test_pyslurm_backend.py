@@ -521,6 +521,7 @@ def test_legacy_config_gives_the_scheduler_settings() -> None:
                 "schedtype": "sched/backfill",
                 "sched_params": "bf_interval=5,bf_resolution=30",
                 "kill_wait": 5,
+                "version": "24.11.5",
             }
 
     module = ModuleType("pyslurm")
@@ -531,9 +532,11 @@ def test_legacy_config_gives_the_scheduler_settings() -> None:
         "SchedulerType           = sched/backfill\n"
         "SelectType              = select/cons_tres\n"
         "KillWait                = 5 sec\n"
+        "SLURM_VERSION           = 24.11.5\n"
     )
     assert scheduler_settings(values) == parse_scheduler_config(scontrol)
     assert scheduler_settings(values).backfill.resolution == 30
+    assert scheduler_settings(values).backfill.ends_up  # 24.11's backfill rules, as scontrol's
     no_grace = {**Config().get(), "kill_wait": 0}
     module.config = lambda: SimpleNamespace(get=lambda: no_grace)  # type: ignore[attr-defined]
     assert scheduler_settings(scheduler_values(module, ReservationApi.LEGACY)).backfill == (

@@ -15,8 +15,9 @@ from siteagent.backends.pyslurm.versions import ReservationApi
 
 
 def scheduler_values(pyslurm: Any, api: ReservationApi) -> Dict[str, str]:
-    """``SelectType``, ``SchedulerType``, ``SchedulerParameters`` and ``KillWait`` as the
-    controller has them (one RPC)."""
+    """``SelectType``, ``SchedulerType``, ``SchedulerParameters``, ``KillWait`` and
+    ``SLURM_VERSION`` (whose backfill rules the plan follows) as the controller has them
+    (one RPC)."""
     if api is ReservationApi.OBJECTS:
         return _from_config_object(pyslurm.slurmctld.Config.load())
     return _from_legacy_config(pyslurm.config().get())
@@ -29,6 +30,7 @@ def _from_legacy_config(conf: Mapping[str, Any]) -> Dict[str, str]:
         "SchedulerType": conf.get("schedtype") or "",
         "SchedulerParameters": conf.get("sched_params") or "",
         "KillWait": _seconds(conf.get("kill_wait")),
+        "SLURM_VERSION": conf.get("version") or "",
     }
 
 
@@ -43,6 +45,7 @@ def _from_config_object(conf: Any) -> Dict[str, str]:
             name if value is True else f"{name}={value}" for name, value in parameters.items()
         ),
         "KillWait": _seconds(conf.kill_wait_time),
+        "SLURM_VERSION": getattr(conf, "version", None) or "",
     }
 
 
