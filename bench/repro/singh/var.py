@@ -303,7 +303,13 @@ def part(report: Report, options: Options, args: argparse.Namespace) -> None:
             TREND if ar_change.low > 0 else DIFFERS,
             ar_change,
             result=f"Figs. 38/41: AR cost 64 − 32 nodes (normalized, paired by trial), {site}",
-            why="" if ar_change.low > 0 else "the paired change does not exclude 0",
+            why=""
+            if ar_change.low > 0
+            else (
+                "the paired change does not exclude 0"
+                if ar_change.high >= 0
+                else "the paired change is below 0: 64 nodes cost less than 32, normalized"
+            ),
         )
         same = var_change.low <= 0 <= var_change.high
         report.row(
