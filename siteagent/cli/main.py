@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from siteagent import __version__
 from siteagent.cli import console, exits, parsing
@@ -32,34 +32,36 @@ def client_main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _site_parser() -> argparse.ArgumentParser:
-    parser = parsing.Parser(
-        prog="siteagent",
-        description=(
-            "Site agent for HPC batch systems: predicts the schedule, advertises free slots, "
-            "prices and creates advance reservations. Run `siteagent COMMAND --help` for details."
-        ),
+    return _parser(
+        "siteagent",
+        "Site agent for HPC batch systems: predicts the schedule, advertises free slots, "
+        "prices and creates advance reservations. Run `siteagent COMMAND --help` for details.",
+        site_commands.add_commands,
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parsing.subcommands(parser)
-    site_commands.add_commands(commands)
-    return parser
 
 
 def _buyer_parser() -> argparse.ArgumentParser:
     # imported here: the client's HTTP stack is no business of `siteagent`'s commands
     from siteagent.cli.buyer import commands as buyer_commands
 
-    parser = parsing.Parser(
-        prog="siteagent-client",
-        description=(
-            "The buyer's side: find, price and reserve compute across the site agents of a "
-            "sites file (default: $SITEAGENT_CLIENT_SITES, else "
-            "~/.config/siteagent/sites.yaml). Run `siteagent-client COMMAND --help` for details."
-        ),
+    return _parser(
+        "siteagent-client",
+        "The buyer's side: find, price and reserve compute across the site agents of a "
+        "sites file (default: $SITEAGENT_CLIENT_SITES, else "
+        "~/.config/siteagent/sites.yaml). Run `siteagent-client COMMAND --help` for details.",
+        buyer_commands.add_commands,
     )
+
+
+def _parser(
+    prog: str,
+    description: str,
+    add_commands: Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None],
+) -> argparse.ArgumentParser:
+    """One program's parser: ``--version`` and its subcommands."""
+    parser = parsing.Parser(prog=prog, description=description)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    commands = parsing.subcommands(parser)
-    buyer_commands.add_commands(commands)
+    add_commands(parsing.subcommands(parser))
     return parser
 
 
