@@ -129,3 +129,17 @@ def test_the_combined_scheme_never_costs_more_than_the_reservation(
     )
     if fee is not None and cost is not None:
         assert cost <= fee / 32 + 1e-12
+
+
+def test_a_differing_change_says_on_which_side_of_0_its_interval_lies() -> None:
+    """A change against the thesis' direction is no "does not exclude 0" (a var row once
+    said so of an interval wholly below 0)."""
+    from bench.repro.singh.sites import interval_why
+    from bench.repro.stats import paired_change
+
+    assert interval_why(paired_change([0, 0, 0], [1, -1, 0.5])) == (
+        "the paired change does not exclude 0"
+    )
+    below = paired_change([1.0, 1.0, 1.0, 1.0], [0.5, 0.4, 0.6, 0.5])
+    assert below.high < 0 and interval_why(below).endswith("goes the other way")
+    assert below.text(3) in interval_why(below)

@@ -397,7 +397,6 @@ def _rows(report: Report, r: Results, sites: Sequence[str], quick: bool) -> None
             change=paired_change(wait_ratio[0], wait_ratio[top]),
             result=f"Fig. 26, reservation / BE wait at α = 0, +40 % − base ({site}); means "
             + ", ".join(f"{statistics.fmean(wait_ratio[k]):.3f}" for k in (0, 1, 2)),
-            why="the paired change does not exclude 0",
         )
         # Fig. 27, 28
         shares = SHARES if not quick else (0.1, 0.9)
@@ -410,7 +409,6 @@ def _rows(report: Report, r: Results, sites: Sequence[str], quick: bool) -> None
             + ", ".join(
                 f"{int(s * 100)} %: {statistics.fmean(v):.1f}" for s, v in share_fee.items()
             ),
-            why="the paired change does not exclude 0",
         )
         half_be = {a: r.series(site, "mean_best_effort_wait_h", alpha=a, share=0.5) for a in alphas}
         judge_row(
@@ -419,7 +417,6 @@ def _rows(report: Report, r: Results, sites: Sequence[str], quick: bool) -> None
             change=paired_change(half_be[0.0], half_be[1.0]),
             result=f"Fig. 28, BE wait (h) at 50 % reservations, α = 1 − α = 0 ({site}); means "
             + ", ".join(f"{a}: {statistics.fmean(v):.2f}" for a, v in half_be.items()),
-            why="the paired change does not exclude 0",
         )
         # Fig. 30, 31
         requested = {a: r.series(site, "mean_fee_su", alpha=a, exact=False) for a in alphas}
@@ -431,7 +428,6 @@ def _rows(report: Report, r: Results, sites: Sequence[str], quick: bool) -> None
             + ", ".join(
                 f"{a}: {paired_change(fee[a], requested[a]).text(2)}" for a in alphas if a < 1
             ),
-            why="the paired change does not exclude 0",
         )
         res_req = r.series(site, "mean_reservation_wait_h", alpha=1.0, exact=False)
         be_req = r.series(site, "mean_best_effort_wait_h", alpha=1.0, exact=False)
@@ -440,7 +436,6 @@ def _rows(report: Report, r: Results, sites: Sequence[str], quick: bool) -> None
             "002-22",
             change=paired_change(be_req, res_req),
             result=f"Fig. 31, reservation − BE wait (h) with requested estimates, α = 1 ({site})",
-            why="the paired difference does not exclude 0",
         )
     # Fig. 29: EASY − conservative, random α per job, at the three loads
     gaps = {}

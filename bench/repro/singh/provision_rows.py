@@ -184,7 +184,6 @@ def fig14(
                 result=f"Fig. 14: makespan / BE at α = 0, 400 − 100 tasks, {site} "
                 f"(cost / BE change {cost.text(2)}); by size "
                 + ", ".join(f"{n}: {e.text(2)}" for n, e in by_n.items()),
-                why="the paired change does not exclude 0",
             )
             continue
         better = all(
@@ -341,7 +340,6 @@ def fig16(
             result=f"Fig. {16 if rid == '002-10' else 55}: makespan / BE at α = 0.5, "
             f"{largest} processors, {round(100 * loads[-1])} % − {round(100 * loads[0])} % "
             f"load, {site}; by load and task size: {table}",
-            why="the paired change does not exclude 0",
         )
 
 

@@ -199,11 +199,19 @@ def judge_row(
     why: str = "",
     result: str = "",
 ) -> None:
-    """``report.judge``, with ``why`` kept only for a differs (a match needs no excuse)."""
+    """``report.judge``, with ``why`` kept only for a differs (a match needs no excuse); a
+    differing ``change`` with no ``why`` says where its interval lies."""
     verdict = judge(paper_value(result_id), ours, point, change, "")
     if verdict.verdict == DIFFERS:
-        verdict = Verdict(DIFFERS, why)
+        verdict = Verdict(DIFFERS, why or (interval_why(change) if change is not None else ""))
     report.row(result_id, verdict, ours if ours is not None else change, point, result=result)
+
+
+def interval_why(change: Estimate) -> str:
+    """Why a paired change is no trend: its interval holds 0, or lies on the other side."""
+    if change.low <= 0 <= change.high:
+        return "the paired change does not exclude 0"
+    return f"the paired change {change.text(3)} goes the other way"
 
 
 def save_figure(report: Report, figure: Any, name: str) -> None:

@@ -32,7 +32,17 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 from bench.repro.options import Options
 from bench.repro.report import Report
 from bench.repro.seeds import uniform
-from bench.repro.singh.sites import DAY_S, HOUR_S, NATIVE, SITES, replay, save_figure, span_s, sweep
+from bench.repro.singh.sites import (
+    DAY_S,
+    HOUR_S,
+    NATIVE,
+    SITES,
+    interval_why,
+    replay,
+    save_figure,
+    span_s,
+    sweep,
+)
 from bench.repro.stats import Estimate, paired_change
 from bench.repro.verdicts import DIFFERS, MATCH, TREND
 from siteagent.client.var import latest_submission, scan_submission
@@ -303,13 +313,7 @@ def part(report: Report, options: Options, args: argparse.Namespace) -> None:
             TREND if ar_change.low > 0 else DIFFERS,
             ar_change,
             result=f"Figs. 38/41: AR cost 64 − 32 nodes (normalized, paired by trial), {site}",
-            why=""
-            if ar_change.low > 0
-            else (
-                "the paired change does not exclude 0"
-                if ar_change.high >= 0
-                else "the paired change is below 0: 64 nodes cost less than 32, normalized"
-            ),
+            why="" if ar_change.low > 0 else interval_why(ar_change),
         )
         same = var_change.low <= 0 <= var_change.high
         report.row(
