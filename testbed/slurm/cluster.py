@@ -478,6 +478,15 @@ class SlurmTestCluster:
             slurm_conf=self.inner_conf, command_prefix=self.install.prefix, **options
         )
 
+    def impatient_conf(self, message_timeout_s: int = 2) -> str:
+        """A copy of slurm.conf for clients only, with a short ``MessageTimeout``; its path as
+        the commands see it. A client retries a stopped controller's closed port once a second
+        for MessageTimeout - 1 s (9 s by default, for every command), which a test of the
+        outage need not wait out; the daemons keep the default."""
+        path = self.dir / "slurm-impatient.conf"
+        path.write_text(self.conf.read_text() + f"MessageTimeout={message_timeout_s}\n")
+        return self.install.inside(path)
+
     def backend_options(self) -> Dict[str, Any]:
         """The ``backend.slurm`` keys that reach this cluster (its slurm.conf, and the chroot as
         the command prefix), for a configuration file."""

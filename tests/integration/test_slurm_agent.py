@@ -46,12 +46,17 @@ CONFIRM_TIMEOUT_S = 3.0
 @pytest.fixture
 def site(slurm: SlurmTestCluster, tmp_path: Path) -> Iterator[Site]:
     """The site ``siteagent serve`` would open for this cluster (partition ``batch``)."""
+    yield from opened_site(slurm, tmp_path)
+
+
+def opened_site(slurm: SlurmTestCluster, tmp_path: Path, **options: Any) -> Iterator[Site]:
+    """:func:`site`, with these ``backend.slurm`` options."""
     config = loading.parse(
         {
             "state_dir": str(tmp_path / "state"),
             "backend": {
                 "type": "slurm",
-                "slurm": {**slurm.backend_options(), "partition": "batch"},
+                "slurm": {**slurm.backend_options(), "partition": "batch", **options},
             },
             "reservations": {"confirm_timeout_s": CONFIRM_TIMEOUT_S},
         }
@@ -61,6 +66,13 @@ def site(slurm: SlurmTestCluster, tmp_path: Path) -> Iterator[Site]:
         yield opened
     finally:
         opened.close()
+
+
+@pytest.fixture
+def impatient_site(slurm: SlurmTestCluster, tmp_path: Path) -> Iterator[Site]:
+    """:func:`site`, its Slurm commands giving up on a stopped controller after 1 s of
+    retries rather than 9 s (:meth:`SlurmTestCluster.impatient_conf`)."""
+    yield from opened_site(slurm, tmp_path, slurm_conf=slurm.impatient_conf())
 
 
 def show_reservation(cluster: SlurmTestCluster, name: str) -> Dict[str, str]:
@@ -298,11 +310,15 @@ def test_slurm_refusal_is_carried_into_the_failed_record(
 # ----------------------------------------------------------------------------- outages
 
 
-def test_squeue_json_with_controller_down_is_an_outage(slurm: SlurmTestCluster, site: Site) -> None:
+def test_squeue_json_with_controller_down_is_an_outage(
+    slurm: SlurmTestCluster, impatient_site: Site
+) -> None:
+    site = impatient_site
     offer = record_offer(site.manager, 4, int(time.time()) + 600, 600)
     slurm.stop_controller()
     try:
-        proc = slurm.run(["squeue", "--json"], check=False, timeout=60)
+        impatient = {"SLURM_CONF": slurm.impatient_conf()}
+        proc = slurm.run(["squeue", "--json"], check=False, timeout=60, env=impatient)
         if slurm.install.series == "22.05":
             doc = json.loads(proc.stdout)
             # what makes it dangerous: success exit, no jobs, and only an error entry says why
