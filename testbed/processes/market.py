@@ -223,8 +223,9 @@ class Market:
     start_timeout_s: float = START_TIMEOUT_S
     #: The agents' ``api.rate_limits`` (none: the defaults, 2 reservation requests a second).
     rate_limits: Mapping[str, Any] = field(default_factory=dict)
-    #: How many agents start at once (a benchmark's 20 agents replaying long traces).
-    start_together: int = 1
+    #: How many agents start at once (none: all; a benchmark's 20 agents replaying long
+    #: traces may ask for fewer).
+    start_together: Optional[int] = None
     agents: Dict[str, Agent] = field(default_factory=dict)
     #: The buyer's $XDG_STATE_HOME (where the journal is): a test may give itself its own.
     client_state: Path = field(init=False)
@@ -245,7 +246,7 @@ class Market:
         # all at once: an agent replaying months of a trace to its offset waits on the CPU,
         # not on the agents before it
         failed: List[BaseException] = []
-        with ThreadPoolExecutor(max(self.start_together, 1)) as pool:
+        with ThreadPoolExecutor(max(self.start_together or len(launches), 1)) as pool:
             for future in [pool.submit(launch) for launch in launches]:
                 try:
                     agent = future.result()
