@@ -1078,7 +1078,19 @@ def slurm_section(report: Report, data: Dict[str, Any]) -> None:
         "winners | mean load of quotes | commit median (s) |\n|---|---|---|---|---|---|---|---|\n"
         + "\n".join(rows)
         + f"\n\nReservations: {shown}. The paper's fake_qstat added a won job to a log; here "
-        "Slurm holds each deal as a reservation its scheduler honours.",
+        "Slurm holds each deal as a reservation its scheduler honours."
+        + _ran_text(data.get("machine")),
+    )
+
+
+def _ran_text(machine: Optional[Mapping[str, Any]]) -> str:
+    """When the Slurm part ran and how busy the machine was (it may run apart from the
+    market parts, as ``--reanalyse`` with ``--part ...,slurm`` does)."""
+    if not machine:
+        return ""
+    return (
+        f" This part ran {machine['date']}, load average {machine['load_average_1m_at_start']}"
+        f" at start and {machine['load_average_1m_at_end']} at end."
     )
 
 
