@@ -561,3 +561,22 @@ def test_a_network_part_is_compared_with_the_users_part_of_its_own_run(tmp_path:
     replace_part(found, "users", path)
     assert [f["users"] for f in found] == [["later"], ["later"]]
     assert [f["users"] for f in same_run_loopback(found)] == [["same run"], ["same run"]]
+
+
+def test_a_low_r2_for_bidding_time_is_explained_by_slope_and_scatter_measured() -> None:
+    """000-8's 'not linear' row says how much the time grows per part, on how much fixed
+    time, and how far single auctions scatter: figures fitted from the runs, not a phrase."""
+    from bench.repro.ramp import _replacement, _why_scatter, fit, scatter
+
+    xs = list(range(1, 26))
+    lines = []
+    for _ in range(3):
+        ys = [0.3 + 0.01 * x + (0.08 if x % 2 else -0.08) for x in xs]
+        line = fit(xs, ys)
+        lines.append((line, scatter(xs, ys, line)))
+    why = _why_scatter(lines, 24)
+    assert "slope 0.0100 s per part" in why and "in 3 of 3 seeds" in why, why
+    assert "rises 0.24 s" in why and "scatter 0.080 s" in why, why
+    assert _replacement("slurm=later.json") == ("slurm", Path("later.json"))
+    with pytest.raises(Exception, match="PART one of"):
+        _replacement("nothing=later.json")
