@@ -37,7 +37,10 @@ else in flight, and the auctioneer's own share of it. Target: < 50 ms. Before ea
 Python loop is timed, since the figure follows how fast the shared machine runs at the time.
 
 Every run has a federation of its own, started afresh, so that no run inherits what another
-left in the agents' databases and replayed clusters. Figures are medians over ``--repeats``
+left in the agents' databases and replayed clusters. Each finished run is kept in
+bench/.work/english by its settings and the code's digest (the sweep's ResultCache): an
+interrupted bench resumes where it stopped, and the report says how many runs it read back and
+the load each run saw. Figures are medians over ``--repeats``
 runs. Everything runs on one machine: the agents, the bank and the auctioneer share its CPUs
 and its disk, where every bid, accept and confirm is written before it is answered (and synced,
 but for a bid: see siteagent/core/transactions.py).
@@ -55,7 +58,8 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple
 
-from bench.common import cpu_probe_s, machine, md_table, median, write_results
+from bench.common import ROOT, cpu_probe_s, machine, md_table, median, write_results
+from bench.repro.sweep import ResultCache, code_version
 from siteagent.client.auctioneer import Auctioneer, JobAuction, SitePool
 from siteagent.client.english import auction_length
 from siteagent.client.jobs import Job, arrival_order
@@ -73,6 +77,9 @@ QUICK_KS = (0.0, 0.35, 1.0)
 ACCEPT_WINDOW_S = 10
 #: What one auctioneer may ask of a site here (a federation's dispatcher).
 GENEROUS = {"per_second": 1000.0, "burst": 1000}
+#: Where finished runs are kept, by settings and code (an interrupted bench resumes).
+RUNS = ROOT / "bench" / ".work" / "english"
+CODE = ("siteagent", "testbed/processes", "bench/english.py")
 
 
 def local_jobs(seed: int, count: int = 4000) -> List[Tuple[int, int, int, int]]:
@@ -223,6 +230,7 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
             "ks": list(ks),
         },
         "levels": [],
+        "runs": [],
         "target_overhead_s": TARGET_OVERHEAD_S,
     }
     with tempfile.TemporaryDirectory(prefix="bench-english-") as scratch:
@@ -240,23 +248,46 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
                 flush=True,
             )
         runs: Dict[float, List[Dict[str, Any]]] = {k: [] for k in ks}
+        cache = ResultCache(RUNS, CODE, any_version=args.reuse_runs)
         for repeat in range(repeats):
-            jobs = stream(count, args.rate, args.mean_run_time, seed=repeat + 1)
-            mean = statistics.mean(job.job.walltime for job in jobs)
             for k in ks:
-                length = auction_length(k, mean)
-                began = time.monotonic()
-                where = work / f"run-{repeat + 1}-{k}"
-                with federation(where) as market:
-                    runs[k].append(auction(market, jobs, length, args.rounds, where))
-                took = time.monotonic() - began
-                print(f"repeat {repeat + 1}, k {k}: T_a {length:.1f} s, {took:.0f} s", flush=True)
+                config = {**results["settings"], "ks": None, "repeat": repeat + 1, "k": k}
+                kept = cache.get(level_run, config)
+                if kept is None:
+                    made = level_run(config, work)
+                    cache.put(level_run, config, made)
+                else:
+                    made = kept["result"]
+                    print(f"repeat {repeat + 1}, k {k}: kept from {made['at']}", flush=True)
+                runs[k].append(made.pop("figures"))
+                results["runs"].append({"repeat": repeat + 1, "k": k, **made, "kept": bool(kept)})
         results["levels"] = [
             {"k": k, **medians(runs[k]), "tw_top_runs": [tw_top(run) for run in runs[k]]}
             for k in ks
         ]
     results["serial"] = serial_figures(serial_runs, args.serial)
     return results
+
+
+def level_run(config: Mapping[str, Any], work: Path) -> Dict[str, Any]:
+    """One run at one auction length on one repeat's stream, in a federation of its own: its
+    figures, with when it ran and how fast the machine was then."""
+    repeat, k = config["repeat"], config["k"]
+    jobs = stream(config["jobs"], config["rate_per_s"], config["mean_run_time_s"], seed=repeat)
+    length = auction_length(k, statistics.mean(job.job.walltime for job in jobs))
+    at, probe, began = machine(), cpu_probe_s(), time.monotonic()
+    where = work / f"run-{repeat}-{k}"
+    with federation(where) as market:
+        figures = auction(market, jobs, length, config["rounds"], where)
+    took = time.monotonic() - began
+    print(f"repeat {repeat}, k {k}: T_a {length:.1f} s, {took:.0f} s", flush=True)
+    return {
+        "figures": figures,
+        "at": at["date"],
+        "load_at_start": at["load_average_1m_at_start"],
+        "cpu_probe_s": probe,
+        "code": code_version(CODE),
+    }
 
 
 def serial_figures(runs: Sequence[Tuple[Sequence[JobAuction], float]], jobs: int) -> Dict[str, Any]:
@@ -295,6 +326,25 @@ def medians(runs: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
         else:
             out[key] = median([run[key] for run in runs])
     return out
+
+
+def provenance(runs: Sequence[Mapping[str, Any]]) -> str:
+    """When the level runs were made and how busy the machine was (a resumed bench spans
+    sessions): one sentence."""
+    if not runs:
+        return ""
+    kept = sum(1 for run in runs if run["kept"])
+    dates = sorted(run["at"] for run in runs)
+    loads = [run["load_at_start"] for run in runs]
+    probes = [run["cpu_probe_s"] for run in runs]
+    codes = len({run["code"] for run in runs})
+    return (
+        f"{len(runs)} runs by {codes} code version(s), made {dates[0]} to {dates[-1]} "
+        f"({kept} read back from an earlier, interrupted invocation: bench/.work/english); "
+        "load average at their starts "
+        f"{min(loads)}-{max(loads)} (median {median(loads)}), CPU probe {min(probes)}-"
+        f"{max(probes)} s (per run in the JSON)."
+    )
 
 
 def markdown(results: Mapping[str, Any]) -> str:
@@ -337,6 +387,8 @@ def markdown(results: Mapping[str, Any]) -> str:
         f"{ACCEPT_WINDOW_S / settings['mean_run_time_s']:.0%} of the mean run time.",
         "",
         md_table(rows, columns),
+        provenance(results["runs"]),
+        "",
         f"One auction at a time at k = 0 ({serial['placed']} of {serial['jobs']} jobs placed, "
         f"{len(serial['runs'])} runs of {serial['jobs'] // len(serial['runs'])} in fresh "
         "federations): "
@@ -375,6 +427,13 @@ def main(argv: List[str]) -> int:
         "--serial-runs", type=int, default=3, help="runs of those, each federation fresh (3)"
     )
     parser.add_argument("--quick", action="store_true", help="10 jobs, 3 levels, 1 run")
+    parser.add_argument(
+        "--reuse-runs",
+        action="store_true",
+        help="take a kept run (bench/.work/english) whatever code made it, not only this "
+        "tree's: to finish an interrupted bench after an unrelated change (each run's code "
+        "digest is in the JSON)",
+    )
     args = parser.parse_args(argv)
     results = run(args)
     write_results("english", results, markdown(results))

@@ -19,7 +19,7 @@ from bench.common import TRACES
 from bench.repro.seeds import seed_int
 from siteagent.cli.console import progress_bar
 from siteagent.core.engines import Policy
-from siteagent.sim.calibration import Calibration, calibrate_load
+from siteagent.sim.calibration import Calibration, calibrate_load, same_workload
 from siteagent.sim.window import TraceReplay, Window, window_utilization
 from siteagent.sim.workload import LoadScaling
 
@@ -45,6 +45,25 @@ def overlay_scaling(replay: TraceReplay, seed: int, **knobs: float) -> LoadScali
     return LoadScaling(seed=seed_int("overlay", Path(replay.path).name, seed), **knobs)
 
 
+def utilization(
+    replay: TraceReplay,
+    scaling: LoadScaling,
+    window: Window,
+    policy: Policy = Policy.CONSERVATIVE,
+) -> float:
+    """``window_utilization``, kept for this process under ``same_workload(scaling)``: a
+    sweep's worker calibrating one trace for several seeds and targets replays each
+    workload once."""
+    return _utilization(replay, same_workload(scaling), window, policy)
+
+
+@functools.cache
+def _utilization(
+    replay: TraceReplay, scaling: LoadScaling, window: Window, policy: Policy
+) -> float:
+    return window_utilization(replay, scaling, window, policy)
+
+
 def calibrate(
     replay: TraceReplay,
     target: float,
@@ -58,7 +77,7 @@ def calibrate(
 
     ``converged`` on the result is False when no knob within ×4 / ÷4 load reaches it.
     """
-    measure = functools.partial(window_utilization, replay, window=window, policy=policy)
+    measure = functools.partial(utilization, replay, window=window, policy=policy)
     label = f"calibrating {Path(replay.path).name} to {target:.1%}"
     with progress_bar(label) as advance:
 

@@ -32,7 +32,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 import yaml
 
 from bench.auction import TABLE2, TRACE_OF
-from bench.common import TRACES
+from bench.common import TRACES, ended, machine
 from bench.repro import ramp_market
 from bench.repro.ramp_market import Buyers, buyer_process
 from bench.repro.ramp_parts import request, summary
@@ -131,6 +131,7 @@ def reservations(cluster: SlurmTestCluster) -> List[Dict[str, str]]:
 def run(root: Path, seed: int, repetitions: int, warm_up_s: int = WARM_UP_S) -> Dict[str, Any]:
     """The Slurm pair and the twin pair, the auctions on each (after ``warm_up_s`` of trace),
     and what Slurm holds after."""
+    started = machine()
     slices = {name: slice_of(name, seed, warm_up_s) for name in SITES}
     clusters = {name: SlurmTestCluster(NODES, CORES_PER_NODE, base_dir=str(root)) for name in SITES}
     stop = threading.Event()
@@ -210,6 +211,7 @@ def run(root: Path, seed: int, repetitions: int, warm_up_s: int = WARM_UP_S) -> 
             "slurm_reservations": held,
             "offers_logged": logged,
             "jobs_fed": {name: len(jobs) for name, jobs in slices.items()},
+            "machine": ended(started),
         }
     finally:
         stop.set()

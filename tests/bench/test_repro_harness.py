@@ -15,6 +15,7 @@ from typing import Any, Dict, Mapping
 import pytest
 
 from bench.common import RESULTS, ROOT
+from bench.repro import calibrate as calibrate_module
 from bench.repro import registry, run_all
 from bench.repro.calibrate import calibrate, days, overlay_scaling
 from bench.repro.options import Options
@@ -25,7 +26,7 @@ from bench.repro.seeds import rng, seed_int, uniform
 from bench.repro.stats import bootstrap_ci, mean_ci, paired_change, ratio_ci
 from bench.repro.sweep import ResultCache, SweepError, code_version, run_sweep
 from bench.repro.verdicts import DIFFERS, MATCH, NOT_RUN, TREND, judge
-from siteagent.sim.calibration import calibrate_load
+from siteagent.sim.calibration import calibrate_load, same_workload
 from siteagent.sim.window import TraceReplay, Window, window_utilization
 from siteagent.sim.workload import LoadScaling
 from testbed.slurm.cluster import SlurmTestCluster
@@ -240,6 +241,60 @@ def test_calibration_reaches_a_target_on_a_real_trace_slice(offset: float) -> No
     assert window_utilization(trace, found.scaling, window) == found.achieved
     knob = found.scaling.overlay_probability if offset > 0 else found.scaling.interarrival_factor
     assert knob != (0.0 if offset > 0 else 1.0)
+
+
+def _arrivals(trace: TraceReplay, scaling: LoadScaling) -> list:  # type: ignore[type-arg]
+    workload = trace.workload(scaling)
+    try:
+        return [(t.key, t.size, t.submit, t.run, t.estimate) for t in workload.tasks()]
+    finally:
+        workload.close()
+
+
+def test_the_seed_changes_the_overlay_only_strictly_between_p_0_and_1() -> None:
+    # what lets a calibration's measurements be kept without the seed at p = 0 and p = 1
+    trace = TraceReplay(str(SLICE))
+    for p in (0.0, 1.0):
+        one, two = (
+            LoadScaling(overlay_probability=p, seed=1),
+            LoadScaling(overlay_probability=p, seed=2),
+        )
+        assert _arrivals(trace, one) == _arrivals(trace, two)
+        assert same_workload(one) == same_workload(two)
+    half = LoadScaling(overlay_probability=0.5, seed=1)
+    other = LoadScaling(overlay_probability=0.5, seed=2)
+    assert _arrivals(trace, half) != _arrivals(trace, other)
+    assert same_workload(half) != same_workload(other)
+
+
+def test_calibrations_of_several_seeds_replay_their_shared_steps_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # each calibration's knobs and steps are those of a calibration that measures every step;
+    # the steps at p = 0 and p = 1 (the same trace for every seed) are replayed once in all
+    trace = TraceReplay(str(SLICE), exact_estimates=True)
+    window = days(14, warm_up=2)
+    native = window_utilization(trace, overlay_scaling(trace, 0), window)
+    targets = (round(native + 0.08, 3), round(native - 0.08, 3))
+    replayed = []
+
+    def counted(*args: Any) -> float:
+        replayed.append(args[1])
+        return window_utilization(*args)
+
+    calibrate_module._utilization.cache_clear()
+    monkeypatch.setattr(calibrate_module, "window_utilization", counted)
+    for target in targets:
+        for seed in range(3):
+            alone = calibrate_load(
+                lambda scaling: window_utilization(trace, scaling, window),
+                target,
+                base=overlay_scaling(trace, seed),
+            )
+            assert calibrate(trace, target, window, seed=seed) == alone
+    assert len(replayed) == len(set(replayed))
+    assert sum(s.overlay_probability == 0.0 and s.interarrival_factor == 1.0 for s in replayed) == 1
+    assert sum(s.overlay_probability == 1.0 and s.interarrival_factor == 1.0 for s in replayed) == 1
 
 
 # -- sweeps -----------------------------------------------------------------------------------
@@ -506,3 +561,22 @@ def test_a_network_part_is_compared_with_the_users_part_of_its_own_run(tmp_path:
     replace_part(found, "users", path)
     assert [f["users"] for f in found] == [["later"], ["later"]]
     assert [f["users"] for f in same_run_loopback(found)] == [["same run"], ["same run"]]
+
+
+def test_a_low_r2_for_bidding_time_is_explained_by_slope_and_scatter_measured() -> None:
+    """000-8's 'not linear' row says how much the time grows per part, on how much fixed
+    time, and how far single auctions scatter: figures fitted from the runs, not a phrase."""
+    from bench.repro.ramp import _replacement, _why_scatter, fit, scatter
+
+    xs = list(range(1, 26))
+    lines = []
+    for _ in range(3):
+        ys = [0.3 + 0.01 * x + (0.08 if x % 2 else -0.08) for x in xs]
+        line = fit(xs, ys)
+        lines.append((line, scatter(xs, ys, line)))
+    why = _why_scatter(lines, 24)
+    assert "slope 0.0100 s per part" in why and "in 3 of 3 seeds" in why, why
+    assert "rises 0.24 s" in why and "scatter 0.080 s" in why, why
+    assert _replacement("slurm=later.json") == ("slurm", Path("later.json"))
+    with pytest.raises(Exception, match="PART one of"):
+        _replacement("nothing=later.json")

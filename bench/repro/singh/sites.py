@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from bench.common import ROOT, TRACES
-from bench.repro.calibrate import MAX_STEPS, days, overlay_scaling
+from bench.repro.calibrate import MAX_STEPS, days, overlay_scaling, utilization
 from bench.repro.options import Options
 from bench.repro.paper_values import paper_value
 from bench.repro.report import Report
@@ -32,7 +32,7 @@ from siteagent.core.engines import Policy
 from siteagent.core.machine import Task
 from siteagent.sim.calibration import calibrate_load
 from siteagent.sim.simulator import Simulator
-from siteagent.sim.window import TraceReplay, window_utilization
+from siteagent.sim.window import TraceReplay
 from siteagent.sim.workload import LoadScaling, Workload
 
 DAY_S = 86400
@@ -150,12 +150,13 @@ def calibrate_run(config: Mapping[str, Any]) -> Dict[str, Any]:
     """A sweep configuration: the knobs giving best-effort utilization ``target`` over the
     first ``days`` of ``site``'s trace (``exact`` estimates, conservative backfilling) with
     ``seed``'s overlay draws, within one point (the harness' calibration, without its
-    progress bar: this runs in a worker)."""
+    progress bar: this runs in a worker; the worker keeps each measurement, so the seeds' and
+    targets' shared steps run once in it)."""
     site = SITES[config["site"]]
     replay_ = site.replay(bool(config["exact"]))
     window = days(float(config["days"]))
     found = calibrate_load(
-        functools.partial(window_utilization, replay_, window=window, policy=Policy.CONSERVATIVE),
+        functools.partial(utilization, replay_, window=window, policy=Policy.CONSERVATIVE),
         float(config["target"]),
         0.01,
         overlay_scaling(replay_, int(config["seed"])),

@@ -157,7 +157,10 @@ def test_unknown_vnode(sdsc: StandinServer) -> None:
 # ----------------------------------------------------------------------------- pbs_rsub
 
 
-def test_reservations_are_confirmed_asynchronously(sdsc: StandinServer) -> None:
+def test_reservations_are_confirmed_asynchronously(start_standin: StartStandin) -> None:
+    # a decision 3 s after the request: the first pbs_rstat sees it undecided, however busy
+    # the machine (at 0.3 s, a CI machine at load 15 once saw it confirmed already)
+    sdsc = start_standin(confirm_delay=3.0)
     start = int(time.time()) + 3 * 86400
     reply = rsub(sdsc, "-R", stamp(start), "-E", stamp(start + 3600), "-l", "select=4:ncpus=2")
     assert re.fullmatch(r"R\d+\.pbs-head UNCONFIRMED", reply)
