@@ -1552,6 +1552,8 @@ def main(argv: Sequence[str]) -> int:
     seeds = options.seed_list if on_market else []
     if args.replace and not args.reanalyse:
         raise SystemExit("repro-ramp: --replace merges into a --reanalyse run: give both")
+    if any(part == SLURM for part, _ in args.replace) and SLURM not in setup.parts:
+        raise SystemExit(f"repro-ramp: --replace {SLURM}=JSON needs {SLURM} in --part")
     slurm: Optional[Dict[str, Any]] = None
     if args.reanalyse:
         earlier = json.loads(args.reanalyse.read_text(encoding="utf-8"))
