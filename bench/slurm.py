@@ -12,7 +12,9 @@ partitions sharing nodes, and measures, in one run:
   interleaved so both see the same load. Target: median < 50 ms and at most 10x the bare
   command. Measured on an idle queue and again with the queue full, where consecutive
   accepts reuse the running jobs the last one read (no job started or ended between them),
-  and once more with every accept reading them.
+  and once more with every accept reading them; each through the commands and, where
+  pyslurm runs in this process (the host's release), through pyslurm. ``--only accepts``
+  measures only these, best on a quiet machine.
 - **snapshot**: ``SlurmBackend.snapshot`` (squeue --json, sinfo --json, scontrol show
   reservation, parsed) and a conservative ``plan`` of it with 2,000 jobs queued, next to the
   bare ``squeue --json`` it starts with.
@@ -40,10 +42,11 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Sequence, Tuple, Union
 
 from bench.common import machine, md_table, median, write_results
 from siteagent.backends.base import BackendError
+from siteagent.backends.pyslurm import PyslurmBackend
 from siteagent.backends.slurm import SlurmBackend
 from siteagent.backends.slurm.arguments import reservation_args
 from siteagent.config import loading
@@ -105,14 +108,18 @@ def timed(action: Callable[..., Any], *args: Any, **kwargs: Any) -> float:
 
 
 def open_slurm_site(
-    cluster: SlurmTestCluster, state_dir: Path, unit: CapacityUnit = CapacityUnit.CORE
+    cluster: SlurmTestCluster,
+    state_dir: Path,
+    unit: CapacityUnit = CapacityUnit.CORE,
+    backend: str = "slurm",
 ) -> Site:
-    """The site ``siteagent serve`` would open for this cluster (partition ``batch``)."""
+    """The site ``siteagent serve`` would open for this cluster (partition ``batch``), through
+    the commands (``slurm``) or libslurm (``pyslurm``)."""
     config = loading.parse(
         {
             "state_dir": str(state_dir),
             "backend": {
-                "type": "slurm",
+                "type": backend,
                 "slurm": {
                     **cluster.backend_options(),
                     "partition": "batch",
@@ -140,12 +147,13 @@ def accept_rounds(
     """Interleaved rounds of the bare command and of accept; ours is cleaned up untimed.
     ``reread``: every re-check reads the running jobs (as the first accept after a job
     started or ended does), none reuses the last accept's."""
+    commands = SlurmBackend(cluster.slurm_config(users=("root",), partition="batch"))
     backend = site.backend
-    assert isinstance(backend, SlurmBackend)
+    assert isinstance(backend, (SlurmBackend, PyslurmBackend))
     bare: List[float] = []
     accept: List[float] = []
     for index in range(rounds):
-        bare.append(timed(bare_create_delete, cluster, backend, f"sa-bare-{label}-{index}"))
+        bare.append(timed(bare_create_delete, cluster, commands, f"sa-bare-{label}-{index}"))
         start = int(time.time()) + 7200
         offer = record_offer(site.manager, 8, start, 1800)
         if reread:
@@ -157,6 +165,7 @@ def accept_rounds(
     ours, reference = latency(accept), latency(bare)
     return {
         "queue": label,
+        "backend": backend.name,
         "accept": ours,
         "bare_create_delete": reference,
         "ratio_median": ours["median_ms"] / reference["median_ms"],
@@ -188,8 +197,6 @@ def pyslurm_snapshot_cost(site: Site, repeats: int) -> Dict[str, Any]:
     commands = site.backend
     assert isinstance(commands, SlurmBackend)
     try:
-        from siteagent.backends.pyslurm import PyslurmBackend
-
         pyslurm = PyslurmBackend(commands.config)
     except BackendError as exc:
         return {"skipped": str(exc)}
@@ -380,14 +387,7 @@ def report(data: Dict[str, Any]) -> str:
         "the second shape nodes of 8, 24, 16, 8 and 32 cores of weights 10, 1, 5, 1 and 20 in "
         "two partitions sharing two nodes (testbed.slurm.cluster.MIXED_NODES). "
         f"{data['rounds']} interleaved rounds; medians."
-        + (
-            " Only the agreement was measured here (--only-agreement runs, on the releases "
-            f"{', '.join(data['measured'])}; a release this run left out keeps the figure "
-            f"of the run before); every other figure is the full run's of "
-            f"{data['carried_over']}, carried over."
-            if data.get("carried_over")
-            else ""
-        )
+        + _parts(data.get("parts", []))
         + "\n\n"
         + md_table(rows, list(rows[0]))
         + "\nTargets: agreement >= 80 % within 60 s, 0 refused after admission, accept "
@@ -400,11 +400,35 @@ def report(data: Dict[str, Any]) -> str:
     )
 
 
+def _parts(parts: Sequence[Mapping[str, Any]]) -> str:
+    """When each part was measured, where runs of ``--only`` replaced some figures."""
+    if len(parts) < 2:
+        return ""
+    said = [
+        f"{p['part']} on {p['date']} ({', '.join(p['releases'])}"
+        + (f"; load {p['load']} at its start)" if p["load"] is not None else ")")
+        for p in parts
+    ]
+    return (
+        " Measured in parts (python -m bench slurm --only PART replaces one part's figures): "
+        + "; then ".join(said)
+        + ". Each figure is from the last part that measured it."
+    )
+
+
 def _agreement(v: Mapping[str, Any]) -> str:
     agree = v["agreement"]
     compared = sum(row["compared"] for row in agree)
     within = sum(row["within 1 min"] * row["compared"] for row in agree)
     return f"{within / compared:.0%} of {compared}" if compared else "-"
+
+
+def _accept(v: Mapping[str, Any], queue: str, backend: str = "slurm") -> Any:
+    """The median accept of one queue through one backend, ms; "-" where not measured."""
+    for row in v["accept"]:
+        if row["queue"] == queue and row.get("backend", "slurm") == backend:
+            return round(row["accept"]["median_ms"], 1)
+    return "-"
 
 
 #: The rows of the table across releases: a label and how to read it from one release's data.
@@ -419,8 +443,10 @@ SUMMARY: Sequence[Tuple[str, Callable[[Mapping[str, Any]], Any]]] = (
         "  of them at running jobs' ends (boundary)",
         lambda v: v["overlapping"][-1]["refused or shrunk by Slurm"],
     ),
-    ("accept median ms, idle", lambda v: round(v["accept"][0]["accept"]["median_ms"], 1)),
-    ("accept median ms, 2,000 queued", lambda v: round(v["accept"][1]["accept"]["median_ms"], 1)),
+    ("accept median ms, idle", lambda v: _accept(v, "idle")),
+    ("accept median ms, 2,000 queued", lambda v: _accept(v, "full")),
+    ("  through pyslurm, idle", lambda v: _accept(v, "idle", "pyslurm")),
+    ("  through pyslurm, 2,000 queued", lambda v: _accept(v, "full", "pyslurm")),
     (
         "bare scontrol create+delete median ms",
         lambda v: round(v["accept"][0]["bare_create_delete"]["median_ms"], 1),
@@ -433,6 +459,7 @@ def version_report(data: Mapping[str, Any]) -> str:
     accept_rows: List[Mapping[str, Any]] = [
         {
             "queue": r["queue"],
+            "backend": r.get("backend", "slurm"),
             "accept median ms": r["accept"]["median_ms"],
             "accept p99 ms": r["accept"]["p99_ms"],
             "bare median ms": r["bare_create_delete"]["median_ms"],
@@ -448,11 +475,16 @@ def version_report(data: Mapping[str, Any]) -> str:
     pooled = sum(row["pooled within 1 min"] * row["compared"] for row in agree)
     accepted: List[Mapping[str, Any]] = data["overlapping"]
     through_pyslurm = data["pyslurm_snapshot"]
-    met = all(
-        r["accept"]["median_ms"] < TARGET_ACCEPT_MEDIAN_S * 1000
-        and r["ratio_median"] <= TARGET_ACCEPT_RATIO
-        for r in data["accept"]
-    )
+    met = {
+        backend: all(
+            r["accept"]["median_ms"] < TARGET_ACCEPT_MEDIAN_S * 1000
+            and r["ratio_median"] <= TARGET_ACCEPT_RATIO
+            for r in data["accept"]
+            if r.get("backend", "slurm") == backend and r["queue"] != "full-squeue-each-time"
+        )
+        for backend in sorted({r.get("backend", "slurm") for r in data["accept"]})
+    }
+    pyslurm_accept = data.get("pyslurm_accept", "its accepts were measured before it had rows")
     agreed = within >= TARGET_AGREEMENT * compared
     none_refused = all(row["refused or shrunk by Slurm"] == 0 for row in accepted)
     return (
@@ -480,12 +512,20 @@ def version_report(data: Mapping[str, Any]) -> str:
         "after running jobs' ends.\n\n"
         "## Accept to a verified tentative reservation\n\n"
         + md_table(accept_rows, list(accept_rows[0]))
-        + f"\nTarget: median < 50 ms and <= 10x the bare command, idle and full: "
-        f"{'met' if met else 'NOT met'}. The re-check reads the nodes and reservations, and "
-        "the running work (text squeue -t, without the queue) only when a job started or "
-        "ended since the last accept read it (the nodes' allocated cores say so) or that read "
-        "is 10 s old: with 2,000 jobs queued squeue alone takes about 20 ms, since slurmctld "
-        "22.05 sends every job and squeue filters them. The last row reads it every time.\n\n"
+        + "\nTarget: median < 50 ms and <= 10x the bare command, idle and full: "
+        + "; ".join(f"{b} {'met' if ok else 'NOT met'}" for b, ok in met.items())
+        + ". The re-check reads the nodes and reservations, and the running work (text squeue "
+        "-t, without the queue; through pyslurm, the loaded jobs' running ones) only when a job "
+        "started or ended since the last accept read it (the nodes' allocated cores say so) or "
+        "that read is 10 s old: with 2,000 jobs queued squeue alone takes about 20 ms, since "
+        "slurmctld 22.05 sends every job and squeue filters them. The full-squeue-each-time "
+        "rows read it every time. The pyslurm backend makes no child process: "
+        + (
+            "its rows are above."
+            if pyslurm_accept == "measured"
+            else f"not measured on this release ({pyslurm_accept})."
+        )
+        + "\n\n"
         f"## Snapshot with {snap['pending']:,} jobs queued\n\n"
         + md_table([snap], list(snap))
         + "\n## Snapshot through pyslurm against the commands\n\n"
@@ -512,10 +552,11 @@ def main(argv: List[str]) -> int:
         "one: the host's and those of the chroots tests/setup/build-slurm-chroots makes)",
     )
     parser.add_argument(
-        "--only-agreement",
-        action="store_true",
-        help="measure only the agreement with Slurm's starts (a few minutes a release; "
-        "the report then has only those rows)",
+        "--only",
+        choices=PARTS,
+        help="measure one part again and keep the last run's figures for the rest: "
+        "'agreement' with Slurm's starts (a few minutes a release), or 'accepts', the accept "
+        "latency through the commands and through pyslurm (best on a quiet machine)",
     )
     parser.add_argument(
         "--debug-backfill",
@@ -539,12 +580,20 @@ def main(argv: List[str]) -> int:
         "seed": args.seed,
         "versions": {},
     }
-    previous = carried_over(data) if args.only_agreement else {}
-    data["measured"] = sorted(set(data.get("measured", [])) | set(args.versions.split(",")))
+    previous = carried_over(data) if args.only else {}
+    data["parts"] = [
+        *data.get("parts", []),
+        {
+            "part": args.only or "everything",
+            "releases": args.versions.split(","),
+            "date": data["machine"]["date"],
+            "load": data["machine"]["load_average_1m_at_start"],
+        },
+    ]
     for series in args.versions.split(","):
         print(f"== Slurm {series}", flush=True)
         data["versions"][series] = {
-            k: v for k, v in previous.pop(series, {}).items() if k != "agreement"
+            k: v for k, v in previous.pop(series, {}).items() if k not in PARTS.get(args.only, ())
         }
         try:
             measure(args, data["versions"][series], install_for(series))
@@ -562,24 +611,56 @@ def release(series: str) -> Tuple[int, int]:
     return int(major), int(minor)
 
 
+#: The parts ``--only`` measures again, and the keys of a release's figures each one writes.
+PARTS: Dict[str, Tuple[str, ...]] = {
+    "agreement": ("agreement",),
+    "accepts": ("accept", "pyslurm_accept"),
+}
+
+
 def carried_over(data: Dict[str, Any]) -> Dict[str, Dict[str, Any]]:
-    """With --only-agreement, the last full run's figures (bench/results/slurm.json) per
-    release: all but the agreement are kept for the releases measured now, everything for
-    the others; the report says so."""
+    """With --only, the last run's figures (bench/results/slurm.json) per release, and the
+    parts it was measured in (``parts``: which part, releases, when, at what load); the part
+    measured now replaces its figures for the releases measured now, and the report lists
+    every part, so each figure's date is known."""
     path = RESULTS / "slurm.json"
     if not path.exists():
-        raise SystemExit("--only-agreement needs a full run's bench/results/slurm.json first")
+        raise SystemExit("--only needs a full run's bench/results/slurm.json first")
     last = json.loads(path.read_text())
-    data["carried_over"] = last.get("carried_over") or last["machine"]["date"]
-    data["measured"] = last.get("measured", [])
+    data["parts"] = last.get("parts") or _parts_before(last)
     versions: Dict[str, Dict[str, Any]] = last["versions"]
     return versions
+
+
+def _parts_before(last: Mapping[str, Any]) -> List[Dict[str, Any]]:
+    """The parts of a result written before they were recorded: one full run, then perhaps
+    the agreement again (``carried_over`` named the full run's date)."""
+    releases = sorted(last["versions"], key=release)
+    if not last.get("carried_over"):
+        date, load = last["machine"]["date"], last["machine"]["load_average_1m_at_start"]
+        return [{"part": "everything", "releases": releases, "date": date, "load": load}]
+    full = {"part": "everything", "releases": releases, "date": last["carried_over"], "load": None}
+    again = {
+        "part": "agreement",
+        "releases": last.get("measured", releases),
+        "date": last["machine"]["date"],
+        "load": last["machine"]["load_average_1m_at_start"],
+    }
+    return [full, again]
 
 
 def measure(args: argparse.Namespace, data: Dict[str, Any], install: SlurmInstall) -> None:
     state = WORK / f"state-{install.series}-{int(time.time())}"
     data["release"] = install.release()
     debug = DEBUG_BACKFILL if args.debug_backfill else ()
+    if args.only == "accepts":
+        with SlurmTestCluster(install=install) as cluster:
+            site = open_slurm_site(cluster, state / "site")
+            try:
+                measure_accept_latency(args, data, cluster, site, state)
+            finally:
+                site.close()
+        return
     with SlurmTestCluster(install=install, extra_config=debug) as cluster:
         site = open_slurm_site(cluster, state / "site")
         try:
@@ -589,7 +670,7 @@ def measure(args: argparse.Namespace, data: Dict[str, Any], install: SlurmInstal
                 new_queue(cluster, site, args.seed, 40),
                 new_queue(cluster, site, args.seed + 1, 200),
             ]
-            if not args.only_agreement:
+            if args.only != "agreement":
                 measure_accepts(args, data, cluster, site, state)
         finally:
             site.close()
@@ -619,15 +700,49 @@ def measure_accepts(
         boundary_accepts(cluster, state / "boundary"),
     ]
     cluster.reset()
-    data["accept"] = [accept_rounds(cluster, site, args.rounds, "idle")]
-    print(f"submitting {args.queued} jobs ...", flush=True)
-    submit_many(cluster, args.queued, ["-n64", "-t", "60"])
-    data["snapshot"] = snapshot_cost(cluster, site, repeats=7)
-    data["pyslurm_snapshot"] = pyslurm_snapshot_cost(site, repeats=7)
-    data["accept"].append(accept_rounds(cluster, site, args.rounds, "full"))
-    data["accept"].append(
-        accept_rounds(cluster, site, args.rounds, "full-squeue-each-time", reread=True)
-    )
+    measure_accept_latency(args, data, cluster, site, state, snapshots=True)
+
+
+def measure_accept_latency(
+    args: argparse.Namespace,
+    data: Dict[str, Any],
+    cluster: SlurmTestCluster,
+    site: Site,
+    state: Path,
+    snapshots: bool = False,
+) -> None:
+    """Accepts on the idle cluster, then with the queue full, through the commands and, where
+    pyslurm runs in this process, through it (its rows beside theirs, rounds one after the
+    other); with ``snapshots``, the snapshot's cost on the full queue too."""
+    print("accepts ...", flush=True)
+    through = open_pyslurm_site(cluster, state / "pyslurm")
+    sites = [site] if isinstance(through, str) else [site, through]
+    try:
+        data["accept"] = [accept_rounds(cluster, s, args.rounds, "idle") for s in sites]
+        print(f"submitting {args.queued} jobs ...", flush=True)
+        submit_many(cluster, args.queued, ["-n64", "-t", "60"])
+        if snapshots:
+            data["snapshot"] = snapshot_cost(cluster, site, repeats=7)
+            data["pyslurm_snapshot"] = pyslurm_snapshot_cost(site, repeats=7)
+        for s in sites:
+            data["accept"].append(accept_rounds(cluster, s, args.rounds, "full"))
+        for s in sites:
+            data["accept"].append(
+                accept_rounds(cluster, s, args.rounds, "full-squeue-each-time", reread=True)
+            )
+    finally:
+        if not isinstance(through, str):
+            through.close()
+    data["pyslurm_accept"] = through if isinstance(through, str) else "measured"
+
+
+def open_pyslurm_site(cluster: SlurmTestCluster, state_dir: Path) -> Union[Site, str]:
+    """The same site through pyslurm, or why it cannot run here (no pyslurm installed, or
+    the release's Slurm runs in a chroot, where this process's libslurm cannot reach it)."""
+    try:
+        return open_slurm_site(cluster, state_dir, backend="pyslurm")
+    except BackendError as exc:
+        return str(exc)
 
 
 def replay() -> int:

@@ -24,7 +24,7 @@ import os
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
 
@@ -201,6 +201,48 @@ def test_drained_node_leaves_capacity_in_both(
         assert ours.capacity == 48 and not node.usable and node.reason == "test drain"
     finally:
         slurm.run(["scontrol", "update", "NodeName=n2", "State=RESUME"])
+
+
+def test_a_recheck_reads_running_work_only_and_reuses_it_while_nothing_started(
+    slurm: SlurmTestCluster, both: Tuple[Any, SlurmBackend], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An accept's re-check (``occupancy``): the snapshot's running work and reservations
+    without the queue; the jobs are loaded once and reused while no job started or ended,
+    and loaded again as soon as one did or Slurm refused a reservation."""
+    pyslurm, _ = both
+    loads: List[str] = []
+    load = pyslurm._load
+
+    def recorded(what: str, collection: Any) -> List[Any]:
+        loads.append(what)
+        return load(what, collection)
+
+    monkeypatch.setattr(pyslurm, "_load", recorded)
+
+    def running_ids() -> Tuple[Set[str], int]:
+        loads.clear()
+        occupied = pyslurm.occupancy()
+        assert occupied.pending == ()
+        return {job.id for job in occupied.running}, loads.count("Jobs.load")
+
+    assert running_ids() == (set(), 1)
+    assert running_ids() == (set(), 0)  # nothing started: the jobs loaded before
+    job = slurm.submit("-n16", "-t", "30")
+    slurm.submit("-H", "-n2", "-t", "10")  # held: queued, not in the re-check
+    wait_for("the job to run", lambda: job_state(slurm, job) == "RUNNING")
+    assert running_ids() == ({job}, 1)
+    assert running_ids() == ({job}, 0)
+    snap, occupied = pyslurm.snapshot(), pyslurm.occupancy()
+    assert occupied.running == snap.running and occupied.reservations == snap.reservations
+    assert occupied.capacity == snap.capacity and len(snap.pending) == 1
+    with pytest.raises(ReservationRefused):  # Slurm refuses: what was kept is not trusted
+        pyslurm.create_reservation(
+            spec("sa-user", int(time.time()) + 600, 600, 2, users=("nosuchuser9",))
+        )
+    assert running_ids() == ({job}, 1)
+    slurm.run(["scancel", job])
+    wait_for("the job to end", lambda: job_state(slurm, job) == "")
+    assert running_ids() == (set(), 1)
 
 
 # ----------------------------------------------------------------------------- reservations

@@ -29,13 +29,15 @@ from siteagent.backends.pyslurm.scheduler import scheduler_values
 from siteagent.backends.slurm.arguments import reservation_args, whole_minutes
 from siteagent.backends.slurm.config import SlurmConfig
 from siteagent.backends.slurm.errors import is_unavailable
-from siteagent.backends.slurm.jobs import parse_jobs
+from siteagent.backends.slurm.jobs import RUNNING_STATES, SlurmJobs, parse_jobs
+from siteagent.backends.slurm.layout import state_words
 from siteagent.backends.slurm.nodes import parse_nodes
+from siteagent.backends.slurm.running import RunningJobs
 from siteagent.backends.slurm.scheduler import SchedulerSettings, scheduler_settings
 from siteagent.backends.slurm.snapshot import build_snapshot, node_cores
 from siteagent.backends.slurm.times import parse_slurm_time
 from siteagent.core import names
-from siteagent.core.values import BatchReservation, ClusterSnapshot, ReservationSpec
+from siteagent.core.values import BatchReservation, ClusterSnapshot, NodeState, ReservationSpec
 
 T = TypeVar("T")
 
@@ -107,6 +109,7 @@ class PyslurmBackend(Backend):
         )
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pyslurm")
         self._settings: Optional[SchedulerSettings] = None  # read on first snapshot
+        self.running = RunningJobs()
 
     def close(self) -> None:
         self._worker.shutdown(wait=False)
@@ -140,12 +143,42 @@ class PyslurmBackend(Backend):
     def snapshot(self) -> ClusterSnapshot:
         settings = self.scheduler_settings()
         now = int(time.time())
-        nodes = parse_nodes(
-            {"nodes": [node_record(n) for n in self._load("Nodes.load", self.pyslurm.Nodes)]}
-        )
+        nodes = self._nodes()
         jobs_doc = {"jobs": [job_record(j) for j in self._load("Jobs.load", self.pyslurm.Jobs)]}
         reservations = self.list_reservations()
         jobs = parse_jobs(jobs_doc, now, node_cores(nodes, self.config.partition))
+        return self._snapshot(now, nodes, jobs, reservations, settings)
+
+    def occupancy(self) -> ClusterSnapshot:
+        """Nodes, running jobs and reservations, for an accept's re-check: the running jobs of
+        an accept a few seconds ago are reused while the nodes' allocated cores show that none
+        started or ended, as the command backend does (:mod:`siteagent.backends.slurm.running`);
+        libslurm sends every job, so a read converts only the running ones."""
+        settings = self.scheduler_settings()
+        now = int(time.time())
+        began = time.monotonic()
+        nodes = self._nodes()
+        jobs = self.running.still(nodes)
+        if jobs is None:
+            loaded = self._load("Jobs.load", self.pyslurm.Jobs)
+            running = [job_record(j) for j in loaded if state_words(j.state)[0] in RUNNING_STATES]
+            jobs = parse_jobs({"jobs": running}, now, node_cores(nodes, self.config.partition))
+            self.running.keep(jobs, nodes, began)
+        return self._snapshot(now, nodes, jobs, self.list_reservations(), settings)
+
+    def _nodes(self) -> List[NodeState]:
+        return parse_nodes(
+            {"nodes": [node_record(n) for n in self._load("Nodes.load", self.pyslurm.Nodes)]}
+        )
+
+    def _snapshot(
+        self,
+        now: int,
+        nodes: List[NodeState],
+        jobs: SlurmJobs,
+        reservations: List[BatchReservation],
+        settings: SchedulerSettings,
+    ) -> ClusterSnapshot:
         layout = f"pyslurm/{self.pyslurm.__version__}"
         snapshot = build_snapshot(now, nodes, jobs, reservations, self.config, layout, settings)
         return replace(snapshot, backend=self.name)
@@ -195,10 +228,13 @@ class PyslurmBackend(Backend):
                 existing = self.get_reservation(spec.name)
                 if existing is not None and (existing.start, existing.end) == (start, end):
                     return existing
+            self.running.forget()  # Slurm disagreed with what the kept jobs implied
             raise ReservationRefused(str(exc)) from exc
         made = self.get_reservation(spec.name)
         if made is None:
             raise BackendError(f"reservation {spec.name} was created but cannot be read back")
+        if made.demand(spec.unit) < spec.size:
+            self.running.forget()
         return made
 
     def delete_reservation(self, name: str) -> None:
