@@ -106,10 +106,11 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         )
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item]) -> None:
     """Mark tests that use the Slurm cluster ``slurm``, those that use the OpenPBS cluster
     ``pbs`` and those that use PostgreSQL ``postgres``; skip ``slow`` ones unless asked with
-    --slow.
+    --slow; put each test in its worker's group (:func:`_group`).
 
     A test that takes ``slurm_version`` only for its Slurm variants (the replay and PBS variants
     of a lifecycle test) runs those once, not once per release; one marked ``host_slurm``
@@ -118,8 +119,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
     elsewhere, not skipped: there is nothing to run.
 
     The modules with a Slurm or OpenPBS test run first: they are the longest (real daemons,
-    real waits), and pytest-xdist hands out modules in this order (``--dist loadfile``), so
-    the short ones fill in around them instead of one long module running alone at the end.
+    real waits), and pytest-xdist hands out groups in this order (``--dist loadgroup``), so
+    the short ones fill in around them instead of one long group running alone at the end.
     """
     run_slow = config.getoption("--slow")
     first = selected_series()[0]
@@ -134,6 +135,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
         if "slow" in item.keywords and not run_slow:
             item.add_marker(pytest.mark.skip(reason="slow; run with --slow"))
         series = _slurm_series(item)
+        item.add_marker(pytest.mark.xdist_group(_group(item, series)))
         only = item.get_closest_marker("slurm_series")
         if series is not None and (
             ("slurm" not in item.keywords and series != first)
@@ -151,6 +153,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: List[pytest.Item
 
 def _module(item: pytest.Item) -> str:
     return item.nodeid.split("::", 1)[0]
+
+
+def _group(item: pytest.Item, series: Optional[str]) -> str:
+    """What one worker runs together under ``--dist loadgroup``: a module (its module-scoped
+    clusters and markets start once), and a module's tests on one Slurm release apart from
+    its others, since their clusters are the release's anyway. A module of one-minute
+    reservations on three releases then takes three workers' time, not eleven minutes of one."""
+    return _module(item) if series is None else f"{_module(item)}[{series}]"
 
 
 def _slurm_series(item: pytest.Item) -> Optional[str]:
