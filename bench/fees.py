@@ -48,6 +48,9 @@ BUILD = str(ROOT / "bench" / "slots_probe.py")
 #: The commit issue 34 started from (main when the work began).
 START = "7fdf490"
 TRACE = "HPC2N-2002-2.2-cln.swf.gz"
+#: The plans' trace: HPC2N's 202,871 jobs never queue 100,000 on 10,000 cores at OVERLOAD
+#: (the replay ends first), RICC's 447,794 queue 200,000.
+PLAN_TRACE = "RICC-2010-2.swf.gz"
 OVERLOAD = 2.5
 
 #: (name, seconds) of each target: the issue's figures.
@@ -66,13 +69,15 @@ WHAT = {
 }
 
 
-def snapshot(python: str, cores: int, pending: int, overload: float = OVERLOAD) -> Path:
+def snapshot(
+    python: str, cores: int, pending: int, overload: float = OVERLOAD, trace: str = TRACE
+) -> Path:
     """The busy snapshot (built once, by the package's simulator)."""
-    path = snapshot_path(TRACE, cores, pending, overload)
+    path = snapshot_path(trace, cores, pending, overload)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        print(f"building the snapshot: {pending} jobs waiting on {cores} cores ...", flush=True)
-        argv = [python, BUILD, "build", "--trace", str(TRACES / TRACE), "--cores", str(cores)]
+        print(f"building the snapshot: {pending} jobs of {trace} waiting on {cores} cores ...")
+        argv = [python, BUILD, "build", "--trace", str(TRACES / trace), "--cores", str(cores)]
         argv += ["--pending", str(pending), "--overload", str(overload), "--out", str(path)]
         child(argv)
     return path
@@ -99,7 +104,9 @@ def run(args: argparse.Namespace) -> Dict[str, Any]:
         "rounds": args.rounds,
     }
     fee_snapshots = {n: snapshot(mine, 10_000, n) for n in args.fee_pending}
-    plan_snapshots = {n: snapshot(mine, 10_000, n) for n in args.plan_pending}
+    plan_snapshots = {
+        n: snapshot(mine, 10_000, n, trace=args.plan_trace) for n in args.plan_pending
+    }
     big = (
         snapshot(mine, args.big_cores, args.big_pending, args.big_overload)
         if args.big_pending
@@ -196,7 +203,9 @@ def markdown(results: Dict[str, Any], args: argparse.Namespace) -> str:
         f"them, measured in turn in each of {results['rounds']} rounds (the order alternating); "
         "figures are medians of each side's CPU seconds (a busy neighbour stretches wall time, "
         "not these). Request: 64 cores x 4 h from now, on the HPC2N trace replayed on "
-        "10,000 cores until the queue holds the stated number of jobs (bench/slots_probe.py).",
+        "10,000 cores until the queue holds the stated number of jobs (bench/slots_probe.py); "
+        f"the plans on 10,000 cores replay {args.plan_trace} the same way (HPC2N's 202,871 "
+        "jobs never queue 100,000 there: the replay ends first).",
         "",
         "## Fees",
         "",
@@ -285,6 +294,11 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--fee-pending", type=int, nargs="+", default=[10_000, 50_000])
     parser.add_argument(
         "--plan-pending", type=int, nargs="+", default=[10_000, 50_000, 100_000, 200_000]
+    )
+    parser.add_argument(
+        "--plan-trace",
+        default=PLAN_TRACE,
+        help=f"the trace under traces/ the plans' snapshots replay ({PLAN_TRACE})",
     )
     parser.add_argument("--big-cores", type=int, default=50_000)
     parser.add_argument("--big-pending", type=int, default=100_000, help="0: skip")
