@@ -17,11 +17,16 @@ from typing import Any, Dict, List
 from slots_probe import load_snapshot  # the snapshot format of `python -m bench slots`
 
 from siteagent.config.schema import PricingConfig
-from siteagent.core.engines import Policy
-from siteagent.core.prediction import plan
 from siteagent.core.slots import advertise
-from siteagent.core.values import Request
 from siteagent.market.site import pricing_of
+
+try:  # the names since issue 28's moves; the reference (7fdf490) has the ones before them
+    from siteagent.core.engines import Policy
+    from siteagent.core.prediction import plan
+    from siteagent.core.values import Request
+except ImportError:
+    from siteagent.core.model import Request
+    from siteagent.core.scheduling import Policy, plan
 from siteagent.pricing import ExternalityFee, FlatPrice, Pricing, Window
 
 #: The bench's request: 64 cores for 4 hours, from now (as `bench slots` asks).

@@ -15,10 +15,15 @@ import sys
 import time
 from typing import Any, Dict, List
 
-from siteagent.core.engines import Policy
-from siteagent.core.prediction import plan
 from siteagent.core.slots import advertise
-from siteagent.core.values import ClusterSnapshot, Job, Request
+
+try:  # the names since issue 28's moves; the reference (7fdf490) has the ones before them
+    from siteagent.core.engines import Policy
+    from siteagent.core.prediction import plan
+    from siteagent.core.values import ClusterSnapshot, Job, Request
+except ImportError:
+    from siteagent.core.model import ClusterSnapshot, Job, Request
+    from siteagent.core.scheduling import Policy, plan
 from siteagent.pricing import ExternalityFee, FlatPrice, Pricing
 from siteagent.sim import LoadScaling, Simulator, Workload
 from siteagent.sim.snapshot import snapshot_of
