@@ -78,7 +78,10 @@ def snapshot(
     path = snapshot_path(trace, cores, pending, overload)
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        print(f"building the snapshot: {pending} jobs of {trace} waiting on {cores} cores ...")
+        print(
+            f"building the snapshot: {pending} jobs of {trace} waiting on {cores} cores ...",
+            flush=True,
+        )
         argv = [python, BUILD, "build", "--trace", str(TRACES / trace), "--cores", str(cores)]
         argv += ["--pending", str(pending), "--overload", str(overload), "--out", str(path)]
         child(argv)

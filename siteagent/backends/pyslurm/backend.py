@@ -158,12 +158,13 @@ class PyslurmBackend(Backend):
         now = int(time.time())
         began = time.monotonic()
         nodes = self._nodes()
-        jobs = self.running.still(nodes)
-        if jobs is None:
+
+        def read() -> SlurmJobs:
             loaded = self._load("Jobs.load", self.pyslurm.Jobs)
             running = [job_record(j) for j in loaded if state_words(j.state)[0] in RUNNING_STATES]
-            jobs = parse_jobs({"jobs": running}, now, node_cores(nodes, self.config.partition))
-            self.running.keep(jobs, nodes, began)
+            return parse_jobs({"jobs": running}, now, node_cores(nodes, self.config.partition))
+
+        jobs = self.running.current(nodes, read, began)
         return self._snapshot(now, nodes, jobs, self.list_reservations(), settings)
 
     def _nodes(self) -> List[NodeState]:

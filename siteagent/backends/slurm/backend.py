@@ -158,10 +158,9 @@ class SlurmBackend(CommandBackend):
             # nothing recent to reuse: read the running jobs alongside, not after the nodes
             asked_running = None if self.running.recent() else pool.submit(self._read_running)
             nodes = asked_nodes.result()
-            jobs = self.running.still(nodes) if asked_running is None else None
-            if jobs is None:
-                jobs = (asked_running or pool.submit(self._read_running)).result()
-                self.running.keep(jobs, nodes, began)
+            jobs = self.running.current(
+                nodes, lambda: (asked_running or pool.submit(self._read_running)).result(), began
+            )
             reservations = asked_reservations.result()
         return build_snapshot(now, nodes, jobs, reservations, self.config, "text", settings)
 

@@ -72,6 +72,17 @@ class RunningJobs:
         with self._lock:
             self._read = read if sum(job.cores for job in jobs.running) == total else None
 
+    def current(
+        self, nodes: Sequence[NodeState], read: Callable[[], SlurmJobs], read_at: float
+    ) -> SlurmJobs:
+        """The kept jobs while they still hold (:meth:`still`), else ``read()``'s (begun at
+        ``read_at``, before ``nodes`` were read), kept for the next accepts."""
+        jobs = self.still(nodes)
+        if jobs is None:
+            jobs = read()
+            self.keep(jobs, nodes, read_at)
+        return jobs
+
     def forget(self) -> None:
         """Read them again next time (Slurm disagreed with what they implied)."""
         with self._lock:
