@@ -675,8 +675,10 @@ class ReservationManager:
         return int(bid.job.get("priority", 1))
 
     def with_known_nodes(self, snapshot: ClusterSnapshot) -> ClusterSnapshot:
-        """``snapshot`` with the nodes of the agent's own reservations as its records keep
-        them (the batch system may show only their totals)."""
+        """``snapshot`` with the split of the agent's own reservations over their nodes as its
+        records keep it, where the batch system shows only their totals. Where it lists each
+        node's cores its split stands: Slurm 23.11 and later spread a total over the named
+        nodes their own way, not always as the plan did (docs/slurm.md §11)."""
         if not snapshot.reservations:
             return snapshot
         known = {
@@ -687,7 +689,9 @@ class ReservationManager:
         if not known:
             return snapshot
         reservations = tuple(
-            dataclasses.replace(res, allocation=known[res.name]) if res.name in known else res
+            dataclasses.replace(res, allocation=known[res.name])
+            if res.name in known and not _split_listed(res)
+            else res
             for res in snapshot.reservations
         )
         return dataclasses.replace(snapshot, reservations=reservations)
@@ -884,3 +888,10 @@ def without_lower(snapshot: ClusterSnapshot, priority: int) -> ClusterSnapshot:
     lower known absolute priority): where a won ``now`` bid's window is checked and placed."""
     kept = tuple(job for job in snapshot.running if not 0 < job.absolute_priority < priority)
     return dataclasses.replace(snapshot, running=kept)
+
+
+def _split_listed(res: BatchReservation) -> bool:
+    """Whether ``res``'s split over its nodes is the batch system's: a listed split adds up
+    to its cores; one the snapshot bounded from its nodes and total holds more
+    (backends/slurm/snapshot.py ``reservation_allocation``)."""
+    return bool(res.allocation) and sum(cores for _, cores in res.allocation) == res.cores

@@ -92,9 +92,10 @@ class FaultyBackend(Backend):
 class NodeCluster(Backend):
     """Nodes of given cores with running jobs, and reservations created as Slurm creates them:
     for whole minutes, on the nodes named (refused as busy where running work or an
-    overlapping reservation leaves too few cores all along; ``moved`` puts every new
-    reservation on other nodes instead, as a batch system choosing for itself would). Like
-    Slurm it lists a reservation's nodes but not its cores on each when there are several.
+    overlapping reservation leaves too few cores all along; ``moved`` puts the next new
+    reservation on other nodes or splits it otherwise, as a batch system choosing for itself
+    would). Like pyslurm's legacy API it lists a reservation's nodes but not its cores on each
+    when there are several; with ``lists_cores`` it lists them, as ``scontrol`` does.
     """
 
     name = "nodes"
@@ -105,6 +106,7 @@ class NodeCluster(Backend):
         self.clock = now
         self.held: Dict[str, Tuple[BatchReservation, Allocation]] = {}
         self.moved: Allocation = ()
+        self.lists_cores = False
         self.created: List[ReservationSpec] = []
 
     def now(self) -> int:
@@ -129,7 +131,7 @@ class NodeCluster(Backend):
 
     def create_reservation(self, spec: ReservationSpec) -> BatchReservation:
         self.created.append(spec)
-        placed = self.moved or spec.allocation
+        placed, self.moved = self.moved or spec.allocation, ()
         start, end = self.held_window(spec.start, spec.end)
         for name, cores in placed:
             if cores > self._free(name, start, end):
@@ -140,7 +142,7 @@ class NodeCluster(Backend):
             end=end,
             cores=sum(cores for _, cores in placed),
             node_names=tuple(name for name, _ in placed),
-            allocation=placed if len(placed) == 1 else (),
+            allocation=placed if len(placed) == 1 or self.lists_cores else (),
         )
         self.held[spec.name] = (made, placed)
         return made

@@ -3,7 +3,8 @@
 The agent re-checks an offer on its node-aware plan, creates the reservation on the nodes
 that plan chose, and verifies on reading it back that the batch system put it there. Runs on
 :class:`testbed.inprocess.fakes.NodeCluster`, which places and refuses as Slurm does and,
-like Slurm, does not show how a reservation over several nodes splits its cores.
+like pyslurm's legacy API, does not show how a reservation over several nodes splits its
+cores unless asked to (as ``scontrol`` does).
 """
 
 from __future__ import annotations
@@ -88,6 +89,22 @@ def test_the_store_knows_how_a_reservation_splits_its_cores() -> None:
     assert first.allocation == (("n1", 8), ("n2", 4))
     second = accept(manager, 4, T0 + 600, 3600, "k2")
     assert second.allocation == (("n2", 4),)
+
+
+def test_the_split_the_batch_system_lists_stands_over_the_record() -> None:
+    """Slurm 23.11 and later take one total for the named nodes and split it their own way:
+    asked for n1 8 and n2 4, it holds n1 4 and n2 8, and lists that. Four more cores fit on
+    n1 only; planned from the record they would go on n2, and be refused as busy."""
+    manager = manager_on({"n1": 8, "n2": 8})
+    backend = manager.backend
+    assert isinstance(backend, NodeCluster)
+    backend.lists_cores = True
+    backend.moved = (("n1", 4), ("n2", 8))
+    first = accept(manager, 12, T0 + 600, 3600, "k1")
+    assert first.allocation == (("n1", 8), ("n2", 4))
+    second = accept(manager, 4, T0 + 600, 3600, "k2")
+    assert second.state is ReservationState.TENTATIVE
+    assert second.allocation == (("n1", 4),)
 
 
 def test_the_window_checked_is_the_one_the_batch_system_holds() -> None:
