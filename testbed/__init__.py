@@ -6,8 +6,9 @@ Grouped by how a test uses them:
   sites and bidders, a scripted HTTPS server, parties and receipts, offers, records, SWF traces,
   a clock and a faulty backend, the lifecycle's promises, hypothesis strategies, raw HTTP).
 - ``processes``: harnesses that start real processes (``siteagent serve`` agents, a market
-  and its bank, lifecycle sites, crash/break-point runs, PostgreSQL) and ``programs`` (system
-  programs, free ports, waiting, stopping).
+  and its bank, lifecycle sites, crash/break-point runs, PostgreSQL), ``programs`` (system
+  programs, waiting, stopping) and ``ports`` (where they listen: below the kernel's ephemeral
+  range, a block for each pytest-xdist worker).
 - ``slurm``: a private real Slurm cluster, its accounting, queues of real jobs, an agent on it,
   and the Slurm releases (host or chroot) it runs.
 - ``pbs``: a private real OpenPBS.

@@ -35,7 +35,8 @@ from bench.auction import TABLE2, TRACE_OF
 from bench.common import ROOT, TRACES
 from testbed.inprocess.parties import Party
 from testbed.processes.market import Market, SiteSpec
-from testbed.processes.programs import free_port, stop
+from testbed.processes.ports import free_port
+from testbed.processes.programs import stop
 
 #: Replay speed: one wall second is 15 s of trace, the paper's round timer.
 SPEED = 15.0

@@ -31,7 +31,8 @@ from siteagent.backends.slurm import SlurmBackend
 from siteagent.protocol import keys, signing
 from testbed.inprocess.parties import Party
 from testbed.inprocess.traces import write_trace
-from testbed.processes.programs import free_port, stop, wait_until
+from testbed.processes.ports import free_port
+from testbed.processes.programs import stop, wait_until
 from testbed.slurm.cluster import SlurmTestCluster
 
 SITEAGENT = Path(sys.executable).parent / "siteagent"

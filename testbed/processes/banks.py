@@ -29,7 +29,7 @@ import yaml
 from siteagent.ledger.client import RemoteLedger
 from siteagent.protocol import keys
 from testbed.inprocess.parties import Party
-from testbed.processes.postgres import free_port
+from testbed.processes.ports import free_port
 
 SITEAGENT = Path(sys.executable).parent / "siteagent"
 #: Seconds a bank process may take to answer /healthz on a busy machine.

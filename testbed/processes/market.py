@@ -37,7 +37,8 @@ from siteagent.protocol import keys
 from testbed.inprocess.parties import Party
 from testbed.inprocess.traces import busy_trace, write_trace
 from testbed.processes.agents import SITEAGENT, Buyer
-from testbed.processes.programs import START_TIMEOUT_S, free_port, stop, wait_until
+from testbed.processes.ports import free_port
+from testbed.processes.programs import START_TIMEOUT_S, stop, wait_until
 from testbed.slurm.cluster import SlurmTestCluster
 
 REPO = Path(__file__).resolve().parents[2]

@@ -34,6 +34,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from testbed.processes.ports import free_port
+
 #: The superuser the tests connect as.
 USER = "siteagent"
 #: Seconds the server may take to accept connections, on a busy two-core machine.
@@ -213,12 +215,3 @@ class PostgresTestServer:
         done = subprocess.run(command, capture_output=True, text=True, timeout=300, **self._as)
         if done.returncode != 0:
             raise PostgresError(f"{command[0]} failed: {done.stdout}{done.stderr}")
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port

@@ -1,4 +1,4 @@
-"""Use this when a test needs a system program, a free port, or waits for/stops a process.
+"""Use this when a test needs a system program, or waits for/stops a process.
 
 Processes the tests start: system programs (Prometheus, promtool, systemd-analyze), where
 they are or why the test cannot run, and the agent's own server process.
@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from typing import Any, Dict, Iterator, Optional
@@ -146,13 +145,6 @@ def require_programs(*names: str) -> Dict[str, str]:
             pytest.fail(f"under CI: {reason}", pytrace=False)
         pytest.skip(reason)
     return {name: path for name, path in found.items() if path is not None}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_until(what: str, check: Any, timeout: float = START_TIMEOUT_S) -> Any:

@@ -31,7 +31,7 @@ from siteagent.market.site import STORE_FILE
 from siteagent.market.store import Store
 from siteagent.protocol.keys import private_key_pem, public_key_text, write_private
 from testbed.pbs.cluster import PbsTestCluster
-from testbed.processes.programs import free_port
+from testbed.processes.ports import free_port
 from testbed.slurm.cluster import SlurmTestCluster
 
 REPO = Path(__file__).resolve().parents[2]

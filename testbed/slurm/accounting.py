@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from testbed.slurm.cluster import ClusterError, _pid_alive, _tail, free_ports
+from testbed.processes.ports import free_ports
+from testbed.slurm.cluster import ClusterError, _pid_alive, _tail
 from testbed.slurm.install import SlurmInstall, host_series
 
 #: Programs accounting needs beyond the cluster's own.

@@ -43,6 +43,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Tuple, Type
 
 from siteagent.backends.slurm.config import SlurmConfig
+from testbed.processes.ports import free_ports
 from testbed.slurm.install import SlurmInstall, host_series
 
 if TYPE_CHECKING:
@@ -105,25 +106,6 @@ class ClusterError(RuntimeError):
 def missing_binaries(install: Optional[SlurmInstall] = None) -> List[str]:
     """Names of required programs ``install`` (the host's by default) lacks."""
     return (install or SlurmInstall(host_series())).missing(REQUIRED_BINARIES)
-
-
-def free_ports(count: int) -> List[int]:
-    """Ports free on 127.0.0.1 right now, all distinct.
-
-    The sockets are held open until all ports are chosen so that the kernel cannot hand out the
-    same port twice; the tiny race with other programs between closing and slurmctld binding is
-    covered by a retry in :meth:`SlurmTestCluster.start`.
-    """
-    socks: List[socket.socket] = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _tail(path: Path, lines: int = 25) -> str:

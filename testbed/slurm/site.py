@@ -18,7 +18,7 @@ from siteagent.protocol import keys
 from testbed.inprocess.parties import Party
 from testbed.processes.agents import Buyer, SlurmBatch
 from testbed.processes.market import Service
-from testbed.processes.programs import free_port
+from testbed.processes.ports import free_port
 from testbed.slurm.cluster import SlurmTestCluster
 
 

@@ -36,7 +36,8 @@ from siteagent.protocol import documents
 from siteagent.protocol.keys import load_private_key
 from testbed.inprocess.parties import Party
 from testbed.processes.agents import Buyer
-from testbed.processes.programs import free_port, require_programs, stop, wait_until
+from testbed.processes.ports import free_port
+from testbed.processes.programs import require_programs, stop, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 

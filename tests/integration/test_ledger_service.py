@@ -27,7 +27,8 @@ from testbed.inprocess import raw_http
 from testbed.inprocess.parties import Party
 from testbed.inprocess.traces import write_trace
 from testbed.processes.agents import BUSY_JOBS, Buyer, Service
-from testbed.processes.programs import free_port, wait_until
+from testbed.processes.ports import free_port
+from testbed.processes.programs import wait_until
 
 MB = 1024 * 1024
 

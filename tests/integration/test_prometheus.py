@@ -21,7 +21,8 @@ import pytest
 import yaml
 
 from testbed.processes.agents import BundledReplay, RunningAgent, run_agent
-from testbed.processes.programs import free_port, require_programs, stop, wait_until
+from testbed.processes.ports import free_port
+from testbed.processes.programs import require_programs, stop, wait_until
 
 pytestmark = pytest.mark.prometheus
 

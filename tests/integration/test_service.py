@@ -22,7 +22,8 @@ from typing import Any, Dict, Iterator, List
 import pytest
 import yaml
 
-from testbed.processes.programs import free_port, stop, wait_until
+from testbed.processes.ports import free_port
+from testbed.processes.programs import stop, wait_until
 
 SITEAGENT = Path(sys.executable).parent / "siteagent"
 

@@ -37,7 +37,8 @@ from siteagent.market.store import Store
 from testbed.inprocess.commands import siteagent_json
 from testbed.inprocess.offers import record_offer
 from testbed.processes.agents import SITEAGENT, spawn_agent
-from testbed.processes.programs import free_port, running_slurm, stop, wait_until
+from testbed.processes.ports import free_port
+from testbed.processes.programs import running_slurm, stop, wait_until
 from testbed.processes.sites import authorize_buyer
 from testbed.slurm.cluster import SlurmTestCluster
 from testbed.slurm.install import SlurmInstall

@@ -17,7 +17,7 @@ import pytest
 
 from bench.common import ROOT
 from bench.delay_proxy import Delay, Route
-from testbed.processes.programs import free_port
+from testbed.processes.ports import free_port
 
 
 def test_a_route_names_the_agent_and_its_round_trip() -> None:

@@ -41,7 +41,7 @@ from siteagent.protocol import documents, keys, signing
 from siteagent.protocol.documents import Cancellation, Signed
 from siteagent.security.authentication import Authenticator
 from testbed.inprocess.parties import NOW, Party, deal, receipt
-from testbed.processes.programs import free_port
+from testbed.processes.ports import free_port
 
 PRICE = Decimal("43.40")  # testbed.inprocess.parties.offer: 16 cores x 2 h x 1.25 + fee 3.4
 BASE = "http://testserver"

@@ -22,8 +22,9 @@ from siteagent.ledger.schema import LATEST, V1_SQLITE, SchemaError
 from siteagent.protocol import documents, keys
 from siteagent.protocol.documents import Cancellation, Receipt
 from testbed.inprocess.parties import NOW, Party, deal, receipt
+from testbed.processes.ports import free_port
 from testbed.processes.postgres import PostgresTestServer
-from testbed.processes.programs import free_port, require_postgres_driver
+from testbed.processes.programs import require_postgres_driver
 
 PRICE = Decimal("43.40")  # testbed.inprocess.parties.offer
 

@@ -20,7 +20,8 @@ import pytest
 
 from siteagent.config import loading
 from siteagent.http.server import GRACEFUL_SHUTDOWN_S, NotifyingServer, https_config
-from testbed.processes.programs import free_port, wait_until
+from testbed.processes.ports import free_port
+from testbed.processes.programs import wait_until
 
 #: How long the slow route takes to answer.
 SLOW_S = 1.5

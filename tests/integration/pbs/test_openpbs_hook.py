@@ -36,7 +36,8 @@ from testbed.inprocess.commands import siteagent_json
 from testbed.inprocess.offers import record_offer
 from testbed.pbs.cluster import SERVER, PbsTestCluster, text_blocks
 from testbed.processes.agents import SITEAGENT, spawn_agent
-from testbed.processes.programs import free_port, stop, wait_until
+from testbed.processes.ports import free_port
+from testbed.processes.programs import stop, wait_until
 from testbed.processes.sites import authorize_buyer
 
 pytestmark = pytest.mark.pbs

@@ -1,0 +1,50 @@
+"""The ports the tests' programs listen on: outside the range the kernel hands to outgoing
+connections, distinct within a process, and apart between pytest-xdist workers."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+from testbed.processes import ports
+
+
+def test_ports_are_below_the_ephemeral_range_and_never_handed_out_twice() -> None:
+    chosen = ports.free_ports(50)
+    assert len(set(chosen)) == 50
+    assert all(ports.BASE <= port < ports._ephemeral_low() for port in chosen)
+
+
+def test_a_port_in_use_is_passed_over() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        assert taken.getsockname()[1] not in ports.free_ports(5)
+        low = ports._block()
+        busy = [socket.socket() for _ in range(3)]
+        try:
+            for sock in busy:
+                sock.bind(("127.0.0.1", ports.free_port()))
+                sock.listen()
+            held = {sock.getsockname()[1] for sock in busy}
+            assert all(low <= port < low + ports.BLOCK for port in held)
+            assert held.isdisjoint(ports.free_ports(20))
+        finally:
+            for sock in busy:
+                sock.close()
+
+
+def test_each_worker_has_a_block_of_its_own() -> None:
+    code = "from testbed.processes.ports import free_port; print(free_port())"
+    blocks = []
+    for worker in ("gw0", "gw1", "gw5"):
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            env={"PYTEST_XDIST_WORKER": worker, "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        blocks.append((int(out) - ports.BASE) // ports.BLOCK)
+    assert blocks == [0, 1, 5]
