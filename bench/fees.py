@@ -209,9 +209,11 @@ def markdown(results: Dict[str, Any], args: argparse.Namespace) -> str:
         f"them, measured in turn in each of {results['rounds']} rounds (the order alternating); "
         "figures are medians of each side's CPU seconds (a busy neighbour stretches wall time, "
         "not these). Request: 64 cores x 4 h from now, on the HPC2N trace replayed on "
-        "10,000 cores until the queue holds the stated number of jobs (bench/slots_probe.py); "
-        f"the plans on 10,000 cores replay {args.plan_trace} the same way (HPC2N's 202,871 "
-        "jobs never queue 100,000 there: the replay ends first).",
+        f"10,000 cores, its arrivals {OVERLOAD} times as fast, until the queue holds the "
+        "stated number of jobs (bench/slots_probe.py); the plans on 10,000 cores replay "
+        f"{args.plan_trace} the same way, its arrivals {args.plan_overload} times as fast "
+        "(HPC2N's 202,871 jobs never queue 100,000 there, nor RICC's 200,000 at 2.5: the "
+        "replay ends first).",
         "",
         "## Fees",
         "",
