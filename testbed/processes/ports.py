@@ -5,7 +5,8 @@ gives every outgoing connection, so a port a killed agent held could be taken by
 connection before the agent restarts on it. So ports here come from below that range
 (``/proc/sys/net/ipv4/ip_local_port_range``), in a block of their own for each pytest-xdist
 worker (``PYTEST_XDIST_WORKER``): two workers never choose the same port, and a process never
-hands out a port twice. Each is checked free by binding it.
+hands out a port twice. Each is checked free by binding it. Where the ephemeral range leaves no
+room below it, the kernel's choice it is, as before.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import random
 import re
 import socket
 from pathlib import Path
-from typing import List, Set
+from typing import List, Optional, Set
 
 #: the lowest port handed out, and how many each worker has
 BASE = 20000
@@ -27,6 +28,8 @@ EPHEMERAL_LOW = 32768
 def free_port() -> int:
     """A port free on 127.0.0.1 now, never handed out before by this process."""
     low = _block()
+    if low is None:
+        return _kernel_choice()
     for step in range(BLOCK):
         port = low + (_START + step) % BLOCK
         if port not in _HANDED and _bindable(port):
@@ -40,16 +43,23 @@ def free_ports(count: int) -> List[int]:
     return [free_port() for _ in range(count)]
 
 
-def _block() -> int:
-    """The first port of this worker's block."""
+def _block() -> Optional[int]:
+    """The first port of this worker's block; None where the kernel's ephemeral range leaves
+    no room below it for the block."""
     worker = re.search(r"\d+", os.environ.get("PYTEST_XDIST_WORKER", "gw0"))
     low = BASE + BLOCK * (int(worker.group()) if worker else 0)
-    if low + BLOCK > _ephemeral_low():
-        raise RuntimeError(
-            f"ports {low}-{low + BLOCK - 1} reach the kernel's ephemeral range "
-            f"(net.ipv4.ip_local_port_range starts at {_ephemeral_low()}); run fewer workers"
-        )
-    return low
+    return low if low + BLOCK <= _ephemeral_low() else None
+
+
+def _kernel_choice() -> int:
+    """A port the kernel chooses (from its ephemeral range), not handed out before."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port: int = sock.getsockname()[1]
+        if port not in _HANDED:
+            _HANDED.add(port)
+            return port
 
 
 def _bindable(port: int) -> bool:

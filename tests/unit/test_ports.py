@@ -7,6 +7,8 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from testbed.processes import ports
 
 
@@ -22,6 +24,7 @@ def test_a_port_in_use_is_passed_over() -> None:
         taken.listen()
         assert taken.getsockname()[1] not in ports.free_ports(5)
         low = ports._block()
+        assert low is not None
         busy = [socket.socket() for _ in range(3)]
         try:
             for sock in busy:
@@ -33,6 +36,15 @@ def test_a_port_in_use_is_passed_over() -> None:
         finally:
             for sock in busy:
                 sock.close()
+
+
+def test_the_kernel_chooses_where_its_ephemeral_range_leaves_no_room_below(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ports, "_ephemeral_low", lambda: 1024)
+    chosen = ports.free_ports(5)
+    assert len(set(chosen)) == 5
+    assert all(not ports.BASE <= port < ports.BASE + 8 * ports.BLOCK for port in chosen)
 
 
 def test_each_worker_has_a_block_of_its_own() -> None:
