@@ -891,7 +891,8 @@ def without_lower(snapshot: ClusterSnapshot, priority: int) -> ClusterSnapshot:
 
 
 def _split_listed(res: BatchReservation) -> bool:
-    """Whether ``res``'s split over its nodes is the batch system's: a listed split adds up
-    to its cores; one the snapshot bounded from its nodes and total holds more
-    (backends/slurm/snapshot.py ``reservation_allocation``)."""
-    return bool(res.allocation) and sum(cores for _, cores in res.allocation) == res.cores
+    """Whether ``res``'s split over its nodes is the batch system's: a listed split holds no
+    more than its CPUs (its cores, or fewer where cores run several threads); one the snapshot
+    bounded from its nodes and total holds more (backends/slurm/snapshot.py
+    ``reservation_allocation``)."""
+    return bool(res.allocation) and sum(cores for _, cores in res.allocation) <= res.cores
