@@ -90,6 +90,9 @@ S = ReservationState
 #: clock says so (the clocks of the controller and the agent's host may differ this much).
 NOTICE_SKEW_S = 60
 
+#: How the history names a part released because its batch could not be held whole: the
+#: buyer was never handed it (docs/batches.md).
+BATCH_RELEASED = "released with its batch accept, which could not be held whole"
 #: The answer of a batch accept that was interrupted (the agent stopped in its middle).
 INTERRUPTED: Mapping[str, Any] = {
     "code": "reservation_failed",
@@ -271,7 +274,8 @@ class ReservationManager:
             if record.state is S.REQUESTED:
                 unresolved = True
             elif record.state is S.TENTATIVE:
-                self.cancel(record.id, batch.client, f"{batch.key}#{i}#release")
+                why = f"{BATCH_RELEASED} ({error.get('field', '')}: {error.get('message', '')})"
+                self.cancel(record.id, batch.client, f"{batch.key}#{i}#release", reason=why)
         state = "open" if unresolved else "released"
         if not unresolved:
             self.store.close_batch(batch.client, batch.key, state, error)
@@ -404,8 +408,10 @@ class ReservationManager:
         client: str,
         idempotency_key: str,
         refund: Optional[Refund] = None,
+        reason: str = "",
     ) -> ReservationRecord:
         """The owner cancels; free while TENTATIVE, p x f once CONFIRMED (``record.penalty``).
+        ``reason``: the history's line, where not the owner's own cancel.
 
         Cancelling a confirmed reservation owes the ledger ``refund(record, penalty, at)`` (the
         site's signed cancellation, see :mod:`siteagent.market.deals`), written in the same
@@ -433,7 +439,7 @@ class ReservationManager:
                     S.CANCELLED,
                     at,
                     client,
-                    f"cancelled by its owner while {record.state.value}",
+                    reason or f"cancelled by its owner while {record.state.value}",
                     penalty=penalty,
                     remember=Remember(client, idempotency_key, operation),
                     owed=owed,

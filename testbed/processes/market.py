@@ -24,13 +24,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 import yaml
 
 from siteagent.client.journal import JOURNAL_FILE, Journal
 from siteagent.core.waits import QueueWait
 from siteagent.market.lifecycle import ReservationRecord, ReservationState
+from siteagent.market.reservations import BATCH_RELEASED
 from siteagent.market.site import STORE_FILE
 from siteagent.market.store import Store
 from siteagent.protocol import keys
@@ -193,6 +194,18 @@ class Agent:
         finally:
             store.close()
 
+    def released_with_batches(self) -> Set[str]:
+        """The reservations released because their batch accept could not be held whole."""
+        store = Store(str(self.state_dir / STORE_FILE))
+        try:
+            return {
+                record.id
+                for record in store.reservations([ReservationState.CANCELLED])
+                if any(step.reason.startswith(BATCH_RELEASED) for step in store.history(record.id))
+            }
+        finally:
+            store.close()
+
     def record_waits(self, waits: Sequence[QueueWait]) -> None:
         """Queue waits as if the agent had seen these jobs start (its ``/v1/history/waits``
         and their bounds then count them): a history a test cannot wait for."""
@@ -339,11 +352,15 @@ class Market:
         ]
 
     def alices(self, since: Mapping[str, Sequence[str]]) -> Dict[str, List[ReservationRecord]]:
-        """Alice's reservations made at each site since the ids ``since`` were there."""
-        return {
-            site: [r for r in records if r.client == self.alice.key_id and r.id not in since[site]]
-            for site, records in self.held().items()
-        }
+        """Alice's reservations made at each site since the ids ``since`` were there, but the
+        parts of her batch accepts that a site released when it could not hold the batch
+        whole (a window taken between its check and the part: she was never handed them)."""
+        found: Dict[str, List[ReservationRecord]] = {}
+        for site, records in self.held().items():
+            mine = [r for r in records if r.client == self.alice.key_id and r.id not in since[site]]
+            released = self.agents[site].released_with_batches()
+            found[site] = [r for r in mine if r.id not in released]
+        return found
 
     def ids(self) -> Dict[str, List[str]]:
         """Every reservation id at each site now (the ``since`` of :meth:`alices`)."""

@@ -12,6 +12,7 @@ import pytest
 
 from siteagent.backends.base import ReservationRefused
 from siteagent.market.lifecycle import ReservationState
+from siteagent.market.reservations import BATCH_RELEASED
 from siteagent.protocol import documents
 from siteagent.protocol.documents import Receipt
 from testbed.inprocess.api_harness import World, make_world, running_world
@@ -190,6 +191,12 @@ def test_a_batch_whose_part_the_batch_system_refuses_holds_nothing(
     ]
     names = {res.name for res in world.backend.list_reservations()}
     assert not names & {r.name for r in records if r is not None}
+    for record in records[:2]:  # the history says why, apart from an owner's cancel
+        assert record is not None
+        (released,) = [
+            s for s in world.site.store.history(record.id) if s.to_state.value == "CANCELLED"
+        ]
+        assert released.reason == f"{BATCH_RELEASED} (offer_ids[2]: {detail['message']})"
     again = accept_batch(world, world.alice, ids)
     assert again.status_code == 409 and error(again)["field"] == "offer_ids[2]"
 
