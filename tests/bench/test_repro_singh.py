@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -21,7 +22,6 @@ from bench.repro.singh.var import PENALTY, combined
 from siteagent.core.engines import Policy
 from siteagent.pricing import ExternalityFee, FlatPrice, Pricing
 from siteagent.sim.simulator import Simulator
-from tests.bench.reports import check_quick_run
 
 #: What each part's --quick run leaves out of its own results (it runs one site, or one sweep).
 QUICK_LEAVES_OUT = {
@@ -72,12 +72,14 @@ def test_a_quick_part_reports_every_result_and_measures_its_own(part: str, tmp_p
     assert (tmp_path / f"repro-singh-{part}.md").read_text().count("| 002-") >= len(own)
 
 
-def test_the_whole_quick_run_reports_every_result(tmp_path: Path) -> None:
+def test_the_whole_quick_run_reports_every_result(
+    tmp_path: Path, quick_run: Callable[..., None]
+) -> None:
     """``repro-singh --quick`` (every part, one report), with the parts' seeds above: after
     them (pytest keeps a module's order, and one worker runs a module) it reads their kept
     runs back (bench/.work/repro-singh) and checks the report it assembles; alone, it runs
     them."""
-    check_quick_run("repro-singh", tmp_path, ["--seeds", "3"])
+    quick_run("repro-singh", tmp_path, ["--seeds", "3"])
 
 
 def test_reservations_are_the_same_jobs_at_every_alpha() -> None:

@@ -1,4 +1,5 @@
-"""What every reproduction command's --quick run must hold, whichever test runs it."""
+"""The reproduction tests' shared check: what every command's --quick run must hold,
+whichever test runs it (the ``quick_run`` fixture)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
+
+import pytest
 
 from bench.common import ROOT
 from bench.repro.paper_values import paper_values, seed_ids
@@ -39,3 +42,9 @@ def check_quick_run(name: str, out: Path, extra: Sequence[str] = ()) -> None:
     assert report["options"]["quick"] is True
     for figure in report["figures"]:
         assert (out / figure).exists(), figure
+
+
+@pytest.fixture
+def quick_run() -> Callable[..., None]:
+    """:func:`check_quick_run`, for a test to call with its command and output folder."""
+    return check_quick_run
