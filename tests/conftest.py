@@ -159,8 +159,16 @@ def _group(item: pytest.Item, series: Optional[str]) -> str:
     """What one worker runs together under ``--dist loadgroup``: a module (its module-scoped
     clusters and markets start once), and a module's tests on one Slurm release apart from
     its others, since their clusters are the release's anyway. A module of one-minute
-    reservations on three releases then takes three workers' time, not eleven minutes of one."""
-    return _module(item) if series is None else f"{_module(item)}[{series}]"
+    reservations on three releases then takes three workers' time, not eleven minutes of one.
+    The replayed site of a lifecycle test (no cluster) goes apart too, and each test of a
+    module marked ``apart`` (its waits are long, its module fixture cheap to start again)."""
+    group = _module(item)
+    if "apart" in item.keywords:
+        group += f"::{getattr(item, 'originalname', item.name)}"
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and callspec.params.get("lifecycle_site") == "replay":
+        return f"{group}[replay]"
+    return group if series is None else f"{group}[{series}]"
 
 
 def _slurm_series(item: pytest.Item) -> Optional[str]:

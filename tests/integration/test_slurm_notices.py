@@ -44,7 +44,8 @@ from testbed.slurm.cluster import SlurmTestCluster
 from testbed.slurm.install import SlurmInstall
 from testbed.slurm.queue import wait_for
 
-pytestmark = pytest.mark.slurm
+#: apart: three tests wait out a one-minute reservation each, on three releases
+pytestmark = [pytest.mark.slurm, pytest.mark.apart]
 
 S = ReservationState
 
