@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from siteagent.agent.loop import Agent
 from siteagent.api.app import create_app
 from siteagent.api.context import ApiContext
+from siteagent.backends import registry
 from siteagent.backends.base import Backend
 from siteagent.cli.main import main
 from siteagent.config import loading
@@ -34,7 +35,6 @@ from siteagent.core.values import (
     ReservationSpec,
 )
 from siteagent.daemon.assemble import assemble
-from siteagent.market import site as site_module
 from siteagent.market.deals import Deals
 from siteagent.market.site import open_site
 from siteagent.protocol.documents import Receipt, confirm_body, signature_valid
@@ -121,7 +121,9 @@ def frozen(
 ) -> Iterator[Tuple[List[str], TestClient]]:
     """The command line's site options and an API client, both on the frozen cluster."""
     cluster = FrozenCluster(request.param)
-    monkeypatch.setattr(site_module, "open_backend", lambda config: cluster)
+    # the registry, not siteagent.market.site.open_backend: a module importing that name while
+    # it is patched (the CLI's, imported lazily) would keep the frozen cluster for later tests
+    monkeypatch.setattr(registry, "open_backend", lambda kind, options, shared: cluster)
     config = tmp_path / "siteagent.yaml"
     config.write_text(f"state_dir: {tmp_path / 'state'}\n", encoding="utf-8")
     site = open_site(loading.load(config))
