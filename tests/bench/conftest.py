@@ -1,5 +1,5 @@
-"""The reproduction tests' shared check: what every command's --quick run must hold,
-whichever test runs it (the ``quick_run`` fixture)."""
+"""The reproduction tests' shared pieces: a command's --quick run as a user starts it
+(``quick_report``), and what every command's report must hold (``quick_run``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Dict, Sequence
 
 import pytest
 
@@ -16,19 +16,26 @@ from bench.repro.paper_values import paper_values, seed_ids
 from bench.repro.registry import available
 
 
-def check_quick_run(name: str, out: Path, extra: Sequence[str] = ()) -> None:
-    """Run ``python -m bench NAME --quick`` as a user does; its report holds a row for every
-    headline result of its paper, each with a verdict (and why, where it is not a match), and
-    its figures exist. The paper's values are not asserted here (the reports judge them)."""
+def run_quick(command: Sequence[str], out: Path, report: str) -> Dict[str, Any]:
+    """Run ``python -m bench COMMAND --quick`` as a user does, its results in ``out``; the
+    JSON report named ``report`` (without ``.json``) it wrote there."""
     run = subprocess.run(
-        [sys.executable, "-m", "bench", name, "--quick", *extra, "--jobs", "2", "--out", str(out)],
+        [sys.executable, "-m", "bench", *command, "--quick", "--jobs", "2", "--out", str(out)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=False,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    report = json.loads((out / f"{name}.json").read_text())
+    found: Dict[str, Any] = json.loads((out / f"{report}.json").read_text())
+    return found
+
+
+def check_quick_run(name: str, out: Path, extra: Sequence[str] = ()) -> None:
+    """:func:`run_quick` of command ``name``: its report holds a row for every headline result
+    of its paper, each with a verdict (and why, where it is not a match), and its figures
+    exist. The paper's values are not asserted here (the reports judge them)."""
+    report = run_quick([name, *extra], out, name)
     rows = report["rows"]
     assert {row["id"] for row in rows} == set(seed_ids(available()[name].seed))
     assert report["problems"] == []
@@ -42,6 +49,12 @@ def check_quick_run(name: str, out: Path, extra: Sequence[str] = ()) -> None:
     assert report["options"]["quick"] is True
     for figure in report["figures"]:
         assert (out / figure).exists(), figure
+
+
+@pytest.fixture
+def quick_report() -> Callable[..., Dict[str, Any]]:
+    """:func:`run_quick`, for a test that checks the report itself."""
+    return run_quick
 
 
 @pytest.fixture

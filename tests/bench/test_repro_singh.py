@@ -5,15 +5,11 @@ hashing the job (the same jobs at every α), the combined VAR/AR scheme's invari
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Dict
 
 import pytest
 
-from bench.common import ROOT
 from bench.repro.paper_values import seed_ids
 from bench.repro.singh import PARTS
 from bench.repro.singh.fees import Reserver, _first
@@ -32,30 +28,16 @@ QUICK_LEAVES_OUT = {
 }
 
 
+#: The report's shape, not its figures: 3 seeds show it (the CI budget). The whole run below
+#: takes the same, so that it reads the parts' kept runs back.
+SEEDS = ["--seeds", "3"]
+
+
 @pytest.mark.parametrize("part", sorted(PARTS))
-def test_a_quick_part_reports_every_result_and_measures_its_own(part: str, tmp_path: Path) -> None:
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "repro-singh",
-            part,
-            "--quick",
-            "--seeds",  # the report's shape, not its figures: 3 seeds show it (the CI budget)
-            "3",
-            "--jobs",
-            "2",
-            "--out",
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    report = json.loads((tmp_path / f"repro-singh-{part}.json").read_text())
+def test_a_quick_part_reports_every_result_and_measures_its_own(
+    part: str, tmp_path: Path, quick_report: Callable[..., Dict[str, Any]]
+) -> None:
+    report = quick_report(["repro-singh", part, *SEEDS], tmp_path, f"repro-singh-{part}")
     assert report["problems"] == []
     rows = report["rows"]
     assert {row["id"] for row in rows} == set(seed_ids("002"))
@@ -75,11 +57,11 @@ def test_a_quick_part_reports_every_result_and_measures_its_own(part: str, tmp_p
 def test_the_whole_quick_run_reports_every_result(
     tmp_path: Path, quick_run: Callable[..., None]
 ) -> None:
-    """``repro-singh --quick`` (every part, one report), with the parts' seeds above: after
+    """``repro-singh --quick`` (every part, one report), with the parts' ``SEEDS``: after
     them (pytest keeps a module's order, and one worker runs a module) it reads their kept
     runs back (bench/.work/repro-singh) and checks the report it assembles; alone, it runs
     them."""
-    quick_run("repro-singh", tmp_path, ["--seeds", "3"])
+    quick_run("repro-singh", tmp_path, SEEDS)
 
 
 def test_reservations_are_the_same_jobs_at_every_alpha() -> None:
