@@ -389,7 +389,10 @@ def replan_from(
         job_size, planned, hold = sizes[k], planned_starts[k], holds[k]
         window_end = planned + hold
         if freed_from < window_end:
-            fit = profile.earliest_fit(job_size, hold, bound.after(job_size, hold, now))
+            # a start before ``planned`` must overlap capacity a moved job gave back, all of
+            # it at or after ``freed_from``: earlier starts did not fit in the base plan
+            after = max(now, freed_from - hold + 1)
+            fit = profile.earliest_fit(job_size, hold, bound.after(job_size, hold, after))
         elif _overlaps(taken, planned, window_end) and not profile.fits(job_size, planned, hold):
             fit = profile.earliest_fit(job_size, hold, bound.after(job_size, hold, planned))
         else:
