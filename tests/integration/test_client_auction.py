@@ -194,6 +194,9 @@ def test_reservations_are_listed_shown_and_cancelled_across_sites(buyer: Market)
     shown = buyer.client_json(["reservations", "show", bought["reservation_id"]])
     assert shown["site"]["state"] == "CONFIRMED"
     assert shown["site"]["receipt"]["id"] == bought["receipt"]["id"]
+    table = buyer.client(["reservations", "show", name])  # what a user reads to run jobs in it
+    assert table.returncode == 0, table.stderr
+    assert "batch system name" in table.stdout and shown["site"]["name"] in table.stdout
     cancelled = buyer.client_json(["reservations", "cancel", name])["reservation"]
     assert cancelled["state"] == "cancelled"
     (record,) = buyer.alices(before)[bought["site"]]

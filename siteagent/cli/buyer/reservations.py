@@ -180,6 +180,7 @@ def _show(args: argparse.Namespace) -> int:
             [
                 ("reservation", _name(entry)),
                 ("at the site", view.state),
+                ("batch system name", view.name),  # what jobs name to run in it
                 ("in the journal", entry.state.value),
                 ("start", local_time(view.start)),
                 ("end", local_time(view.end)),
