@@ -71,6 +71,8 @@ class Report:
     title: str
     options: Options
     seed: str
+    #: the command that writes it, when not ``repro-NAME`` (a part: ``repro-singh fees``)
+    command: str = ""
     rows: List[Row] = field(default_factory=list)
     #: free-form per-seed data (lists of per-run dicts): the JSON keeps all of it
     data: Dict[str, Any] = field(default_factory=dict)
@@ -208,7 +210,8 @@ class Report:
         lines = [
             f"# {self.title}",
             "",
-            f"`python -m bench repro-{self.name}`, run {where['date']} on {where['cpus']} CPUs "
+            f"`python -m bench {self.command or 'repro-' + self.name}`, run {where['date']} "
+            f"on {where['cpus']} CPUs "
             f"(load average {where['load_average_1m_at_start']} at start"
             + (
                 f", {where['load_average_1m_at_end']} at the end"

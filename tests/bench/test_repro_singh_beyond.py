@@ -44,5 +44,5 @@ def test_a_quick_beyond_run_provisions_a_workflow_that_slurm_runs_in_its_windows
     for task, _, parents in realized.QUICK[0]:
         for parent in parents:  # --dependency=afterok held each child until its parents ended
             assert best[task][0] >= best[parent][1]
-    text = (tmp_path / "repro-singh-beyond.md").read_text()
+    text = (tmp_path / "repro-singh-beyond.json").with_suffix(".md").read_text()
     assert "## On the real Slurm test cluster" in text and "realized / planned" in text

@@ -69,7 +69,9 @@ def main(argv: List[str]) -> int:
     options = options_from(args)
     parts = list(PARTS) if args.part == "all" else [args.part]
     name = "singh" if args.part == "all" else f"singh-{args.part}"
-    report = Report(name, TITLES[args.part], options, seed="002")
+    report = Report(
+        name, TITLES[args.part], options, seed="002", command=f"repro-singh {args.part}"
+    )
     if args.part in EXTRA:
         EXTRA[args.part](report, options, args)
         return report.finish()
