@@ -18,7 +18,7 @@ import hashlib
 import json
 import multiprocessing
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -46,6 +46,8 @@ class ResultCache:
     directory: Path
     code: Tuple[str, ...] = ("siteagent",)
     any_version: bool = False
+    #: the kept runs :meth:`get` read back, by the code version that made them
+    read: Dict[str, int] = field(default_factory=dict)
 
     def _folder(self, function: Function, config: Config) -> Path:
         name = f"{function.__module__}.{function.__qualname__}"
@@ -62,6 +64,7 @@ class ResultCache:
         if not kept.exists():
             return None
         entry: Dict[str, Any] = json.loads(kept.read_text())
+        self.read[kept.stem] = self.read.get(kept.stem, 0) + 1
         return entry
 
     def put(self, function: Function, config: Config, result: Any) -> None:

@@ -18,6 +18,7 @@ from bench.repro.options import Options, add_options, options_from
 from bench.repro.paper_values import paper_value, seed_ids
 from bench.repro.report import Report
 from bench.repro.singh import beyond, fees, provision, slots, var
+from bench.repro.singh.sites import kept_runs_note
 
 Part = Callable[[Report, Options, argparse.Namespace], None]
 
@@ -74,9 +75,11 @@ def main(argv: List[str]) -> int:
     )
     if args.part in EXTRA:
         EXTRA[args.part](report, options, args)
+        report.section("Code that made the runs", kept_runs_note())
         return report.finish()
     for part in parts:
         PARTS[part][0](report, options, args)
+    report.section("Code that made the runs", kept_runs_note())
     for other, (_, ids) in PARTS.items():
         if other not in parts:
             report.not_run(

@@ -26,7 +26,7 @@ from bench.repro.paper_values import paper_value
 from bench.repro.report import Report
 from bench.repro.seeds import uniform
 from bench.repro.stats import Estimate
-from bench.repro.sweep import ResultCache
+from bench.repro.sweep import ResultCache, code_version
 from bench.repro.verdicts import DIFFERS, Verdict, judge
 from siteagent.core.engines import Policy
 from siteagent.core.machine import Task
@@ -251,4 +251,26 @@ def sweep(
     ``--reuse-runs`` a kept run of the same configuration is read back whatever code made it
     (after a change to the report's code only)."""
     cache = ResultCache(RUNS, CODE, any_version=getattr(args, "reuse_runs", False))
-    return options.sweep(function, configs, label, cache=cache)
+    results = options.sweep(function, configs, label, cache=cache)
+    for version, count in cache.read.items():
+        KEPT[version] = KEPT.get(version, 0) + count
+    KEPT["run now"] = KEPT.get("run now", 0) + len(configs) - sum(cache.read.values())
+    return results
+
+
+#: This process's runs: how many each code version's kept results gave, and how many ran now.
+KEPT: Dict[str, int] = {}
+
+
+def kept_runs_note() -> str:
+    """Which code made this report's runs (more than one version only with --reuse-runs)."""
+    read = {version: n for version, n in KEPT.items() if version != "run now"}
+    now = code_version(CODE)
+    made = ", ".join(
+        f"{n} by {version}{' (this tree)' if version == now else ''}"
+        for version, n in sorted(read.items())
+    )
+    return (
+        f"{KEPT.get('run now', 0)} runs ran now (code version {now}); read back from "
+        f"bench/.work/repro-singh: {made or 'none'}.\n"
+    )
