@@ -26,7 +26,7 @@ def test_a_quick_beyond_run_provisions_a_workflow_that_slurm_runs_in_its_windows
     assert report["problems"] == []
     slurm = report["data"]["slurm"]
     figures = slurm["summary"]
-    assert figures["tasks"] == len(realized.QUICK[0])
+    assert figures["tasks"] == len(realized.QUICK.tasks)
     windows, runs = slurm["provisioned"]["windows"], slurm["provisioned"]["runs"]
     for task, (start, end) in windows.items():
         began, ended = runs[task]
@@ -35,13 +35,13 @@ def test_a_quick_beyond_run_provisions_a_workflow_that_slurm_runs_in_its_windows
         assert start <= began <= start + 30, (task, start, began)
         assert ended <= end, (task, end, ended)
     # the plan keeps the workflow's order: a child's window opens after its parents' close
-    for task, _, parents in realized.QUICK[0]:
+    for task, _, parents in realized.QUICK.tasks:
         for parent in parents:
             assert windows[task][0] >= windows[parent][1]
     assert figures["realized_makespan_s"] <= figures["planned_makespan_s"]
     assert figures["best_effort_makespan_s"] > 0
     best = slurm["best_effort"]["runs"]
-    for task, _, parents in realized.QUICK[0]:
+    for task, _, parents in realized.QUICK.tasks:
         for parent in parents:  # --dependency=afterok held each child until its parents ended
             assert best[task][0] >= best[parent][1]
     text = (tmp_path / "repro-singh-beyond.json").with_suffix(".md").read_text()

@@ -25,6 +25,7 @@ import statistics
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Sequence, Tuple
 
@@ -35,20 +36,30 @@ from testbed.inprocess.buyer_files import sites_file
 from testbed.slurm.cluster import SlurmTestCluster, missing_binaries
 from testbed.slurm.site import SlurmSite
 
-#: A task: (id, cores, parents); every task runs RUNTIME_S.
+#: A task: (id, cores, parents).
 Task = Tuple[str, int, Tuple[str, ...]]
-RUNTIME_S = 120
 SLACK_S = 10
 #: Seconds from the background queue's submission to the workflow's (the agent starts within).
 LEAD_S = 30
 #: (cores, minutes) of the background: jobs that start at once, then jobs that queue.
 Background = Tuple[Sequence[Tuple[int, int]], Sequence[Tuple[int, int]]]
 
-QUICK: Tuple[Sequence[Task], Background] = (
+
+@dataclass(frozen=True)
+class Experiment:
+    """The workflow (every task running ``runtime_s``, whole minutes) and the background."""
+
+    tasks: Sequence[Task]
+    background: Background
+    runtime_s: int
+
+
+QUICK = Experiment(
     (("a", 16, ()), ("b", 8, ("a",)), ("c", 32, ("a",))),
-    (((48, 1), (8, 2)), ((64, 1), (16, 2))),
+    (((48, 1), (8, 1)), ((64, 1),)),
+    runtime_s=60,
 )
-FULL: Tuple[Sequence[Task], Background] = (
+FULL = Experiment(
     (
         ("a1", 16, ()),
         ("a2", 8, ()),
@@ -60,6 +71,7 @@ FULL: Tuple[Sequence[Task], Background] = (
         ("d1", 8, ("c1", "c2")),
     ),
     (((32, 3), (16, 2), (8, 4)), ((64, 2), (24, 3), (48, 2), (16, 5), (64, 1))),
+    runtime_s=120,
 )
 
 
@@ -73,34 +85,34 @@ def unavailable() -> str:
 
 def run(work: Path, quick: bool) -> Dict[str, Any]:
     """Both arms side by side (each on its own cluster); their tasks' windows and runs."""
-    tasks, background = QUICK if quick else FULL
+    experiment = QUICK if quick else FULL
     with ThreadPoolExecutor(max_workers=2) as pool:
         arms = {
-            name: pool.submit(arm, work / name, tasks, background)
+            name: pool.submit(arm, work / name, experiment)
             for name, arm in (("provisioned", provisioned), ("best_effort", best_effort))
         }
         result = {name: future.result() for name, future in arms.items()}
-    return {"tasks": [list(task) for task in tasks], "runtime_s": RUNTIME_S, **result}
+    tasks = [list(task) for task in experiment.tasks]
+    return {"tasks": tasks, "runtime_s": experiment.runtime_s, **result}
 
 
-def provisioned(root: Path, tasks: Sequence[Task], background: Background) -> Dict[str, Any]:
+def provisioned(root: Path, experiment: Experiment) -> Dict[str, Any]:
     """Reserve the workflow through an agent on the cluster, then submit each task into its
     reservation."""
     with _cluster(root) as cluster:
-        t0 = _background(cluster, background)
+        t0 = _background(cluster, experiment.background)
         site = SlurmSite(cluster, root)
         try:
             client = _client_env(root, site)
-            workflow = _workflow_file(root / "workflow.yaml", tasks)
+            workflow = _workflow_file(root / "workflow.yaml", experiment)
             _sleep_until(t0)
             done = _client(client, "provision", str(workflow), "--alpha", "0.5")
             plan = {row["task"]: row for row in done["tasks"]}
-            cores = {task_id: size for task_id, size, _ in tasks}
-            for task_id, row in plan.items():
-                shown = _client(client, "reservations", "show", f"slurm1:{row['reservation']}")
-                name = shown["site"]["name"]
-                _submit(cluster, task_id, cores[task_id], [f"--reservation={name}"])
-            runs = _wait_for_runs(cluster, [task_id for task_id, _, _ in tasks])
+            for task_id, size, _ in experiment.tasks:
+                held = plan[task_id]["reservation"]
+                name = _client(client, "reservations", "show", f"slurm1:{held}")["site"]["name"]
+                _submit(cluster, experiment, task_id, size, [f"--reservation={name}"])
+            runs = _wait_for_runs(cluster, experiment)
         finally:
             site.service.stop()
     return {
@@ -111,18 +123,16 @@ def provisioned(root: Path, tasks: Sequence[Task], background: Background) -> Di
     }
 
 
-def best_effort(root: Path, tasks: Sequence[Task], background: Background) -> Dict[str, Any]:
+def best_effort(root: Path, experiment: Experiment) -> Dict[str, Any]:
     """Submit every task at once, each held by ``--dependency=afterok`` until its parents end."""
     with _cluster(root) as cluster:
-        t0 = _background(cluster, background)
+        t0 = _background(cluster, experiment.background)
         _sleep_until(t0)
         jobs: Dict[str, str] = {}
-        for task_id, size, parents in tasks:
-            after = (
-                [f"--dependency=afterok:{':'.join(jobs[p] for p in parents)}"] if parents else []
-            )
-            jobs[task_id] = _submit(cluster, task_id, size, after)
-        runs = _wait_for_runs(cluster, [task_id for task_id, _, _ in tasks])
+        for task_id, size, parents in experiment.tasks:
+            held = [f"--dependency=afterok:{':'.join(jobs[p] for p in parents)}"]
+            jobs[task_id] = _submit(cluster, experiment, task_id, size, held if parents else [])
+        runs = _wait_for_runs(cluster, experiment)
     return {"t0": t0, "runs": runs}
 
 
@@ -148,16 +158,21 @@ def _sleep_until(instant: float) -> None:
     time.sleep(max(0.0, instant - time.time()))
 
 
-def _submit(cluster: SlurmTestCluster, task_id: str, cores: int, extra: List[str]) -> str:
+def _submit(
+    cluster: SlurmTestCluster, experiment: Experiment, task_id: str, cores: int, extra: List[str]
+) -> str:
     times = f"{cluster.inner_dir}/times/{task_id}"
-    wrap = f"date +%s.%N > {times}.start; sleep {RUNTIME_S - SLACK_S}; date +%s.%N > {times}.end"
-    return cluster.submit(*extra, f"-n{cores}", "-t", str(RUNTIME_S // 60), wrap=wrap)
+    sleep = experiment.runtime_s - SLACK_S
+    wrap = f"date +%s.%N > {times}.start; sleep {sleep}; date +%s.%N > {times}.end"
+    minutes = str(experiment.runtime_s // 60)
+    return cluster.submit(*extra, f"-n{cores}", "-t", minutes, wrap=wrap)
 
 
 def _wait_for_runs(
-    cluster: SlurmTestCluster, task_ids: Sequence[str], timeout_s: float = 1800
+    cluster: SlurmTestCluster, experiment: Experiment, timeout_s: float = 1800
 ) -> Dict[str, List[float]]:
     """Each task's [start, end] as its job wrote them, once every one has ended."""
+    task_ids = [task_id for task_id, _, _ in experiment.tasks]
     times = cluster.dir / "times"
     deadline = time.monotonic() + timeout_s
     while not all((times / f"{t}.end").exists() for t in task_ids):
@@ -200,19 +215,19 @@ def _client(env: Mapping[str, str], *args: str) -> Dict[str, Any]:
     return answer
 
 
-def _workflow_file(path: Path, tasks: Sequence[Task]) -> Path:
+def _workflow_file(path: Path, experiment: Experiment) -> Path:
     """The workflow as ``siteagent-client provision`` reads it (docs/client.md): tiny outputs,
     so that the plan is the schedule's, not the network's."""
     document = [
         {
             "id": task_id,
             "cores": size,
-            "runtime": RUNTIME_S,
+            "runtime": experiment.runtime_s,
             "outputs": {f"{task_id}.out": 1000},
             **({"parents": list(parents)} if parents else {}),
             **({"inputs": {f"{p}.out": 1000 for p in parents}} if parents else {}),
         }
-        for task_id, size, parents in tasks
+        for task_id, size, parents in experiment.tasks
     ]
     path.write_text(yaml.safe_dump({"tasks": document}), encoding="utf-8")
     return path
