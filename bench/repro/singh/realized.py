@@ -38,6 +38,7 @@ from testbed.slurm.site import SlurmSite
 
 #: A task: (id, cores, parents).
 Task = Tuple[str, int, Tuple[str, ...]]
+#: How much shorter than its window a task's job sleeps (see above).
 SLACK_S = 10
 #: Seconds from the background queue's submission to the workflow's (the agent starts within).
 LEAD_S = 30
