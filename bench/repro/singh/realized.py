@@ -109,11 +109,14 @@ def provisioned(root: Path, experiment: Experiment) -> Dict[str, Any]:
             _sleep_until(t0)
             done = _client(client, "provision", str(workflow), "--alpha", "0.5")
             plan = {row["task"]: row for row in done["tasks"]}
+            jobs: Dict[str, str] = {}
             for task_id, size, _ in experiment.tasks:
                 held = plan[task_id]["reservation"]
                 name = _client(client, "reservations", "show", f"slurm1:{held}")["site"]["name"]
-                _submit(cluster, experiment, task_id, size, [f"--reservation={name}"])
-            runs = _wait_for_runs(cluster, experiment)
+                jobs[task_id] = _submit(
+                    cluster, experiment, task_id, size, [f"--reservation={name}"]
+                )
+            runs = _wait_for_runs(cluster, jobs)
         finally:
             site.service.stop()
     return {
@@ -133,7 +136,7 @@ def best_effort(root: Path, experiment: Experiment) -> Dict[str, Any]:
         for task_id, size, parents in experiment.tasks:
             held = [f"--dependency=afterok:{':'.join(jobs[p] for p in parents)}"]
             jobs[task_id] = _submit(cluster, experiment, task_id, size, held if parents else [])
-        runs = _wait_for_runs(cluster, experiment)
+        runs = _wait_for_runs(cluster, jobs)
     return {"t0": t0, "runs": runs}
 
 
@@ -170,22 +173,25 @@ def _submit(
 
 
 def _wait_for_runs(
-    cluster: SlurmTestCluster, experiment: Experiment, timeout_s: float = 1800
+    cluster: SlurmTestCluster, jobs: Mapping[str, str], timeout_s: float = 1800
 ) -> Dict[str, List[float]]:
-    """Each task's [start, end] as its job wrote them, once every one has ended."""
-    task_ids = [task_id for task_id, _, _ in experiment.tasks]
+    """Each task's [start, end] as its job (``jobs``: task to job id) wrote them, once every
+    one has ended; an error as soon as one is gone without ending (Slurm killed it, as at its
+    reservation's end), or after ``timeout_s``."""
     times = cluster.dir / "times"
     deadline = time.monotonic() + timeout_s
-    while not all((times / f"{t}.end").exists() for t in task_ids):
-        if time.monotonic() > deadline:
+    while not all((times / f"{t}.end").exists() for t in jobs):
+        live = set(cluster.live_job_ids())
+        gone = [t for t, job in jobs.items() if job not in live]
+        if [t for t in gone if not (times / f"{t}.end").exists()] or time.monotonic() > deadline:
             queue = cluster.run(["squeue"], check=False).stdout
             raise RuntimeError(
-                f"the workflow's jobs did not end within {timeout_s:.0f} s:\n{queue}"
+                f"the workflow's jobs did not all end within {timeout_s:.0f} s, or one was "
+                f"ended before its sleep did (tasks gone: {gone}):\n{queue}"
             )
         time.sleep(1.0)
     return {
-        t: [float((times / f"{t}.{edge}").read_text()) for edge in ("start", "end")]
-        for t in task_ids
+        t: [float((times / f"{t}.{edge}").read_text()) for edge in ("start", "end")] for t in jobs
     }
 
 
