@@ -182,12 +182,15 @@ def _wait_for_runs(
     deadline = time.monotonic() + timeout_s
     while not all((times / f"{t}.end").exists() for t in jobs):
         live = set(cluster.live_job_ids())
-        gone = [t for t, job in jobs.items() if job not in live]
-        if [t for t in gone if not (times / f"{t}.end").exists()] or time.monotonic() > deadline:
+        killed = [
+            t for t, job in jobs.items() if job not in live and not (times / f"{t}.end").exists()
+        ]
+        if killed or time.monotonic() > deadline:
             queue = cluster.run(["squeue"], check=False).stdout
             raise RuntimeError(
-                f"the workflow's jobs did not all end within {timeout_s:.0f} s, or one was "
-                f"ended before its sleep did (tasks gone: {gone}):\n{queue}"
+                f"tasks {killed} were ended before their sleep did\n{queue}"
+                if killed
+                else f"the workflow's jobs did not all end within {timeout_s:.0f} s:\n{queue}"
             )
         time.sleep(1.0)
     return {

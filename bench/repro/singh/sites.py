@@ -16,7 +16,7 @@ import functools
 import logging
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from bench.common import ROOT, TRACES
@@ -253,24 +253,31 @@ def sweep(
     cache = ResultCache(RUNS, CODE, any_version=getattr(args, "reuse_runs", False))
     results = options.sweep(function, configs, label, cache=cache)
     for version, count in cache.read.items():
-        KEPT[version] = KEPT.get(version, 0) + count
-    KEPT["run now"] = KEPT.get("run now", 0) + len(configs) - sum(cache.read.values())
+        MADE.kept[version] = MADE.kept.get(version, 0) + count
+    MADE.ran += len(configs) - sum(cache.read.values())
     return results
 
 
-#: This process's runs: how many each code version's kept results gave, and how many ran now.
-KEPT: Dict[str, int] = {}
+@dataclass
+class Provenance:
+    """This process's runs: how many ran now, and how many each code version's kept results
+    gave back."""
+
+    ran: int = 0
+    kept: Dict[str, int] = field(default_factory=dict)
+
+
+MADE = Provenance()
 
 
 def kept_runs_note() -> str:
     """Which code made this report's runs (more than one version only with --reuse-runs)."""
-    read = {version: n for version, n in KEPT.items() if version != "run now"}
     now = code_version(CODE)
     made = ", ".join(
         f"{n} by {version}{' (this tree)' if version == now else ''}"
-        for version, n in sorted(read.items())
+        for version, n in sorted(MADE.kept.items())
     )
     return (
-        f"{KEPT.get('run now', 0)} runs ran now (code version {now}); read back from "
+        f"{MADE.ran} runs ran now (code version {now}); read back from "
         f"bench/.work/repro-singh: {made or 'none'}.\n"
     )
